@@ -1,0 +1,13 @@
+# Every dependency comes from Debian's packages (scripts/install-deps.sh installs them).
+# Public: the header-only front needs only the standard library and cereal.
+# Private: everything else stays inside libsky.
+find_package(Threads REQUIRED)
+find_package(cereal CONFIG REQUIRED)
+find_package(fmt CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(CURL REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBSSH2 REQUIRED IMPORTED_TARGET libssh2)
+find_package(Boost 1.74 REQUIRED)

@@ -1,0 +1,114 @@
+#pragma once
+// A byte buffer that grows in place (realloc: large blocks are remapped, not copied) and the
+// stream buffers that let cereal write into it and read from a span without std::stringstream.
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <span>
+#include <streambuf>
+#include <utility>
+
+namespace sky::detail {
+
+class Buffer {
+public:
+    Buffer() = default;
+    explicit Buffer(std::size_t reserve_bytes) { reserve(reserve_bytes); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer(Buffer&& o) noexcept
+        : data_(std::exchange(o.data_, nullptr)),
+          size_(std::exchange(o.size_, 0)),
+          cap_(std::exchange(o.cap_, 0)) {}
+    Buffer& operator=(Buffer&& o) noexcept {
+        if (this != &o) {
+            std::free(data_);
+            data_ = std::exchange(o.data_, nullptr);
+            size_ = std::exchange(o.size_, 0);
+            cap_ = std::exchange(o.cap_, 0);
+        }
+        return *this;
+    }
+    ~Buffer() { std::free(data_); }
+
+    [[nodiscard]] std::byte* data() noexcept { return data_; }
+    [[nodiscard]] const std::byte* data() const noexcept { return data_; }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    [[nodiscard]] std::span<const std::byte> span() const noexcept { return {data_, size_}; }
+    [[nodiscard]] std::span<std::byte> span() noexcept { return {data_, size_}; }
+
+    void reserve(std::size_t n) {
+        if (n <= cap_) return;
+        void* p = std::realloc(data_, n);
+        if (!p) throw std::bad_alloc();
+        data_ = static_cast<std::byte*>(p);
+        cap_ = n;
+    }
+    /// Sets the size without initialising new bytes (they are about to be overwritten).
+    void resize(std::size_t n) {
+        if (n > cap_) reserve(grow_to(n));
+        size_ = n;
+    }
+    void clear() noexcept { size_ = 0; }
+    void append(const void* p, std::size_t n) {
+        if (n == 0) return;
+        if (size_ + n > cap_) reserve(grow_to(size_ + n));
+        std::memcpy(data_ + size_, p, n);
+        size_ += n;
+    }
+    void push_back(std::byte b) { append(&b, 1); }
+    /// Drops the first n bytes (keeps the rest at the front).
+    void consume(std::size_t n) noexcept {
+        if (n >= size_) {
+            size_ = 0;
+            return;
+        }
+        std::memmove(data_, data_ + n, size_ - n);
+        size_ -= n;
+    }
+
+private:
+    [[nodiscard]] std::size_t grow_to(std::size_t need) const noexcept {
+        std::size_t c = cap_ ? cap_ : 256;
+        while (c < need) c += c / 2 + 64;
+        return c;
+    }
+    std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t cap_ = 0;
+};
+
+/// std::streambuf that appends to a Buffer (cereal's BinaryOutputArchive writes through sputn).
+class BufferWriter : public std::streambuf {
+public:
+    explicit BufferWriter(Buffer& b) : buf_(b) {}
+
+protected:
+    std::streamsize xsputn(const char* s, std::streamsize n) override {
+        buf_.append(s, static_cast<std::size_t>(n));
+        return n;
+    }
+    int_type overflow(int_type c) override {
+        if (c != traits_type::eof()) buf_.push_back(static_cast<std::byte>(c));
+        return traits_type::not_eof(c);
+    }
+
+private:
+    Buffer& buf_;
+};
+
+/// std::streambuf over a span of bytes (no copy until cereal reads into its objects).
+class SpanReader : public std::streambuf {
+public:
+    explicit SpanReader(std::span<const std::byte> s) {
+        auto* b = const_cast<char*>(reinterpret_cast<const char*>(s.data()));
+        setg(b, b, b + s.size());
+    }
+    [[nodiscard]] std::size_t remaining() const noexcept {
+        return static_cast<std::size_t>(egptr() - gptr());
+    }
+};
+
+}  // namespace sky::detail

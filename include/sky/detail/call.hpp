@@ -1,0 +1,103 @@
+#pragma once
+// What travels from the front to the pool: a call description, and the shared state a batch of
+// calls completes into.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sky/detail/buffer.hpp"
+#include "sky/detail/serialize.hpp"
+
+namespace sky::detail {
+
+/// Per-call options (`.timeout()`, `.retries()`).
+struct CallOptions {
+    std::optional<std::chrono::milliseconds> timeout;
+    int retries = 0;
+};
+
+/// An immutable call: function name + signature hash + encoded arguments + options.
+struct CallDesc {
+    std::string_view function;                    ///< points into static storage or `owned_name`
+    std::shared_ptr<const std::string> owned_name;  ///< set when the name did not come from F
+    std::uint64_t signature = 0;
+    std::shared_ptr<const Buffer> args;
+    CallOptions options;
+};
+
+/// The result of one call: encoded result bytes, or an exception.
+struct Outcome {
+    Buffer result;
+    std::exception_ptr error;
+};
+
+/// Shared by the pool (which completes items) and the caller (which waits).
+class BatchState {
+public:
+    explicit BatchState(std::size_t n) : outcomes(n), remaining_(n) {}
+
+    void complete(std::size_t i, Buffer&& result) {
+        outcomes[i].result = std::move(result);
+        finish_one();
+    }
+    void fail(std::size_t i, std::exception_ptr e) {
+        outcomes[i].error = std::move(e);
+        finish_one();
+    }
+    void wait() {
+        if (done_.load(std::memory_order_acquire)) return;
+        std::unique_lock lk(m_);
+        cv_.wait(lk, [&] { return remaining_ == 0; });
+    }
+    template <class Rep, class Period>
+    bool wait_for(std::chrono::duration<Rep, Period> d) {
+        std::unique_lock lk(m_);
+        return cv_.wait_for(lk, d, [&] { return remaining_ == 0; });
+    }
+    [[nodiscard]] bool ready() const noexcept { return done_.load(std::memory_order_acquire); }
+    /// The first failure in input order, if any.
+    [[nodiscard]] std::exception_ptr first_error() const {
+        for (auto& o : outcomes)
+            if (o.error) return o.error;
+        return nullptr;
+    }
+
+    std::vector<Outcome> outcomes;
+    /// Set by the pool: cancels what has not finished; returns true when something was cancelled.
+    std::function<bool()> cancel;
+
+private:
+    void finish_one() {
+        std::lock_guard lk(m_);
+        if (--remaining_ == 0) {
+            done_.store(true, std::memory_order_release);
+            cv_.notify_all();
+        }
+    }
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::size_t remaining_;
+    std::atomic<bool> done_{false};
+};
+
+/// Decodes one outcome as R (rethrowing its error).
+template <class R>
+R take(const Outcome& o) {
+    if (o.error) std::rethrow_exception(o.error);
+    if constexpr (!std::is_void_v<R>) {
+        R r{};
+        load_from(o.result.span(), r);
+        return r;
+    }
+}
+
+}  // namespace sky::detail

@@ -1,0 +1,182 @@
+#pragma once
+/// \file Events and callbacks (api.md §9): what a pool reports while it lives.
+#include <functional>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace sky {
+
+/// Provider-side infrastructure (key pair, security group) is being created.
+struct InfraCreating {};
+/// Provider-side infrastructure is ready in `region`.
+struct InfraCreated {
+    std::string region;
+};
+/// `count` instances of `instance_type` are being requested from `provider`.
+struct InstanceLaunching {
+    int count = 0;
+    std::string instance_type;
+    std::string provider;
+};
+/// An instance exists and has an address.
+struct InstanceProvisioned {
+    std::string instance_id;
+    int node = 0;
+    bool spot = false;
+    std::string provider;
+    std::optional<std::string> ip;
+    std::optional<std::string> instance_type;
+    std::optional<double> price_on_demand;
+    std::optional<double> price_spot;
+};
+/// A node starts its bootstrap.
+struct BootstrapStarting {
+    std::string instance_id;
+};
+/// A bootstrap phase began ("apt", "pip", "env", "files", "setup", "worker", "watchdog", ...).
+struct BootstrapProgress {
+    std::string instance_id;
+    std::string step;
+};
+/// A node's bootstrap finished; its worker is starting.
+struct BootstrapCompleted {
+    std::string instance_id;
+};
+/// Every node is connected; calls may run.
+struct PoolStarted {
+    std::string pool_id;
+    int nodes = 0;
+};
+/// One line a compute function wrote to stdout or stderr on a node.
+struct LogLine {
+    int node = 0;
+    std::string instance_id;
+    std::string line;
+    double timestamp = 0;  ///< seconds since the Unix epoch, taken on the node
+};
+/// A sample of a node's resource use (GPU fields empty where there is no GPU).
+struct Metrics {
+    std::string instance_id;
+    int node = 0;
+    double cpu_percent = 0;
+    double memory_percent = 0;
+    double memory_used_mb = 0;
+    double memory_total_mb = 0;
+    std::optional<double> gpu_utilization;
+    std::optional<double> gpu_memory_used_mb;
+    std::optional<double> gpu_memory_total_mb;
+    std::optional<double> gpu_temperature;
+};
+/// A spot instance was reclaimed by its provider.
+struct InstancePreempted {
+    std::string instance_id;
+    int node = 0;
+    std::string reason;
+};
+/// A node was replaced (after preemption, or after its worker crashed).
+struct InstanceReplaced {
+    std::string old_instance_id;
+    std::string new_instance_id;
+    int node = 0;
+};
+/// The pool is tearing down.
+struct PoolStopping {};
+/// One instance is being stopped/terminated.
+struct InstanceStopping {
+    std::string instance_id;
+};
+/// Running cost, sent periodically.
+struct CostUpdate {
+    double elapsed_seconds = 0;
+    double accumulated_cost = 0;
+    double hourly_rate = 0;
+    int spot_count = 0;
+    int ondemand_count = 0;
+};
+/// The pool's final cost, after teardown.
+struct CostFinal {
+    double total_cost = 0;
+    double total_seconds = 0;
+    double hourly_rate = 0;
+    int spot_count = 0;
+    int ondemand_count = 0;
+    double savings_vs_ondemand = 0;
+};
+/// Something went wrong that did not (yet) fail a call: a node lost, a bad frame, ...
+/// (api.md names this event `Error`, which is also the exception base sky::Error; the event is
+/// sky::ErrorEvent, also reachable as sky::events::Error.)
+struct ErrorEvent {
+    std::string message;
+    std::optional<std::string> instance_id;
+};
+
+/// Every event a pool can report.
+using Event = std::variant<InfraCreating, InfraCreated, InstanceLaunching, InstanceProvisioned,
+                           BootstrapStarting, BootstrapProgress, BootstrapCompleted, PoolStarted,
+                           LogLine, Metrics, InstancePreempted, InstanceReplaced, PoolStopping,
+                           InstanceStopping, CostUpdate, CostFinal, ErrorEvent>;
+
+/// An event handler; an event it returns is dispatched in turn.
+using Callback = std::function<std::optional<Event>(const Event&)>;
+
+/// One callback that calls each of `cbs` in order (each sees the same event).
+template <class... Cbs>
+Callback compose(Cbs... cbs) {
+    std::vector<Callback> list{Callback(std::move(cbs))...};
+    return [list = std::move(list)](const Event& e) -> std::optional<Event> {
+        std::optional<Event> out;
+        for (auto& cb : list) {
+            if (!cb) continue;
+            auto r = cb(e);
+            if (r && !out) out = std::move(r);
+        }
+        return out;
+    };
+}
+
+/// Sends `event` to every callback installed with use_callback (innermost first).
+void emit(const Event& event);
+
+/// Removes its callback when it goes out of scope.
+class CallbackGuard {
+public:
+    explicit CallbackGuard(std::size_t id) : id_(id) {}
+    CallbackGuard(CallbackGuard&& o) noexcept : id_(o.id_) { o.id_ = 0; }
+    CallbackGuard& operator=(CallbackGuard&&) = delete;
+    CallbackGuard(const CallbackGuard&) = delete;
+    ~CallbackGuard();
+
+private:
+    std::size_t id_;
+};
+
+/// Installs `cb` for every pool's events (and sky::emit) while the guard lives.
+[[nodiscard]] CallbackGuard use_callback(Callback cb);
+
+/// A one-line readable form of an event ("instance local-ab12-0 stopping").
+std::string describe(const Event& event);
+
+/// The events under their api.md names, including `events::Error`.
+namespace events {
+using sky::BootstrapCompleted;
+using sky::BootstrapProgress;
+using sky::BootstrapStarting;
+using sky::CostFinal;
+using sky::CostUpdate;
+using sky::InfraCreated;
+using sky::InfraCreating;
+using sky::InstanceLaunching;
+using sky::InstancePreempted;
+using sky::InstanceProvisioned;
+using sky::InstanceReplaced;
+using sky::InstanceStopping;
+using sky::LogLine;
+using sky::Metrics;
+using sky::PoolStarted;
+using sky::PoolStopping;
+using Error = sky::ErrorEvent;
+}  // namespace events
+
+}  // namespace sky

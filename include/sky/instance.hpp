@@ -1,0 +1,37 @@
+#pragma once
+/// \file Where a compute function runs (api.md §10) and what a pool holds (api.md §4).
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sky {
+
+/// The execution environment of the current call. Outside a worker: node 0 of 1.
+struct InstanceInfo {
+    int node = 0;
+    int total_nodes = 1;
+    bool is_head = true;
+    std::vector<std::string> accelerators;
+    std::string head_addr = "127.0.0.1";
+    int head_port = 0;
+    std::string job_id;
+    int worker = 0;            ///< slot index within the node (0..workers_per_node-1)
+    int workers_per_node = 1;  ///< PoolSpec::concurrency
+};
+
+/// The environment of the calling thread's current call.
+InstanceInfo instance_info();
+
+/// One node of a pool, as `pool.instances()` lists it.
+struct Instance {
+    std::string id;
+    int node = 0;
+    std::string provider;
+    std::string instance_type;
+    std::optional<std::string> public_ip;
+    std::optional<std::string> private_ip;
+    bool spot = false;
+    double hourly_price = 0;
+};
+
+}  // namespace sky

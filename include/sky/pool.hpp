@@ -1,0 +1,264 @@
+#pragma once
+/// \file The pool of nodes that runs computations (api.md §4).
+#include <array>
+#include <chrono>
+#include <exception>
+#include <thread>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sky/accelerator.hpp"
+#include "sky/detail/call.hpp"
+#include "sky/events.hpp"
+#include "sky/image.hpp"
+#include "sky/instance.hpp"
+#include "sky/pending.hpp"
+#include "sky/providers.hpp"
+#include "sky/spot.hpp"
+#include "sky/volume.hpp"
+
+namespace sky {
+
+/// How a pool shows what it does.
+enum class Display {
+    log,      ///< events as readable lines on stderr; remote output as "[node N] ..."
+    spinner,  ///< one live line per node (plain lines when stderr is not a terminal)
+    quiet,    ///< nothing
+};
+
+/// Everything a pool needs to know; an aggregate for designated initializers (keep field order).
+struct PoolSpec {
+    Provider provider = Local{};
+    int nodes = 1;
+    std::optional<Accelerator> accelerator;
+    std::optional<std::string> machine;
+    std::optional<int> cpu;
+    std::optional<std::string> memory;
+    Image image{};
+    Spot spot = Spot{};
+    std::vector<Volume> volumes{};
+    std::map<std::string, std::string> env{};
+    std::chrono::seconds timeout{3600};
+    std::chrono::seconds idle_timeout{600};
+    int concurrency = 1;
+    Display display = Display::log;
+    Callback on_event{};
+    bool collect_metrics = true;
+
+    /// Throws sky::ConfigError naming the first bad field and its value.
+    void validate() const;
+};
+
+namespace detail {
+class PoolCore;
+}
+
+/// The asynchronous result of pool.submit(...).
+template <class T>
+class Future {
+public:
+    Future(std::shared_ptr<detail::BatchState> state, std::function<T(detail::BatchState&)> take)
+        : state_(std::move(state)), take_(std::move(take)) {}
+
+    /// Waits and returns the result (or rethrows the call's error).
+    T get() {
+        state_->wait();
+        return take_(*state_);
+    }
+    /// True when the result is there within `d`.
+    template <class Rep, class Period>
+    bool wait_for(std::chrono::duration<Rep, Period> d) {
+        return state_->wait_for(d);
+    }
+    void wait() { state_->wait(); }
+    [[nodiscard]] bool ready() const noexcept { return state_->ready(); }
+    /// Cancels what has not finished (get() then throws sky::CancelledError); true if it did.
+    bool cancel() { return state_->cancel ? state_->cancel() : false; }
+
+private:
+    std::shared_ptr<detail::BatchState> state_;
+    std::function<T(detail::BatchState&)> take_;
+};
+
+/// Provisions nodes, runs computations on them, and tears them all down when it goes away.
+class ComputePool {
+public:
+    /// Provisions, bootstraps and connects every node; on failure, tears down what it started
+    /// and throws a typed sky::Error.
+    explicit ComputePool(PoolSpec spec);
+    ~ComputePool();
+    ComputePool(ComputePool&&) noexcept;
+    ComputePool& operator=(ComputePool&&) noexcept;
+    ComputePool(const ComputePool&) = delete;
+    ComputePool& operator=(const ComputePool&) = delete;
+
+    /// Runs one call on one worker.
+    template <class R>
+    R run(const PendingCompute<R>& p) {
+        auto st = start({&p.desc()}, false);
+        st->wait();
+        return detail::take<R>(st->outcomes[0]);
+    }
+    /// Runs every call of a batch in parallel; rethrows the first failure after all finish.
+    template <class... Rs>
+    std::tuple<detail::batch_value_t<Rs>...> run_batch(const PendingBatch<Rs...>& b) {
+        auto st = start_all(b.calls());
+        st->wait();
+        return take_tuple<Rs...>(*st, std::index_sequence_for<Rs...>{});
+    }
+    /// Runs a dynamic group; results in input order.
+    template <class R>
+    auto run_gather(const PendingGather<R>& g) {
+        auto st = start_gather(g);
+        st->wait();
+        return take_vector<R>(*st);
+    }
+    /// Runs once on every node; results in node order.
+    template <class R>
+    auto broadcast(const PendingCompute<R>& p) {
+        auto st = start({&p.desc()}, true);
+        st->wait();
+        return take_vector<R>(*st);
+    }
+
+    /// Starts a call and returns at once.
+    template <class R>
+    Future<R> submit(const PendingCompute<R>& p) {
+        return Future<R>(start({&p.desc()}, false),
+                         [](detail::BatchState& s) { return detail::take<R>(s.outcomes[0]); });
+    }
+    template <class... Rs>
+    Future<std::tuple<detail::batch_value_t<Rs>...>> submit(const PendingBatch<Rs...>& b) {
+        return {start_all(b.calls()), [](detail::BatchState& s) {
+                    return take_tuple<Rs...>(s, std::index_sequence_for<Rs...>{});
+                }};
+    }
+    template <class R>
+    auto submit(const PendingGather<R>& g) {
+        using T = decltype(take_vector<R>(std::declval<detail::BatchState&>()));
+        return Future<T>(start_gather(g), [](detail::BatchState& s) { return take_vector<R>(s); });
+    }
+
+    /// Tears down now and reports teardown errors (the destructor never throws).
+    void close();
+    [[nodiscard]] bool is_active() const noexcept;
+    [[nodiscard]] int instance_count() const noexcept;
+    [[nodiscard]] std::vector<Instance> instances() const;
+    /// Cost accrued so far, in US dollars (0 for Local and SSH).
+    [[nodiscard]] double cost() const;
+    [[nodiscard]] const std::string& id() const noexcept;
+    [[nodiscard]] const PoolSpec& spec() const noexcept;
+
+    /// Calls `handler` for each event of type E.
+    template <class E>
+    void on(std::function<void(const E&)> handler) {
+        add_handler([h = std::move(handler)](const Event& e) {
+            if (auto* p = std::get_if<E>(&e)) h(*p);
+        });
+    }
+
+private:
+    std::shared_ptr<detail::BatchState> start(std::vector<const detail::CallDesc*> calls,
+                                              bool broadcast);
+    std::shared_ptr<detail::BatchState> start_all(const std::vector<detail::CallDesc>& calls);
+    template <class R>
+    std::shared_ptr<detail::BatchState> start_gather(const PendingGather<R>& g) {
+        std::vector<const detail::CallDesc*> calls;
+        calls.reserve(g.size());
+        for (auto& p : g.items()) calls.push_back(&p.desc());
+        return start(std::move(calls), false);
+    }
+    void add_handler(std::function<void(const Event&)> h);
+
+    template <class... Rs, std::size_t... I>
+    static std::tuple<detail::batch_value_t<Rs>...> take_tuple(detail::BatchState& s,
+                                                              std::index_sequence<I...>) {
+        if (auto e = s.first_error()) std::rethrow_exception(e);
+        return {take_value<Rs>(s.outcomes[I])...};
+    }
+    template <class R>
+    static detail::batch_value_t<R> take_value(const detail::Outcome& o) {
+        if constexpr (std::is_void_v<R>) {
+            detail::take<R>(o);
+            return {};
+        } else {
+            return detail::take<R>(o);
+        }
+    }
+    template <class R>
+    static auto take_vector(detail::BatchState& s) {
+        if (auto e = s.first_error()) std::rethrow_exception(e);
+        if constexpr (std::is_void_v<R>) {
+            return;
+        } else {
+            std::vector<R> out;
+            out.reserve(s.outcomes.size());
+            for (auto& o : s.outcomes) out.push_back(detail::take<R>(o));
+            return out;
+        }
+    }
+
+    std::shared_ptr<detail::PoolCore> core_;
+};
+
+/// Several pools provisioned in parallel (time = the slowest, not the sum):
+/// `sky::MultiPool multi{spec_a, spec_b}; auto& [a, b] = multi;`
+template <std::size_t N>
+class MultiPool {
+public:
+    /// If one pool fails, every other is torn down and the first error is rethrown.
+    template <class... Specs>
+        requires(sizeof...(Specs) == N && (std::is_convertible_v<Specs, PoolSpec> && ...))
+    explicit MultiPool(Specs&&... specs) {
+        std::array<PoolSpec, N> list{PoolSpec(std::forward<Specs>(specs))...};
+        std::array<std::optional<ComputePool>, N> made;
+        std::array<std::exception_ptr, N> errors;
+        std::vector<std::thread> threads;
+        for (std::size_t i = 0; i < N; ++i)
+            threads.emplace_back([&, i] {
+                try {
+                    made[i].emplace(std::move(list[i]));
+                } catch (...) {
+                    errors[i] = std::current_exception();
+                }
+            });
+        for (auto& t : threads) t.join();
+        for (auto& e : errors)
+            if (e) std::rethrow_exception(e);  // `made` tears down the others
+        for (auto& m : made) pools_.push_back(std::move(*m));
+    }
+
+    ComputePool& operator[](std::size_t i) { return pools_.at(i); }
+    [[nodiscard]] static constexpr std::size_t size() noexcept { return N; }
+    auto begin() noexcept { return pools_.begin(); }
+    auto end() noexcept { return pools_.end(); }
+
+    template <std::size_t I>
+    ComputePool& get() & {
+        static_assert(I < N);
+        return pools_[I];
+    }
+
+private:
+    std::vector<ComputePool> pools_;
+};
+
+template <class... Specs>
+MultiPool(Specs&&...) -> MultiPool<sizeof...(Specs)>;
+
+}  // namespace sky
+
+template <std::size_t N>
+struct std::tuple_size<sky::MultiPool<N>> : std::integral_constant<std::size_t, N> {};
+template <std::size_t I, std::size_t N>
+struct std::tuple_element<I, sky::MultiPool<N>> {
+    using type = sky::ComputePool;
+};

@@ -1,0 +1,156 @@
+#pragma once
+/// \file Splitting data across nodes (api.md §10): every node takes its own disjoint part.
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <ranges>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include "sky/errors.hpp"
+#include "sky/instance.hpp"
+
+namespace sky {
+
+/// How to shard: shuffle first (with a seed all nodes share) or keep the order.
+struct ShardOptions {
+    bool shuffle = false;
+    std::optional<std::uint64_t> seed;  ///< same seed on every node gives the same permutation
+    /// Node index and node count; taken from instance_info() when unset.
+    std::optional<int> node;
+    std::optional<int> total_nodes;
+};
+
+namespace detail {
+
+/// A deterministic Fisher-Yates permutation (std::shuffle's algorithm is not specified, and the
+/// nodes must agree).
+inline std::vector<std::size_t> permutation(std::size_t n, bool shuffle, std::uint64_t seed) {
+    std::vector<std::size_t> idx(n);
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    if (shuffle && n > 1) {
+        std::mt19937_64 rng(seed);
+        for (std::size_t i = n - 1; i > 0; --i) {
+            std::size_t j = static_cast<std::size_t>(rng() % (i + 1));
+            std::swap(idx[i], idx[j]);
+        }
+    }
+    return idx;
+}
+
+/// This node's indices: a contiguous block of the (maybe shuffled) order; blocks differ in size
+/// by at most one and cover every index once.
+inline std::vector<std::size_t> shard_indices(std::size_t n, const ShardOptions& o) {
+    InstanceInfo info = (o.node && o.total_nodes) ? InstanceInfo{} : instance_info();
+    int node = o.node.value_or(info.node);
+    int total = o.total_nodes.value_or(info.total_nodes);
+    if (total < 1 || node < 0 || node >= total)
+        throw ConfigError("sky::shard: node " + std::to_string(node) + " is not in [0, " +
+                          std::to_string(total) + ")");
+    auto perm = permutation(n, o.shuffle, o.seed.value_or(0));
+    std::size_t b = n * static_cast<std::size_t>(node) / static_cast<std::size_t>(total);
+    std::size_t e = n * static_cast<std::size_t>(node + 1) / static_cast<std::size_t>(total);
+    return {perm.begin() + static_cast<std::ptrdiff_t>(b), perm.begin() + static_cast<std::ptrdiff_t>(e)};
+}
+
+template <class R>
+auto take(const R& r, const std::vector<std::size_t>& idx) {
+    using T = std::ranges::range_value_t<R>;
+    std::vector<T> out;
+    out.reserve(idx.size());
+    auto first = std::ranges::begin(r);
+    for (std::size_t i : idx) out.push_back(first[static_cast<std::ptrdiff_t>(i)]);
+    return out;
+}
+
+}  // namespace detail
+
+/// A sized random-access range (std::vector, std::span, C arrays, ...).
+template <class R>
+concept shardable = std::ranges::random_access_range<const R> && std::ranges::sized_range<const R>;
+
+/// This node's part of `data` as a std::vector.
+template <shardable R>
+auto shard(const R& data, const ShardOptions& o = {}) {
+    return detail::take(data, detail::shard_indices(std::ranges::size(data), o));
+}
+
+/// The same indices of each array: `auto [x, y] = sky::shard(x_full, y_full, {.shuffle = true})`.
+template <shardable R1, shardable R2, shardable... Rs>
+auto shard(const R1& a, const R2& b, const Rs&... rest) {
+    auto n = std::ranges::size(a);
+    if (std::ranges::size(b) != n || ((std::ranges::size(rest) != n) || ...))
+        throw ConfigError("sky::shard: the arrays have different sizes");
+    auto idx = detail::shard_indices(n, {});
+    return std::make_tuple(detail::take(a, idx), detail::take(b, idx), detail::take(rest, idx)...);
+}
+template <shardable R1, shardable R2>
+auto shard(const R1& a, const R2& b, const ShardOptions& o) {
+    if (std::ranges::size(b) != std::ranges::size(a))
+        throw ConfigError("sky::shard: the arrays have different sizes");
+    auto idx = detail::shard_indices(std::ranges::size(a), o);
+    return std::make_tuple(detail::take(a, idx), detail::take(b, idx));
+}
+template <shardable R1, shardable R2, shardable R3>
+auto shard(const R1& a, const R2& b, const R3& c, const ShardOptions& o) {
+    auto n = std::ranges::size(a);
+    if (std::ranges::size(b) != n || std::ranges::size(c) != n)
+        throw ConfigError("sky::shard: the arrays have different sizes");
+    auto idx = detail::shard_indices(n, o);
+    return std::make_tuple(detail::take(a, idx), detail::take(b, idx), detail::take(c, idx));
+}
+
+/// Options of DistributedSampler.
+struct SamplerOptions {
+    bool shuffle = true;
+    std::uint64_t seed = 0;
+    std::optional<int> node;  ///< defaults to instance_info()
+    std::optional<int> total_nodes;
+};
+
+/// This node's sample indices for each epoch, like PyTorch's DistributedSampler: strided over
+/// a permutation that changes with set_epoch(); disjoint across nodes, covering every index once
+/// (no padding, so node counts differ by at most one).
+class DistributedSampler {
+public:
+    DistributedSampler(std::size_t dataset_size, SamplerOptions o = {})
+        : size_(dataset_size), opts_(o) {
+        InstanceInfo info = (o.node && o.total_nodes) ? InstanceInfo{} : instance_info();
+        node_ = o.node.value_or(info.node);
+        total_ = o.total_nodes.value_or(info.total_nodes);
+        if (total_ < 1 || node_ < 0 || node_ >= total_)
+            throw ConfigError("sky::DistributedSampler: node " + std::to_string(node_) +
+                              " is not in [0, " + std::to_string(total_) + ")");
+        rebuild();
+    }
+    /// Reshuffles for `epoch` (same permutation on every node for the same epoch).
+    void set_epoch(std::uint64_t epoch) {
+        epoch_ = epoch;
+        rebuild();
+    }
+    [[nodiscard]] std::size_t size() const noexcept { return indices_.size(); }
+    [[nodiscard]] auto begin() const noexcept { return indices_.begin(); }
+    [[nodiscard]] auto end() const noexcept { return indices_.end(); }
+    [[nodiscard]] const std::vector<std::size_t>& indices() const noexcept { return indices_; }
+
+private:
+    void rebuild() {
+        auto perm = detail::permutation(size_, opts_.shuffle, opts_.seed + epoch_);
+        indices_.clear();
+        for (std::size_t i = static_cast<std::size_t>(node_); i < size_;
+             i += static_cast<std::size_t>(total_))
+            indices_.push_back(perm[i]);
+    }
+    std::size_t size_;
+    SamplerOptions opts_;
+    int node_ = 0;
+    int total_ = 1;
+    std::uint64_t epoch_ = 0;
+    std::vector<std::size_t> indices_;
+};
+
+}  // namespace sky

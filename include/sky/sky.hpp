@@ -1,0 +1,15 @@
+#pragma once
+/// \file The umbrella header: everything a sky program needs.
+#include "sky/accelerator.hpp"
+#include "sky/compute.hpp"
+#include "sky/errors.hpp"
+#include "sky/events.hpp"
+#include "sky/image.hpp"
+#include "sky/init.hpp"
+#include "sky/instance.hpp"
+#include "sky/pending.hpp"
+#include "sky/pool.hpp"
+#include "sky/providers.hpp"
+#include "sky/shard.hpp"
+#include "sky/spot.hpp"
+#include "sky/volume.hpp"

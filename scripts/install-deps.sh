@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sky needs to build and test, only those that are missing.
+set -euo pipefail
+packages=(build-essential cmake ninja-build pkg-config libboost-dev nlohmann-json3-dev
+  libcurl4-openssl-dev libssl-dev libssh2-1-dev libfmt-dev libspdlog-dev catch2 libcereal-dev
+  openssh-server openssh-client python3 python3-boto3 iproute2 procps)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "sky: installing missing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,157 @@
+// sky::Image: the content hash and the idempotent bootstrap script.
+#include <openssl/evp.h>
+
+#include <regex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "sky/errors.hpp"
+#include "sky/image.hpp"
+
+namespace sky {
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out += c;
+    }
+    return out + "'";
+}
+
+std::string base64(const std::string& s) {
+    std::string out(4 * ((s.size() + 2) / 3) + 1, '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                            reinterpret_cast<const unsigned char*>(s.data()),
+                            static_cast<int>(s.size()));
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+}
+
+std::string sha256_hex(const std::string& s) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
+    std::string hex;
+    for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
+    return hex;
+}
+
+// Length-prefixed fields: no two different images serialize the same.
+void field(std::string& out, const std::string& s) { out += fmt::format("{}:{};", s.size(), s); }
+
+}  // namespace
+
+std::string Image::content_hash() const {
+    std::string c = "sky-image-v1;";
+    field(c, python);
+    c += fmt::format("pip{};", pip.size());
+    for (auto& p : pip) field(c, p);
+    field(c, pip_extra_index_url.value_or(""));
+    c += fmt::format("apt{};", apt.size());
+    for (auto& p : apt) field(c, p);
+    c += fmt::format("env{};", env.size());
+    for (auto& [k, v] : env) {
+        field(c, k);
+        field(c, v);
+    }
+    c += fmt::format("setup{};", setup.size());
+    for (auto& s : setup) field(c, s);
+    c += fmt::format("files{};", files.size());
+    for (auto& f : files) {
+        field(c, f.path);
+        field(c, f.content);
+        c += fmt::format("{:o};", f.mode);
+    }
+    return sha256_hex(c).substr(0, 12);
+}
+
+void Image::validate() const {
+    static const std::regex pkg(R"([a-z0-9][a-z0-9+.\-]*(=[A-Za-z0-9.+:~\-]+)?)");
+    static const std::regex name(R"([A-Za-z_][A-Za-z0-9_]*)");
+    static const std::regex pyver(R"(3(\.[0-9]+){0,2})");
+    for (auto& p : apt)
+        if (!std::regex_match(p, pkg))
+            throw ConfigError(fmt::format("image.apt: \"{}\" is not a Debian package name", p));
+    for (auto& p : pip)
+        if (p.empty() || p.find_first_of("\n\r") != std::string::npos)
+            throw ConfigError(fmt::format("image.pip: \"{}\" is not a pip requirement", p));
+    if (!python.empty() && !std::regex_match(python, pyver))
+        throw ConfigError(fmt::format("image.python: \"{}\" is not a Python 3 version", python));
+    for (auto& [k, v] : env)
+        if (!std::regex_match(k, name))
+            throw ConfigError(fmt::format("image.env: \"{}\" is not a variable name", k));
+    for (auto& f : files)
+        if (f.path.empty() || f.path[0] != '/')
+            throw ConfigError(fmt::format("image.files: \"{}\" is not an absolute path", f.path));
+}
+
+std::string Image::bootstrap(std::chrono::seconds ttl) const {
+    std::string s;
+    s += "#!/usr/bin/env bash\n";
+    s += fmt::format("# sky bootstrap for image {} (idempotent: safe to run again)\n",
+                     content_hash());
+    s += "set -euo pipefail\n";
+    s += "export DEBIAN_FRONTEND=noninteractive\n";
+    s += "SKY_HOME=${SKY_HOME:-/opt/sky}\n";
+    s += "mkdir -p \"$SKY_HOME\"\n";
+    s += "phase() { echo \"::sky-phase $1\"; }\n";
+    s += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO=sudo\n";
+    if (!apt.empty()) {
+        s += "phase apt\n";
+        s += "missing=()\n";
+        s += "for p in";
+        for (auto& p : apt) s += " " + shell_quote(p);
+        s += "; do dpkg-query -W -f='${Status}' \"${p%%=*}\" 2>/dev/null | grep -q 'install ok "
+             "installed' || missing+=(\"$p\"); done\n";
+        s += "if [ ${#missing[@]} -gt 0 ]; then\n";
+        s += "  $SUDO apt-get update -qq\n";
+        s += "  $SUDO apt-get install -y -qq --no-install-recommends \"${missing[@]}\"\n";
+        s += "fi\n";
+    }
+    if (!python.empty() || !pip.empty()) {
+        s += "phase python\n";
+        std::string py = python.empty() ? "python3" : "python" + python;
+        s += fmt::format("PY=$(command -v {} || command -v python3)\n", shell_quote(py));
+        s += "[ -x \"$SKY_HOME/venv/bin/python\" ] || \"$PY\" -m venv \"$SKY_HOME/venv\"\n";
+        if (!pip.empty()) {
+            s += "phase pip\n";
+            s += "\"$SKY_HOME/venv/bin/python\" -m pip install -q";
+            if (pip_extra_index_url) s += " --extra-index-url " + shell_quote(*pip_extra_index_url);
+            for (auto& p : pip) s += " " + shell_quote(p);
+            s += "\n";
+        }
+    }
+    s += "phase env\n";
+    s += "{\n";
+    for (auto& [k, v] : env) s += fmt::format("  echo {}\n", shell_quote("export " + k + "=" + shell_quote(v)));
+    s += "} > \"$SKY_HOME/env.sh\"\n";
+    if (!files.empty()) {
+        s += "phase files\n";
+        for (auto& f : files) {
+            s += fmt::format("$SUDO mkdir -p \"$(dirname {})\"\n", shell_quote(f.path));
+            s += fmt::format("echo {} | base64 -d | $SUDO tee {} >/dev/null\n",
+                             shell_quote(base64(f.content)), shell_quote(f.path));
+            s += fmt::format("$SUDO chmod {:o} {}\n", f.mode, shell_quote(f.path));
+        }
+    }
+    if (!setup.empty()) {
+        s += "phase setup\n";
+        s += "(\n  . \"$SKY_HOME/env.sh\"\n";
+        for (auto& c : setup) s += "  " + c + "\n";
+        s += ")\n";
+    }
+    if (ttl.count() > 0) {
+        s += "phase ttl\n";
+        s += fmt::format("echo $(( $(date +%s) + {} )) > \"$SKY_HOME/deadline\"\n", ttl.count());
+    }
+    s += "phase done\n";
+    return s;
+}
+
+}  // namespace sky

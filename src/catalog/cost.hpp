@@ -1,0 +1,97 @@
+#pragma once
+// Cost accrual for a pool (the numbers behind the CostUpdate and CostFinal events, api.md §9).
+//
+// Each instance accrues from its own start to its own stop at its own hourly rate (spot or
+// on-demand), rounded up to its provider's billing increment with the provider's minimum. The
+// accrued cost of a running instance is what it would cost if stopped now (so it includes the
+// minimum charge from the first second, and never goes down). Time is always an argument.
+//
+// Billing policies (decided from public statements; see billing_policy()):
+//   aws           per second, 60 s minimum (Linux on-demand and spot)
+//   digitalocean  per second, 60 s minimum and $0.01 minimum charge (since 2026-01-01; hourly
+//                 before)
+//   runpod        per minute (docs: "credits are charged every minute the Pod is running"; some
+//                 sources say per second — per minute is the conservative reading)
+//   vastai        per second, no minimum
+//   verda         per second, no minimum (DataCrunch/Verda; less certain)
+//   local, ssh    free (rate 0); anything else: per second, no minimum
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sky::detail {
+
+/// How a provider rounds billed time.
+struct BillingPolicy {
+    std::chrono::seconds increment{1};  ///< billed time is a multiple of this
+    std::chrono::seconds minimum{0};    ///< billed time is at least this
+    double minimum_charge = 0.0;        ///< USD; each instance costs at least this
+};
+
+/// The policy for a provider name ("aws", "runpod", ...; case-insensitive).
+BillingPolicy billing_policy(std::string_view provider);
+
+/// Seconds billed for `elapsed` seconds of running under `policy`.
+double billed_seconds(const BillingPolicy& policy, double elapsed);
+
+/// The numbers of a CostUpdate event.
+struct CostSnapshot {
+    double elapsed_seconds = 0;   ///< since the pool started
+    double accumulated_cost = 0;  ///< USD, every instance so far
+    double hourly_rate = 0;       ///< USD/h of the instances running now
+    int spot_count = 0;           ///< running spot instances
+    int ondemand_count = 0;       ///< running on-demand instances
+};
+
+/// The numbers of a CostFinal event.
+struct CostSummary {
+    double total_cost = 0;     ///< USD
+    double total_seconds = 0;  ///< pool start to finish
+    double hourly_rate = 0;    ///< total_cost per hour of the pool's life (0 when it lasted 0 s)
+    int spot_count = 0;        ///< instances ever started on spot (replacements included)
+    int ondemand_count = 0;    ///< instances ever started on-demand
+    double savings_vs_ondemand = 0;  ///< USD: the same time at on-demand rates minus total_cost
+};
+
+/// Accrues the cost of one pool's instances. Not thread-safe: the pool serialises calls.
+class CostTracker {
+public:
+    using Clock = std::chrono::steady_clock;
+    using TimePoint = Clock::time_point;
+
+    /// A tracker for a pool that started at `pool_start`.
+    explicit CostTracker(TimePoint pool_start) : pool_start_(pool_start) {}
+
+    /// Starts accruing `id` at `at`: `hourly_rate` is what it is billed (its spot price for a spot
+    /// instance), `on_demand_rate` the on-demand price of the same type (for the savings; pass the
+    /// same value for an on-demand instance). Restarting a known id throws std::logic_error.
+    void start(const std::string& id, std::string_view provider, bool spot, double hourly_rate,
+               double on_demand_rate, TimePoint at);
+    /// Stops accruing `id` at `at` (idempotent; unknown ids are ignored; `at` before the start
+    /// counts as the start).
+    void stop(const std::string& id, TimePoint at);
+    /// The running totals at `now`.
+    [[nodiscard]] CostSnapshot snapshot(TimePoint now) const;
+    /// Stops every running instance at `end` and returns the totals.
+    [[nodiscard]] CostSummary finish(TimePoint end);
+    /// The accrued cost of one instance at `now` (0 for an unknown id).
+    [[nodiscard]] double instance_cost(const std::string& id, TimePoint now) const;
+
+private:
+    struct Instance {
+        BillingPolicy policy;
+        bool spot = false;
+        double rate = 0;
+        double on_demand_rate = 0;
+        TimePoint started;
+        std::optional<TimePoint> stopped;
+    };
+    static double cost_of(const Instance& i, TimePoint now, double rate);
+
+    TimePoint pool_start_;
+    std::map<std::string, Instance> instances_;
+};
+
+}  // namespace sky::detail

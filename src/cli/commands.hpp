@@ -1,0 +1,13 @@
+#pragma once
+// The `sky` tool's subcommands; each lives in its own *_command.cpp.
+#include <string>
+#include <vector>
+
+namespace sky::cli {
+
+/// `sky catalog [--accelerator NAME] [--provider NAME] [--spot] [--region R] [--cpu N]
+/// [--memory M] [--limit N] [--help]`: matching offers, cheapest first. `args` excludes "catalog".
+/// Returns the process exit code (0 offers shown, 1 none match, 2 usage error).
+int catalog_command(const std::vector<std::string>& args);
+
+}  // namespace sky::cli

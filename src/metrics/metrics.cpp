@@ -1,0 +1,320 @@
+// Metrics parsers and the sampler (see metrics.hpp).
+#include "metrics/metrics.hpp"
+
+#include "catalog/names.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+extern char** environ;
+
+namespace sky::detail {
+namespace {
+
+std::string_view trim_ws(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+        s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+        s.remove_suffix(1);
+    return s;
+}
+
+template <class F>
+void for_each_line(std::string_view text, F&& f) {
+    while (!text.empty()) {
+        const auto nl = text.find('\n');
+        f(text.substr(0, nl));
+        if (nl == std::string_view::npos) break;
+        text.remove_prefix(nl + 1);
+    }
+}
+
+std::optional<double> to_double(std::string_view s) {
+    s = trim_ws(s);
+    double v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+std::optional<std::string> read_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+std::optional<CpuTimes> parse_proc_stat(std::string_view text) {
+    std::optional<CpuTimes> out;
+    for_each_line(text, [&](std::string_view line) {
+        if (out || !line.starts_with("cpu ")) return;
+        line.remove_prefix(4);
+        std::vector<unsigned long long> v;
+        while (!line.empty()) {
+            line = trim_ws(line);
+            if (line.empty()) break;
+            unsigned long long x = 0;
+            auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), x);
+            if (ec != std::errc{}) return;
+            v.push_back(x);
+            line.remove_prefix(static_cast<std::size_t>(p - line.data()));
+        }
+        if (v.size() < 4) return;
+        v.resize(8, 0);  // user nice system idle iowait irq softirq steal (guest is in user)
+        CpuTimes t;
+        t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        t.total = t.busy + v[3] + v[4];
+        out = t;
+    });
+    return out;
+}
+
+double cpu_percent(const CpuTimes& before, const CpuTimes& after) {
+    if (after.total <= before.total || after.busy < before.busy) return 0.0;
+    const double busy = static_cast<double>(after.busy - before.busy);
+    const double total = static_cast<double>(after.total - before.total);
+    return std::clamp(100.0 * busy / total, 0.0, 100.0);
+}
+
+std::optional<MemoryUsage> parse_meminfo(std::string_view text) {
+    std::optional<double> total, available, free, buffers, cached;
+    for_each_line(text, [&](std::string_view line) {
+        const auto colon = line.find(':');
+        if (colon == std::string_view::npos) return;
+        const auto key = line.substr(0, colon);
+        std::string_view rest = trim_ws(line.substr(colon + 1));
+        if (rest.ends_with("kB")) rest = trim_ws(rest.substr(0, rest.size() - 2));
+        const auto kb = to_double(rest);
+        if (!kb) return;
+        if (key == "MemTotal")
+            total = *kb;
+        else if (key == "MemAvailable")
+            available = *kb;
+        else if (key == "MemFree")
+            free = *kb;
+        else if (key == "Buffers")
+            buffers = *kb;
+        else if (key == "Cached")
+            cached = *kb;
+    });
+    if (!total || *total <= 0) return std::nullopt;
+    const double avail =
+        available ? *available : free.value_or(0) + buffers.value_or(0) + cached.value_or(0);
+    MemoryUsage m;
+    m.total_mb = *total / 1024.0;
+    m.used_mb = std::max(0.0, (*total - avail) / 1024.0);
+    m.percent = 100.0 * m.used_mb / m.total_mb;
+    return m;
+}
+
+GpuUsage parse_nvidia_smi(std::string_view text) {
+    GpuUsage g;
+    double util_sum = 0;
+    int util_n = 0;
+    for_each_line(text, [&](std::string_view line) {
+        line = trim_ws(line);
+        if (line.empty()) return;
+        std::vector<std::string_view> f;
+        while (true) {
+            const auto c = line.find(',');
+            f.push_back(trim_ws(line.substr(0, c)));
+            if (c == std::string_view::npos) break;
+            line.remove_prefix(c + 1);
+        }
+        if (f.size() != 4) return;
+        const auto util = to_double(f[0]), used = to_double(f[1]), total = to_double(f[2]),
+                   temp = to_double(f[3]);
+        if (!util && !used && !total && !temp) return;  // not a data line
+        ++g.gpus;
+        if (util) util_sum += *util, ++util_n;
+        if (used) g.memory_used_mb = g.memory_used_mb.value_or(0) + *used;
+        if (total) g.memory_total_mb = g.memory_total_mb.value_or(0) + *total;
+        if (temp) g.temperature = std::max(g.temperature.value_or(*temp), *temp);
+    });
+    if (util_n > 0) g.utilization = util_sum / util_n;
+    return g;
+}
+
+std::optional<std::string> find_on_path(std::string_view name) {
+    if (name.empty()) return std::nullopt;
+    auto executable = [](const std::string& p) {
+        struct stat st {};
+        return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+    };
+    if (name.find('/') != std::string_view::npos) {
+        std::string p(name);
+        return executable(p) ? std::optional<std::string>(p) : std::nullopt;
+    }
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    while (true) {
+        const auto c = dirs.find(':');
+        std::string dir(dirs.substr(0, c));
+        if (dir.empty()) dir = ".";
+        const std::string candidate = dir + "/" + std::string(name);
+        if (executable(candidate)) return candidate;
+        if (c == std::string_view::npos) break;
+        dirs.remove_prefix(c + 1);
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> run_with_timeout(const std::string& program, std::string_view args,
+                                            std::chrono::milliseconds timeout) {
+    std::vector<std::string> argv_s{program};
+    for (std::string_view a = args; !a.empty();) {
+        const auto sp = a.find(' ');
+        if (sp != 0) argv_s.emplace_back(a.substr(0, sp));
+        if (sp == std::string_view::npos) break;
+        a.remove_prefix(sp + 1);
+    }
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, program.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    if (rc != 0) {
+        ::close(fds[0]);
+        return std::nullopt;
+    }
+    std::string out;
+    bool timed_out = false;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            timed_out = true;
+            break;
+        }
+        pollfd p{fds[0], POLLIN, 0};
+        const int pr = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr == 0) {
+            timed_out = true;
+            break;
+        }
+        if (pr < 0) break;
+        const ssize_t n = ::read(fds[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // EOF
+        out.append(buf, static_cast<std::size_t>(n));
+        if (out.size() > (1u << 20)) {  // far more than any GPU table: something is wrong
+            timed_out = true;
+            break;
+        }
+    }
+    ::close(fds[0]);
+    if (timed_out) ::kill(pid, SIGKILL);
+    // Reap it, but never wait long: a process stuck in the kernel (a wedged driver) may ignore
+    // SIGKILL for a while; then it is left behind rather than hanging the caller.
+    int status = 0;
+    const auto reap_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1) +
+                               (timed_out ? std::chrono::milliseconds(0) : timeout);
+    while (true) {
+        const pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) return std::nullopt;
+        if (std::chrono::steady_clock::now() > reap_deadline) {
+            ::kill(pid, SIGKILL);
+            return std::nullopt;
+        }
+        ::usleep(5000);
+    }
+    if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+    return out;
+}
+
+std::optional<Accelerator> parse_nvidia_smi_devices(std::string_view text) {
+    std::optional<Accelerator> first;
+    std::string first_name;
+    int count = 0;
+    for_each_line(text, [&](std::string_view line) {
+        line = trim_ws(line);
+        const auto comma = line.rfind(',');
+        const std::string_view name = trim_ws(line.substr(0, comma));
+        if (name.empty()) return;
+        const double mib =
+            comma == std::string_view::npos ? 0 : to_double(line.substr(comma + 1)).value_or(0);
+        if (!first) {
+            first = accelerator_from_device_name(name, mib, 1);
+            if (first) first_name = std::string(name), count = 1;
+        } else if (name == first_name) {
+            ++count;
+        }
+    });
+    if (first) first->count = count;
+    return first;
+}
+
+std::optional<Accelerator> detect_nvidia_accelerator(std::chrono::milliseconds timeout) {
+    const auto smi = find_on_path("nvidia-smi");
+    if (!smi) return std::nullopt;
+    const auto out = run_with_timeout(*smi, kNvidiaSmiDeviceArgs, timeout);
+    return out ? parse_nvidia_smi_devices(*out) : std::nullopt;
+}
+
+MetricsSampler::MetricsSampler(Options options) : options_(std::move(options)) {
+    if (options_.gpu)
+        smi_ =
+            options_.nvidia_smi ? find_on_path(*options_.nvidia_smi) : find_on_path("nvidia-smi");
+    if (auto stat = read_file(options_.proc_root + "/stat")) last_cpu_ = parse_proc_stat(*stat);
+}
+
+MetricsSample MetricsSampler::sample() {
+    MetricsSample s;
+    if (auto stat = read_file(options_.proc_root + "/stat")) {
+        if (auto now = parse_proc_stat(*stat)) {
+            if (last_cpu_) s.cpu_percent = cpu_percent(*last_cpu_, *now);
+            last_cpu_ = now;
+        }
+    }
+    if (auto mem = read_file(options_.proc_root + "/meminfo")) {
+        if (auto m = parse_meminfo(*mem)) {
+            s.memory_percent = m->percent;
+            s.memory_used_mb = m->used_mb;
+            s.memory_total_mb = m->total_mb;
+        }
+    }
+    if (smi_) {
+        if (auto out = run_with_timeout(*smi_, kNvidiaSmiArgs, options_.gpu_timeout)) {
+            const auto g = parse_nvidia_smi(*out);
+            if (g.gpus > 0) {
+                s.gpu_utilization = g.utilization;
+                s.gpu_memory_used_mb = g.memory_used_mb;
+                s.gpu_memory_total_mb = g.memory_total_mb;
+                s.gpu_temperature = g.temperature;
+            }
+        }
+    }
+    return s;
+}
+
+}  // namespace sky::detail

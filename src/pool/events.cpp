@@ -1,0 +1,135 @@
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pool/event_bus.hpp"
+#include "sky/events.hpp"
+
+namespace sky {
+
+namespace {
+struct GlobalCallbacks {
+    std::mutex m;
+    std::size_t next = 1;
+    std::vector<std::pair<std::size_t, Callback>> list;  // innermost last
+};
+GlobalCallbacks& globals() {
+    static GlobalCallbacks g;
+    return g;
+}
+std::string opt(const std::optional<std::string>& s) { return s ? *s : "-"; }
+}  // namespace
+
+CallbackGuard::~CallbackGuard() {
+    if (!id_) return;
+    auto& g = globals();
+    std::lock_guard lk(g.m);
+    std::erase_if(g.list, [&](auto& p) { return p.first == id_; });
+}
+
+CallbackGuard use_callback(Callback cb) {
+    auto& g = globals();
+    std::lock_guard lk(g.m);
+    std::size_t id = g.next++;
+    g.list.emplace_back(id, std::move(cb));
+    return CallbackGuard(id);
+}
+
+void emit(const Event& event) { detail::dispatch_global(event, 0); }
+
+std::string describe(const Event& event) {
+    struct V {
+        std::string operator()(const InfraCreating&) const { return "creating infrastructure"; }
+        std::string operator()(const InfraCreated& e) const {
+            return fmt::format("infrastructure ready in {}", e.region);
+        }
+        std::string operator()(const InstanceLaunching& e) const {
+            return fmt::format("launching {} x {} on {}", e.count, e.instance_type, e.provider);
+        }
+        std::string operator()(const InstanceProvisioned& e) const {
+            return fmt::format("node {}: {} provisioned ({}{}, {})", e.node, e.instance_id,
+                               e.instance_type.value_or(e.provider), e.spot ? ", spot" : "",
+                               opt(e.ip));
+        }
+        std::string operator()(const BootstrapStarting& e) const {
+            return fmt::format("{}: bootstrap starting", e.instance_id);
+        }
+        std::string operator()(const BootstrapProgress& e) const {
+            return fmt::format("{}: bootstrap {}", e.instance_id, e.step);
+        }
+        std::string operator()(const BootstrapCompleted& e) const {
+            return fmt::format("{}: bootstrap done", e.instance_id);
+        }
+        std::string operator()(const PoolStarted& e) const {
+            return fmt::format("pool {} ready: {} node{}", e.pool_id, e.nodes,
+                               e.nodes == 1 ? "" : "s");
+        }
+        std::string operator()(const LogLine& e) const {
+            return fmt::format("[node {}] {}", e.node, e.line);
+        }
+        std::string operator()(const Metrics& e) const {
+            std::string s = fmt::format("[node {}] cpu {:.0f}% mem {:.0f}% ({:.0f}/{:.0f} MB)",
+                                        e.node, e.cpu_percent, e.memory_percent, e.memory_used_mb,
+                                        e.memory_total_mb);
+            if (e.gpu_utilization)
+                s += fmt::format(" gpu {:.0f}% {:.0f}/{:.0f} MB {:.0f}C", *e.gpu_utilization,
+                                 e.gpu_memory_used_mb.value_or(0), e.gpu_memory_total_mb.value_or(0),
+                                 e.gpu_temperature.value_or(0));
+            return s;
+        }
+        std::string operator()(const InstancePreempted& e) const {
+            return fmt::format("node {}: {} preempted ({})", e.node, e.instance_id, e.reason);
+        }
+        std::string operator()(const InstanceReplaced& e) const {
+            return fmt::format("node {}: {} replaced by {}", e.node, e.old_instance_id,
+                               e.new_instance_id);
+        }
+        std::string operator()(const PoolStopping&) const { return "pool stopping"; }
+        std::string operator()(const InstanceStopping& e) const {
+            return fmt::format("{}: stopping", e.instance_id);
+        }
+        std::string operator()(const CostUpdate& e) const {
+            return fmt::format("cost so far ${:.4f} after {:.0f} s (${:.3f}/h, {} spot, {} on-demand)",
+                               e.accumulated_cost, e.elapsed_seconds, e.hourly_rate, e.spot_count,
+                               e.ondemand_count);
+        }
+        std::string operator()(const CostFinal& e) const {
+            return fmt::format("total cost ${:.4f} for {:.1f} s (${:.3f}/h, {} spot, {} on-demand, "
+                               "saved ${:.4f} vs on-demand)",
+                               e.total_cost, e.total_seconds, e.hourly_rate, e.spot_count,
+                               e.ondemand_count, e.savings_vs_ondemand);
+        }
+        std::string operator()(const ErrorEvent& e) const {
+            return e.instance_id ? fmt::format("error on {}: {}", *e.instance_id, e.message)
+                                 : fmt::format("error: {}", e.message);
+        }
+    };
+    return std::visit(V{}, event);
+}
+
+namespace detail {
+
+void dispatch_global(const Event& event, int depth) {
+    std::vector<Callback> cbs;
+    {
+        auto& g = globals();
+        std::lock_guard lk(g.m);
+        for (auto it = g.list.rbegin(); it != g.list.rend(); ++it) cbs.push_back(it->second);
+    }
+    for (auto& cb : cbs) {
+        if (!cb) continue;
+        std::optional<Event> r;
+        try {
+            r = cb(event);
+        } catch (...) {
+            // A throwing handler must not take the pool down.
+        }
+        if (r && depth < max_event_depth) dispatch_global(*r, depth + 1);
+    }
+}
+
+}  // namespace detail
+}  // namespace sky

@@ -1,0 +1,53 @@
+// ComputePool: a handle on PoolCore.
+#include "pool/pool_core.hpp"
+#include "sky/pool.hpp"
+
+namespace sky {
+
+ComputePool::ComputePool(PoolSpec spec) : core_(std::make_shared<detail::PoolCore>(std::move(spec))) {
+    core_->start();
+}
+ComputePool::~ComputePool() {
+    if (core_) core_->close(false);
+}
+ComputePool::ComputePool(ComputePool&&) noexcept = default;
+ComputePool& ComputePool::operator=(ComputePool&& o) noexcept {
+    if (this != &o) {
+        if (core_) core_->close(false);
+        core_ = std::move(o.core_);
+    }
+    return *this;
+}
+
+std::shared_ptr<detail::BatchState> ComputePool::start(std::vector<const detail::CallDesc*> calls,
+                                                       bool broadcast) {
+    if (!core_) throw Error("this ComputePool was moved from");
+    return core_->submit(calls, broadcast);
+}
+std::shared_ptr<detail::BatchState> ComputePool::start_all(
+    const std::vector<detail::CallDesc>& calls) {
+    std::vector<const detail::CallDesc*> ptrs;
+    ptrs.reserve(calls.size());
+    for (auto& c : calls) ptrs.push_back(&c);
+    return start(std::move(ptrs), false);
+}
+
+void ComputePool::close() {
+    if (core_) core_->close(true);
+}
+bool ComputePool::is_active() const noexcept { return core_ && core_->active(); }
+int ComputePool::instance_count() const noexcept { return core_ ? core_->instance_count() : 0; }
+std::vector<Instance> ComputePool::instances() const {
+    return core_ ? core_->instances() : std::vector<Instance>{};
+}
+double ComputePool::cost() const { return core_ ? core_->cost() : 0.0; }
+const std::string& ComputePool::id() const noexcept {
+    static const std::string none;
+    return core_ ? core_->id() : none;
+}
+const PoolSpec& ComputePool::spec() const noexcept { return core_->spec(); }
+void ComputePool::add_handler(std::function<void(const Event&)> h) {
+    if (core_) core_->add_handler(std::move(h));
+}
+
+}  // namespace sky

@@ -1,0 +1,695 @@
+#include "pool/pool_core.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "runtime/worker.hpp"
+#include "sky/detail/serialize.hpp"
+
+namespace sky::detail {
+
+std::unique_ptr<Backend> make_local_backend(const PoolSpec& spec, const std::string& pool_id);
+
+std::unique_ptr<Backend> make_backend(const PoolSpec& spec, const std::string& pool_id) {
+    if (spec.provider.get<Local>()) return make_local_backend(spec, pool_id);
+    throw ConfigError(fmt::format(
+        "PoolSpec::provider: the '{}' provider is not available in this build of sky yet",
+        spec.provider.name()));
+}
+
+std::string random_hex(std::size_t n) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string s(n, '0');
+    for (auto& c : s) c = digits[rng() & 15];
+    return s;
+}
+
+namespace {
+// How many calls may wait in a node's pipe beyond its running slots: deep when a large batch
+// is queued (throughput), shallow otherwise (so a slow call does not hold others back).
+constexpr std::size_t max_pipeline_depth = 64;
+constexpr int max_restarts = 3;
+}  // namespace
+
+PoolCore::PoolCore(PoolSpec spec) : spec_(std::move(spec)), id_(random_hex(8)) {}
+
+PoolCore::~PoolCore() {
+    try {
+        close(false);
+    } catch (...) {
+    }
+}
+
+void PoolCore::start() {
+    if (!initialised())
+        throw ConfigError(
+            "sky::init(argc, argv) was not called: make it the first line of main() so that "
+            "worker processes of this program can serve calls");
+    spec_.validate();
+    bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event);
+    started_at_ = Clock::now();
+    try {
+        backend_ = make_backend(spec_, id_);
+        for (int i = 0; i < spec_.nodes; ++i) {
+            auto n = std::make_unique<NodeSlot>();
+            n->index = i;
+            nodes_.push_back(std::move(n));
+        }
+        backend_->provision(spec_.nodes, [this](Event e) { emit(std::move(e)); });
+        std::vector<std::exception_ptr> errors(nodes_.size());
+        std::vector<std::thread> threads;
+        for (int i = 0; i < spec_.nodes; ++i)
+            threads.emplace_back([&, i] {
+                try {
+                    connect_node(i);
+                } catch (...) {
+                    errors[static_cast<std::size_t>(i)] = std::current_exception();
+                }
+            });
+        for (auto& t : threads) t.join();
+        for (auto& e : errors)
+            if (e) std::rethrow_exception(e);
+        {
+            std::lock_guard lk(m_);
+            active_ = true;
+            for (auto& n : nodes_) n->state = NodeSlot::State::ready;
+        }
+        for (auto& n : nodes_) n->reader = std::thread([this, p = n.get()] { reader_loop(p); });
+        supervisor_ = std::thread([this] { supervisor_loop(); });
+        emit(PoolStarted{id_, spec_.nodes});
+    } catch (...) {
+        close(false);
+        throw;
+    }
+}
+
+void PoolCore::connect_node(int i) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    NodeStart s = backend_->connect(i, [this](Event e) { emit(std::move(e)); });
+    n.instance = s.instance;
+    n.transport = std::move(s.transport);
+    handshake(n, s.token);
+}
+
+void PoolCore::handshake(NodeSlot& n, const std::string& token) {
+    auto& t = *n.transport;
+    if (!t.wait_readable(std::chrono::seconds(60)))
+        throw Error(fmt::format("node {} ({}): no hello from the worker within 60 s", n.index,
+                                n.instance.id));
+    FrameReader r(t, 1 << 20);
+    Frame f;
+    bool got = false;
+    try {
+        got = r.next(f);
+    } catch (const std::exception& e) {
+        throw Error(fmt::format("node {} ({}): bad hello from the worker: {}", n.index,
+                                n.instance.id, e.what()));
+    }
+    if (!got || f.header.type != MsgType::hello)
+        throw Error(fmt::format("node {} ({}): the worker closed the connection before its hello",
+                                n.index, n.instance.id));
+    WorkerHello wh;
+    try {
+        load_from(f.payload, wh);
+    } catch (const std::exception& e) {
+        throw ProtocolError(fmt::format("node {}: unreadable worker hello: {}", n.index, e.what()));
+    }
+    if (wh.protocol != protocol_version)
+        throw ProtocolError(fmt::format("node {}: worker speaks protocol {}, this client {}",
+                                        n.index, wh.protocol, protocol_version));
+    if (wh.token != token)
+        throw ProtocolError(fmt::format("node {}: the worker did not present this pool's token",
+                                        n.index));
+    if (wh.build_id != self_build_id())
+        throw ProtocolError(fmt::format(
+            "node {}: the worker runs a different build of the program (build id {}, this "
+            "client {})",
+            n.index, wh.build_id, self_build_id()));
+    ClientHello ch;
+    ch.token = token;
+    ch.pool_id = id_;
+    ch.instance_id = n.instance.id;
+    ch.node = n.index;
+    ch.total_nodes = spec_.nodes;
+    ch.concurrency = spec_.concurrency;
+    ch.head_addr = nodes_[0]->instance.private_ip.value_or("127.0.0.1");
+    ch.head_port = 29500;
+    if (spec_.accelerator)
+        for (int k = 0; k < spec_.accelerator->count; ++k)
+            ch.accelerators.push_back(spec_.accelerator->name);
+    ch.idle_timeout_s = spec_.idle_timeout.count();
+    ch.hard_timeout_s = spec_.timeout.count();
+    ch.collect_metrics = spec_.collect_metrics;
+    Buffer payload;
+    save_to(payload, ch);
+    Buffer frame;
+    append_frame(frame, MsgType::hello, 0, payload.span());
+    std::span<const std::byte> one[] = {frame.span()};
+    t.write_all(one);
+}
+
+std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>& calls,
+                                             bool broadcast) {
+    const std::size_t n = broadcast ? nodes_.size() : calls.size();
+    auto batch = std::make_shared<BatchState>(n);
+    std::weak_ptr<BatchState> weak = batch;
+    BatchState* raw = batch.get();
+    batch->cancel = [this, raw] { return cancel_batch(raw); };
+    if (n == 0) return batch;
+    std::vector<Outgoing> out(nodes_.size());
+    std::vector<Completion> done;
+    {
+        std::lock_guard lk(m_);
+        auto now = Clock::now();
+        auto make = [&](const CallDesc& c, std::size_t index, int pinned) {
+            Task t;
+            t.batch = batch;
+            t.index = index;
+            t.call = c;
+            t.retries_left = c.options.retries;
+            t.pinned = pinned;
+            t.seq = ++next_seq_;
+            if (c.options.timeout) {
+                t.deadline = now + *c.options.timeout;
+                deadlines_.emplace(*t.deadline, t.seq);
+            }
+            return t;
+        };
+        if (closing_ || !active_) {
+            for (std::size_t i = 0; i < n; ++i)
+                done.push_back({batch, i, {},
+                                std::make_exception_ptr(Error("the pool is closed"))});
+        } else if (broadcast) {
+            for (std::size_t i = 0; i < n; ++i) {
+                auto& node = *nodes_[i];
+                if (node.state == NodeSlot::State::ready ||
+                    node.state == NodeSlot::State::restarting)
+                    node.pinned.push_back(make(*calls[0], i, static_cast<int>(i)));
+                else
+                    done.push_back({batch, i, {},
+                                    std::make_exception_ptr(NodeLostError(
+                                        static_cast<int>(i), node.instance.id,
+                                        NodeLostError::Reason::unreachable,
+                                        "the node was lost earlier and could not be replaced"))});
+            }
+        } else {
+            for (std::size_t i = 0; i < n; ++i) pending_.push_back(make(*calls[i], i, -1));
+        }
+        dispatch_locked(out);
+        if (!deadlines_.empty()) sup_cv_.notify_one();
+    }
+    send(out);
+    finish(done);
+    return batch;
+}
+
+void PoolCore::dispatch_locked(std::vector<Outgoing>& out) {
+    std::size_t slots = 0;
+    for (auto& n : nodes_)
+        if (n->state == NodeSlot::State::ready) slots += static_cast<std::size_t>(spec_.concurrency);
+    if (slots == 0) return;
+    const std::size_t conc = static_cast<std::size_t>(spec_.concurrency);
+    const std::size_t N = nodes_.size();
+    bool progress = true;
+    while (progress) {
+        progress = false;
+        std::size_t depth = std::clamp<std::size_t>(pending_.size() / slots, 1, max_pipeline_depth);
+        for (std::size_t k = 0; k < N; ++k) {
+            std::size_t i = (rr_ + k) % N;
+            auto& n = *nodes_[i];
+            if (n.state != NodeSlot::State::ready) continue;
+            std::size_t cap = conc * depth;
+            if (!n.pinned.empty() && n.inflight.size() < cap) {
+                Task t = std::move(n.pinned.front());
+                n.pinned.pop_front();
+                assign_locked(n, std::move(t), out[i]);
+                progress = true;
+            } else if (!pending_.empty() && n.inflight.size() < cap) {
+                Task t = std::move(pending_.front());
+                pending_.pop_front();
+                assign_locked(n, std::move(t), out[i]);
+                progress = true;
+            }
+        }
+        rr_ = (rr_ + 1) % N;
+    }
+}
+
+void PoolCore::assign_locked(NodeSlot& n, Task&& t, Outgoing& out) {
+    const std::uint64_t id = ++next_call_id_;
+    const auto& c = t.call;
+    const std::size_t args = c.args ? c.args->size() : 0;
+    const std::size_t len = 10 + c.function.size() + args;
+    std::size_t at = out.small.size();
+    out.small.resize(at + frame_header_size);
+    encode_header(out.small.data() + at, MsgType::call, id, len);
+    append_call_header(out.small, c.function, c.signature);
+    if (args > (64u << 10))
+        out.big.emplace_back(out.small.size(), c.args);
+    else if (args)
+        out.small.append(c.args->data(), args);
+    if (t.deadline) timed_inflight_[t.seq] = {n.index, id};
+    n.inflight.emplace(id, std::move(t));
+}
+
+void PoolCore::send(std::vector<Outgoing>& out) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        auto& o = out[i];
+        if (o.empty()) continue;
+        auto& n = *nodes_[i];
+        std::vector<std::span<const std::byte>> spans;
+        std::size_t from = 0;
+        for (auto& [at, buf] : o.big) {
+            spans.push_back(o.small.span().subspan(from, at - from));
+            spans.push_back(buf->span());
+            from = at;
+        }
+        spans.push_back(o.small.span().subspan(from));
+        std::lock_guard lk(n.write_m);
+        try {
+            if (n.transport) n.transport->write_all(spans);
+        } catch (...) {
+            // The reader sees the broken connection and handles the loss.
+            if (n.transport) n.transport->shutdown();
+        }
+    }
+}
+
+void PoolCore::send_control(NodeSlot& n, MsgType type, std::uint64_t call_id) {
+    std::byte h[frame_header_size];
+    encode_header(h, type, call_id, 0);
+    std::span<const std::byte> one[] = {{h, frame_header_size}};
+    std::lock_guard lk(n.write_m);
+    try {
+        if (n.transport) n.transport->write_all(one);
+    } catch (...) {
+        if (n.transport) n.transport->shutdown();
+    }
+}
+
+void PoolCore::finish(std::vector<Completion>& done) {
+    for (auto& c : done) {
+        if (c.error)
+            c.batch->fail(c.index, c.error);
+        else
+            c.batch->complete(c.index, std::move(c.result));
+    }
+    done.clear();
+}
+
+std::exception_ptr PoolCore::error_from(const NodeSlot& n, const Task& t,
+                                        std::span<const std::byte> p) {
+    ErrorMsg e;
+    try {
+        load_from(p, e);
+    } catch (const std::exception& x) {
+        return std::make_exception_ptr(
+            ProtocolError(fmt::format("node {}: unreadable error frame: {}", n.index, x.what())));
+    }
+    if (e.kind == ErrorMsg::cancelled)
+        return std::make_exception_ptr(CancelledError(
+            fmt::format("{} was cancelled before it started", t.call.function)));
+    if (e.log_tail.empty()) e.log_tail = t.log_tail;
+    return std::make_exception_ptr(RemoteError(std::string(t.call.function), n.index,
+                                               n.instance.id, e.type_name, e.message,
+                                               std::move(e.log_tail)));
+}
+
+void PoolCore::reader_loop(NodeSlot* n) {
+    std::string why = "the worker closed the connection";
+    bool protocol_error = false;
+    std::vector<Received> got;
+    std::vector<Outgoing> out(nodes_.size());
+    std::vector<Completion> done;
+    auto flush = [&] {
+        if (got.empty()) return;
+        {
+            std::lock_guard lk(m_);
+            for (auto& r : got) {
+                if (r.type == MsgType::log) {
+                    auto it = n->inflight.find(r.call_id);
+                    if (it != n->inflight.end()) {
+                        auto& tail = it->second.log_tail;
+                        auto m = decode_log(r.payload.span());
+                        tail.push_back(std::move(m.line));
+                        if (tail.size() > 20) tail.erase(tail.begin());
+                    }
+                    continue;
+                }
+                auto it = n->inflight.find(r.call_id);
+                if (it == n->inflight.end()) continue;  // timed out or cancelled already
+                Task t = std::move(it->second);
+                n->inflight.erase(it);
+                if (t.deadline) timed_inflight_.erase(t.seq);
+                if (r.type == MsgType::result)
+                    done.push_back({t.batch, t.index, std::move(r.payload), nullptr});
+                else
+                    done.push_back({t.batch, t.index, {}, error_from(*n, t, r.payload.span())});
+            }
+            dispatch_locked(out);
+        }
+        got.clear();
+        send(out);
+        for (auto& o : out) {
+            o.small.clear();
+            o.big.clear();
+        }
+        finish(done);
+    };
+    try {
+        FrameReader reader(*n->transport);
+        Frame f;
+        while (reader.next(f)) {
+            switch (f.header.type) {
+                case MsgType::result:
+                case MsgType::error:
+                    got.push_back({f.header.call_id, f.header.type, f.take_payload()});
+                    break;
+                case MsgType::log: {
+                    auto m = decode_log(f.payload);
+                    if (f.header.call_id) {
+                        Received r{f.header.call_id, MsgType::log, {}};
+                        r.payload.append(f.payload.data(), f.payload.size());
+                        got.push_back(std::move(r));
+                    }
+                    emit(LogLine{n->index, n->instance.id, std::move(m.line), m.timestamp});
+                    break;
+                }
+                case MsgType::heartbeat:
+                case MsgType::metrics: break;
+                default:
+                    throw ProtocolError(fmt::format("unexpected {} frame from the worker",
+                                                    msg_type_name(f.header.type)));
+            }
+            if (!reader.has_buffered_frame()) flush();
+        }
+    } catch (const ProtocolError& e) {
+        why = e.what();
+        protocol_error = true;
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    flush();
+    node_lost(n, why, protocol_error);
+}
+
+void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_error) {
+    bool closing;
+    {
+        std::lock_guard lk(m_);
+        closing = closing_;
+    }
+    if (n->transport) n->transport->shutdown();
+    NodeExit ex;
+    if (protocol_error) {
+        ex = {NodeLostError::Reason::unreachable, why};
+        emit(ErrorEvent{fmt::format("node {}: protocol error, closing its connection: {}",
+                                    n->index, why),
+                        n->instance.id});
+    } else if (!closing) {
+        ex = backend_->exit_reason(n->index);
+    }
+    std::vector<Outgoing> out(nodes_.size());
+    std::vector<Completion> done;
+    bool restart = false;
+    {
+        std::lock_guard lk(m_);
+        if (closing_) {
+            n->state = NodeSlot::State::closed;
+            return;
+        }
+        n->state = NodeSlot::State::lost;
+        auto lost_error = [&](const Task& t) {
+            std::string detail = ex.detail;
+            if (!t.log_tail.empty())
+                detail += fmt::format("; last output of {}: {}", t.call.function, t.log_tail.back());
+            return std::make_exception_ptr(
+                NodeLostError(n->index, n->instance.id, ex.reason, detail));
+        };
+        std::vector<Task> requeue;
+        for (auto& [id, t] : n->inflight) {
+            if (t.deadline) timed_inflight_.erase(t.seq);
+            if (t.retries_left > 0 && t.pinned < 0) {
+                --t.retries_left;
+                requeue.push_back(std::move(t));
+            } else {
+                done.push_back({t.batch, t.index, {}, lost_error(t)});
+            }
+        }
+        n->inflight.clear();
+        for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) pending_.push_front(std::move(*it));
+        for (auto& t : n->pinned) done.push_back({t.batch, t.index, {}, lost_error(t)});
+        n->pinned.clear();
+        if (backend_->can_restart(n->index) && n->restarts < max_restarts &&
+            Clock::now() - started_at_ < spec_.timeout) {
+            n->state = NodeSlot::State::restarting;
+            ++n->restarts;
+            restart_queue_.push_back(n->index);
+            restart = true;
+        }
+        dispatch_locked(out);
+        bool any = std::any_of(nodes_.begin(), nodes_.end(), [](auto& x) {
+            return x->state == NodeSlot::State::ready || x->state == NodeSlot::State::restarting;
+        });
+        if (!any)
+            fail_all_pending_locked(done, [&] {
+                return std::make_exception_ptr(NodeLostError(
+                    n->index, n->instance.id, ex.reason, "every node of the pool is lost"));
+            });
+    }
+    emit(ErrorEvent{fmt::format("node {} lost: {}{}", n->index, ex.detail,
+                                restart ? "; starting a replacement" : ""),
+                    n->instance.id});
+    send(out);
+    finish(done);
+    if (restart) sup_cv_.notify_one();
+}
+
+void PoolCore::fail_all_pending_locked(std::vector<Completion>& done,
+                                       const std::function<std::exception_ptr()>& why) {
+    for (auto& t : pending_) {
+        if (t.deadline) timed_inflight_.erase(t.seq);
+        done.push_back({t.batch, t.index, {}, why()});
+    }
+    pending_.clear();
+}
+
+void PoolCore::restart_node(int i) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    if (n.reader.joinable()) n.reader.join();
+    std::string old_id = n.instance.id;
+    {
+        std::lock_guard lk(n.write_m);
+        n.transport.reset();
+    }
+    try {
+        NodeStart s = backend_->connect(i, [this](Event e) { emit(std::move(e)); });
+        {
+            std::lock_guard lk(n.write_m);
+            n.transport = std::move(s.transport);
+        }
+        n.instance = s.instance;
+        handshake(n, s.token);
+    } catch (const std::exception& e) {
+        emit(ErrorEvent{fmt::format("node {}: replacement failed: {}", i, e.what()), old_id});
+        std::vector<Completion> done;
+        {
+            std::lock_guard lk(m_);
+            n.state = NodeSlot::State::lost;
+            bool any = std::any_of(nodes_.begin(), nodes_.end(), [](auto& x) {
+                return x->state == NodeSlot::State::ready ||
+                       x->state == NodeSlot::State::restarting;
+            });
+            if (!any)
+                fail_all_pending_locked(done, [&] {
+                    return std::make_exception_ptr(NodeLostError(
+                        i, old_id, NodeLostError::Reason::unreachable,
+                        "every node of the pool is lost"));
+                });
+        }
+        finish(done);
+        return;
+    }
+    std::vector<Outgoing> out(nodes_.size());
+    {
+        std::lock_guard lk(m_);
+        if (closing_) return;
+        n.state = NodeSlot::State::ready;
+        n.reader = std::thread([this, p = &n] { reader_loop(p); });
+        dispatch_locked(out);
+    }
+    emit(InstanceReplaced{old_id, n.instance.id, i});
+    send(out);
+}
+
+void PoolCore::supervisor_loop() {
+    const auto hb = std::clamp<std::chrono::seconds>(spec_.idle_timeout / 4, std::chrono::seconds(1),
+                                                     std::chrono::seconds(30));
+    auto next_hb = Clock::now() + hb;
+    std::unique_lock lk(m_);
+    while (!stop_supervisor_) {
+        auto wake = next_hb;
+        if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
+        if (restart_queue_.empty()) sup_cv_.wait_until(lk, wake);
+        if (stop_supervisor_) break;
+        while (!restart_queue_.empty() && !closing_) {
+            int i = restart_queue_.front();
+            restart_queue_.pop_front();
+            lk.unlock();
+            restart_node(i);
+            lk.lock();
+        }
+        auto now = Clock::now();
+        std::vector<Completion> done;
+        std::vector<std::pair<int, std::uint64_t>> cancels;
+        while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+            std::uint64_t seq = deadlines_.begin()->second;
+            deadlines_.erase(deadlines_.begin());
+            auto timeout_error = [](const Task& t) {
+                return std::make_exception_ptr(TimeoutError(fmt::format(
+                    "{} did not finish within {} ms", t.call.function,
+                    t.call.options.timeout ? t.call.options.timeout->count() : 0)));
+            };
+            if (auto it = timed_inflight_.find(seq); it != timed_inflight_.end()) {
+                auto [node, call_id] = it->second;
+                timed_inflight_.erase(it);
+                auto& n = *nodes_[static_cast<std::size_t>(node)];
+                if (auto t = n.inflight.find(call_id); t != n.inflight.end()) {
+                    done.push_back({t->second.batch, t->second.index, {}, timeout_error(t->second)});
+                    n.inflight.erase(t);
+                    cancels.emplace_back(node, call_id);
+                }
+                continue;
+            }
+            auto drop = [&](std::deque<Task>& q) {
+                for (auto t = q.begin(); t != q.end(); ++t)
+                    if (t->seq == seq) {
+                        done.push_back({t->batch, t->index, {}, timeout_error(*t)});
+                        q.erase(t);
+                        return true;
+                    }
+                return false;
+            };
+            if (!drop(pending_))
+                for (auto& n : nodes_)
+                    if (drop(n->pinned)) break;
+        }
+        bool heartbeat = now >= next_hb;
+        if (heartbeat) next_hb = now + hb;
+        lk.unlock();
+        for (auto [node, id] : cancels) send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
+        if (heartbeat)
+            for (auto& n : nodes_)
+                if (n->state == NodeSlot::State::ready) send_control(*n, MsgType::heartbeat, 0);
+        finish(done);
+        lk.lock();
+    }
+}
+
+bool PoolCore::cancel_batch(BatchState* b) {
+    std::vector<Completion> done;
+    std::vector<std::pair<int, std::uint64_t>> cancels;
+    {
+        std::lock_guard lk(m_);
+        auto err = [] { return std::make_exception_ptr(CancelledError("the call was cancelled")); };
+        auto sweep = [&](std::deque<Task>& q) {
+            for (auto it = q.begin(); it != q.end();) {
+                if (it->batch.get() == b) {
+                    done.push_back({it->batch, it->index, {}, err()});
+                    it = q.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+        };
+        sweep(pending_);
+        for (auto& n : nodes_) {
+            sweep(n->pinned);
+            for (auto it = n->inflight.begin(); it != n->inflight.end();) {
+                if (it->second.batch.get() == b) {
+                    if (it->second.deadline) timed_inflight_.erase(it->second.seq);
+                    done.push_back({it->second.batch, it->second.index, {}, err()});
+                    cancels.emplace_back(n->index, it->first);
+                    it = n->inflight.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+        }
+    }
+    for (auto [node, id] : cancels) send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
+    bool any = !done.empty();
+    finish(done);
+    return any;
+}
+
+void PoolCore::close(bool report) {
+    std::vector<Completion> done;
+    {
+        std::lock_guard lk(m_);
+        if (closed_) return;
+        closed_ = true;
+        closing_ = true;
+        active_ = false;
+        stop_supervisor_ = true;
+        auto err = [] { return std::make_exception_ptr(CancelledError("the pool was closed")); };
+        fail_all_pending_locked(done, err);
+        for (auto& n : nodes_) {
+            for (auto& t : n->pinned) done.push_back({t.batch, t.index, {}, err()});
+            for (auto& [id, t] : n->inflight) done.push_back({t.batch, t.index, {}, err()});
+            n->pinned.clear();
+            n->inflight.clear();
+        }
+    }
+    sup_cv_.notify_all();
+    finish(done);
+    if (bus_) emit(PoolStopping{});
+    for (auto& n : nodes_) {
+        if (!n->transport) continue;
+        if (bus_) emit(InstanceStopping{n->instance.id});
+        send_control(*n, MsgType::shutdown, 0);
+    }
+    if (supervisor_.joinable()) supervisor_.join();
+    if (backend_) backend_->stop_all();
+    for (auto& n : nodes_) {
+        {
+            std::lock_guard lk(n->write_m);
+            if (n->transport) n->transport->shutdown();
+        }
+        if (n->reader.joinable()) n->reader.join();
+    }
+    if (bus_) {
+        double secs = std::chrono::duration<double>(Clock::now() - started_at_).count();
+        emit(CostFinal{0.0, secs, 0.0, 0, 0, 0.0});
+        bus_->stop();
+    }
+    (void)report;
+}
+
+bool PoolCore::active() const noexcept {
+    std::lock_guard lk(m_);
+    return active_;
+}
+
+int PoolCore::instance_count() const noexcept {
+    std::lock_guard lk(m_);
+    int c = 0;
+    for (auto& n : nodes_)
+        if (n->state == NodeSlot::State::ready || n->state == NodeSlot::State::restarting) ++c;
+    return active_ ? c : 0;
+}
+
+std::vector<Instance> PoolCore::instances() const {
+    std::lock_guard lk(m_);
+    std::vector<Instance> v;
+    for (auto& n : nodes_)
+        if (n->state == NodeSlot::State::ready) v.push_back(n->instance);
+    return v;
+}
+
+double PoolCore::cost() const { return 0.0; }
+
+}  // namespace sky::detail

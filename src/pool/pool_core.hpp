@@ -1,0 +1,136 @@
+#pragma once
+// The pool's engine: node connections, the scheduler (which slot runs which call), timeouts,
+// node loss and restart, and teardown. ComputePool is a thin handle on it.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "pool/backend.hpp"
+#include "pool/event_bus.hpp"
+#include "runtime/protocol.hpp"
+#include "sky/pool.hpp"
+
+namespace sky::detail {
+
+using Clock = std::chrono::steady_clock;
+
+/// One call on its way: which batch item it completes, where it may run, what it printed.
+struct Task {
+    std::shared_ptr<BatchState> batch;
+    std::size_t index = 0;
+    CallDesc call;
+    int retries_left = 0;
+    int pinned = -1;  ///< node it must run on (broadcast), or -1
+    std::uint64_t seq = 0;
+    std::optional<Clock::time_point> deadline;
+    std::vector<std::string> log_tail;
+};
+
+/// Bytes to write to one node: small frames copied, large argument buffers referenced.
+struct Outgoing {
+    Buffer small;
+    std::vector<std::pair<std::size_t, std::shared_ptr<const Buffer>>> big;
+    [[nodiscard]] bool empty() const noexcept { return small.empty() && big.empty(); }
+};
+
+struct NodeSlot {
+    enum class State { starting, ready, restarting, lost, closed };
+    int index = 0;
+    Instance instance;
+    std::unique_ptr<Transport> transport;
+    std::thread reader;
+    std::mutex write_m;
+    State state = State::starting;
+    int restarts = 0;
+    // Guarded by PoolCore::m_.
+    std::unordered_map<std::uint64_t, Task> inflight;
+    std::deque<Task> pinned;
+};
+
+class PoolCore {
+public:
+    explicit PoolCore(PoolSpec spec);
+    ~PoolCore();
+
+    /// Provisions and connects every node; on failure tears down and rethrows.
+    void start();
+    /// Queues calls (one per node when `broadcast`) and returns their shared state.
+    std::shared_ptr<BatchState> submit(const std::vector<const CallDesc*>& calls, bool broadcast);
+    /// Tears down; with `report`, throws sky::Error when something could not be stopped.
+    void close(bool report);
+
+    [[nodiscard]] bool active() const noexcept;
+    [[nodiscard]] int instance_count() const noexcept;
+    [[nodiscard]] std::vector<Instance> instances() const;
+    [[nodiscard]] double cost() const;
+    [[nodiscard]] const std::string& id() const noexcept { return id_; }
+    [[nodiscard]] const PoolSpec& spec() const noexcept { return spec_; }
+    void add_handler(std::function<void(const Event&)> h) { bus_->add_handler(std::move(h)); }
+
+private:
+    struct Completion {
+        std::shared_ptr<BatchState> batch;
+        std::size_t index;
+        Buffer result;
+        std::exception_ptr error;
+    };
+    struct Received {
+        std::uint64_t call_id;
+        MsgType type;
+        Buffer payload;
+    };
+
+    void emit(Event e) { bus_->post(std::move(e)); }
+    void connect_node(int i);
+    void handshake(NodeSlot& n, const std::string& token);
+    void reader_loop(NodeSlot* n);
+    void node_lost(NodeSlot* n, const std::string& why, bool protocol_error);
+    void supervisor_loop();
+    void restart_node(int i);
+    bool cancel_batch(BatchState* b);
+
+    // Scheduler; every *_locked function runs under m_.
+    void dispatch_locked(std::vector<Outgoing>& out);
+    void assign_locked(NodeSlot& n, Task&& t, Outgoing& out);
+    void fail_all_pending_locked(std::vector<Completion>& done, const std::function<std::exception_ptr()>& why);
+    void send(std::vector<Outgoing>& out);
+    void send_control(NodeSlot& n, MsgType type, std::uint64_t call_id);
+    static void finish(std::vector<Completion>& done);
+    std::exception_ptr error_from(const NodeSlot& n, const Task& t, std::span<const std::byte> p);
+
+    PoolSpec spec_;
+    std::string id_;
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<EventBus> bus_;
+    std::vector<std::unique_ptr<NodeSlot>> nodes_;
+    Clock::time_point started_at_;
+
+    mutable std::mutex m_;
+    std::condition_variable sup_cv_;
+    std::deque<Task> pending_;
+    std::uint64_t next_call_id_ = 0;
+    std::uint64_t next_seq_ = 0;
+    std::size_t rr_ = 0;
+    bool closing_ = false;
+    bool active_ = false;
+    std::multimap<Clock::time_point, std::uint64_t> deadlines_;  // seq by deadline
+    std::unordered_map<std::uint64_t, std::pair<int, std::uint64_t>> timed_inflight_;  // seq -> node, call
+    std::deque<int> restart_queue_;
+    std::thread supervisor_;
+    bool stop_supervisor_ = false;
+    bool closed_ = false;
+};
+
+/// Random lowercase hex of n characters (from std::random_device).
+std::string random_hex(std::size_t n);
+
+}  // namespace sky::detail

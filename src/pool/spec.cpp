@@ -1,0 +1,65 @@
+// PoolSpec::validate: every field checked, the first bad one named with its value.
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "sky/errors.hpp"
+#include "sky/pool.hpp"
+
+namespace sky {
+
+namespace {
+bool valid_env_name(const std::string& k) {
+    static const std::regex re("[A-Za-z_][A-Za-z0-9_]*");
+    return std::regex_match(k, re);
+}
+}  // namespace
+
+bool valid_memory_string(const std::string& s) {
+    static const std::regex re(R"(\s*[0-9]+(\.[0-9]+)?\s*([kKmMgGtT]i?[bB]?|[bB])?\s*)");
+    return std::regex_match(s, re);
+}
+
+void PoolSpec::validate() const {
+    auto bad = [](const std::string& m) { throw ConfigError("PoolSpec::" + m); };
+    if (nodes < 1 || nodes > 4096) bad(fmt::format("nodes must be in [1, 4096], got {}", nodes));
+    if (concurrency < 1 || concurrency > 1024)
+        bad(fmt::format("concurrency must be in [1, 1024], got {}", concurrency));
+    if (timeout.count() <= 0) bad(fmt::format("timeout must be positive, got {} s", timeout.count()));
+    if (idle_timeout.count() <= 0)
+        bad(fmt::format("idle_timeout must be positive, got {} s", idle_timeout.count()));
+    if (cpu && *cpu < 1) bad(fmt::format("cpu must be at least 1, got {}", *cpu));
+    if (memory && !valid_memory_string(*memory))
+        bad(fmt::format("memory must look like \"32GB\" or \"512MiB\", got \"{}\"", *memory));
+    if (machine && machine->empty()) bad("machine is set but empty");
+    if (accelerator && accelerator->count < 1)
+        bad(fmt::format("accelerator count must be at least 1, got {}", accelerator->count));
+    for (auto& [k, v] : env)
+        if (!valid_env_name(k)) bad(fmt::format("env has an invalid variable name \"{}\"", k));
+    for (auto& vol : volumes) {
+        const auto& s3 = std::get<S3Volume>(vol);
+        if (s3.mount_path.empty() || s3.mount_path[0] != '/')
+            bad(fmt::format("volumes: mount_path must be absolute, got \"{}\"", s3.mount_path));
+        if (s3.bucket.empty()) bad("volumes: an S3Volume needs a bucket");
+    }
+    try {
+        image.validate();
+        spot.validate();
+    } catch (const ConfigError& e) {
+        bad(e.what());
+    }
+    if (auto* ssh = provider.get<SSH>()) {
+        if (ssh->hosts.empty()) bad("provider: sky::SSH needs at least one host");
+        if (static_cast<std::size_t>(nodes) > ssh->hosts.size())
+            bad(fmt::format("nodes ({}) is more than sky::SSH has hosts ({})", nodes,
+                            ssh->hosts.size()));
+        if (ssh->port < 1 || ssh->port > 65535)
+            bad(fmt::format("provider: sky::SSH port must be in [1, 65535], got {}", ssh->port));
+        if (ssh->user.empty()) bad("provider: sky::SSH user is empty");
+    }
+    if (auto* v = provider.get<VastAI>(); v && (v->min_reliability < 0 || v->min_reliability > 1))
+        bad(fmt::format("provider: sky::VastAI min_reliability must be in [0, 1], got {}",
+                        v->min_reliability));
+}
+
+}  // namespace sky

@@ -1,0 +1,21 @@
+#pragma once
+// Starts local worker processes from one long-lived thread: a worker's parent-death signal fires
+// when the thread that forked it ends, so forking from a short-lived thread (a MultiPool's, say)
+// would kill workers early.
+#include <string>
+#include <vector>
+
+namespace sky::detail {
+
+struct SpawnRequest {
+    std::string path;                ///< executable
+    std::vector<std::string> argv;
+    std::vector<std::string> env;    ///< "K=V"
+    std::string workdir;             ///< empty: inherit
+    int child_fd = -1;               ///< becomes fd 3 in the child
+};
+
+/// Returns the child's pid; throws sky::Error when the process cannot be started.
+int spawn_process(const SpawnRequest& req);
+
+}  // namespace sky::detail

@@ -1,0 +1,195 @@
+#pragma once
+// The wire protocol: length-prefixed frames (a fixed 24-byte header, then the payload) and the
+// messages they carry. See docs/architecture.md, "Wire protocol".
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "runtime/transport.hpp"
+#include "sky/detail/buffer.hpp"
+
+namespace sky::detail {
+
+static_assert(std::endian::native == std::endian::little,
+              "the frame header is little-endian; big-endian hosts need byte swaps here");
+
+inline constexpr std::uint32_t frame_magic = 0x31594b53;  // "SKY1"
+inline constexpr std::uint8_t protocol_version = 1;
+inline constexpr std::size_t frame_header_size = 24;
+/// Default upper bound of one frame's payload; larger frames close the connection.
+inline constexpr std::uint64_t default_max_frame = std::uint64_t{2} << 30;  // 2 GiB
+
+enum class MsgType : std::uint8_t {
+    hello = 1,      // both ways, first frame: ClientHello / WorkerHello
+    call = 2,       // client -> worker: CallHeader + argument bytes
+    result = 3,     // worker -> client: result bytes
+    error = 4,      // worker -> client: ErrorMsg
+    log = 5,        // worker -> client: LogMsg (call id 0: not inside a call)
+    metrics = 6,    // worker -> client: MetricsMsg
+    heartbeat = 7,  // both ways, empty
+    cancel = 8,     // client -> worker, empty: drop the call if it has not started
+    shutdown = 9,   // client -> worker, empty: finish and exit
+};
+[[nodiscard]] const char* msg_type_name(MsgType t) noexcept;
+
+struct FrameHeader {
+    std::uint32_t magic = frame_magic;
+    std::uint8_t version = protocol_version;
+    MsgType type = MsgType::heartbeat;
+    std::uint16_t flags = 0;
+    std::uint64_t call_id = 0;
+    std::uint64_t length = 0;
+};
+
+/// Writes a header into 24 bytes.
+inline void encode_header(std::byte* out, MsgType type, std::uint64_t call_id,
+                          std::uint64_t length) noexcept {
+    FrameHeader h;
+    h.type = type;
+    h.call_id = call_id;
+    h.length = length;
+    std::memcpy(out, &h.magic, 4);
+    std::memcpy(out + 4, &h.version, 1);
+    std::memcpy(out + 5, &h.type, 1);
+    std::memcpy(out + 6, &h.flags, 2);
+    std::memcpy(out + 8, &h.call_id, 8);
+    std::memcpy(out + 16, &h.length, 8);
+}
+/// Appends a whole frame (header + payload) to `out`.
+inline void append_frame(Buffer& out, MsgType type, std::uint64_t call_id,
+                         std::span<const std::byte> payload) {
+    std::size_t at = out.size();
+    out.resize(at + frame_header_size);
+    encode_header(out.data() + at, type, call_id, payload.size());
+    out.append(payload.data(), payload.size());
+}
+/// Decodes and checks a header; throws ProtocolError naming what is wrong.
+FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame);
+
+/// A received frame. The payload points into the reader's buffer (valid until the next call
+/// to next()) or into `owned` for large frames.
+struct Frame {
+    FrameHeader header;
+    std::span<const std::byte> payload;
+    Buffer owned;
+    /// The payload as a Buffer of its own (moves `owned` when it holds it).
+    Buffer take_payload() {
+        if (owned.size() == payload.size() && owned.data() == payload.data()) return std::move(owned);
+        Buffer b;
+        b.append(payload.data(), payload.size());
+        return b;
+    }
+};
+
+/// Reads frames from a transport, many per read when they are small.
+class FrameReader {
+public:
+    explicit FrameReader(Transport& t, std::uint64_t max_frame = default_max_frame)
+        : t_(t), max_frame_(max_frame) {}
+    /// Next frame; false on a clean end of stream between frames. Throws ProtocolError on a
+    /// bad header or a stream that ends inside a frame, sky::Error on transport failure.
+    bool next(Frame& f);
+    /// True when a whole frame is already buffered (next() will not block).
+    [[nodiscard]] bool has_buffered_frame() const noexcept;
+    [[nodiscard]] std::size_t buffered_bytes() const noexcept { return buf_.size() - pos_; }
+
+private:
+    bool fill(std::size_t need);
+    Transport& t_;
+    std::uint64_t max_frame_;
+    Buffer buf_;
+    std::size_t pos_ = 0;
+};
+
+/// Call payload: [u16 name length][name][u64 signature][argument bytes].
+struct CallHeader {
+    std::string_view function;
+    std::uint64_t signature = 0;
+    std::span<const std::byte> args;
+};
+void append_call_header(Buffer& out, std::string_view function, std::uint64_t signature);
+CallHeader decode_call(std::span<const std::byte> payload);
+
+/// Log payload: [u8 stream][f64 timestamp][line bytes].
+struct LogMsg {
+    std::uint8_t stream = 1;  // 1 stdout, 2 stderr
+    double timestamp = 0;
+    std::string line;
+};
+void append_log_frame(Buffer& out, std::uint64_t call_id, std::uint8_t stream, double timestamp,
+                      std::string_view line);
+LogMsg decode_log(std::span<const std::byte> payload);
+
+/// Error payload.
+struct ErrorMsg {
+    enum Kind : std::uint8_t {
+        exception = 1,           // the function threw
+        unknown_function = 2,    // no function of that name
+        signature_mismatch = 3,  // the name exists with another signature
+        bad_arguments = 4,       // the argument bytes did not decode
+        cancelled = 5,           // cancelled before it started
+        bad_result = 6,          // the result could not be encoded
+    };
+    std::uint8_t kind = exception;
+    std::string type_name;
+    std::string message;
+    std::vector<std::string> log_tail;
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(kind, type_name, message, log_tail);
+    }
+};
+
+/// The client's hello: who the worker is in the pool.
+struct ClientHello {
+    std::uint32_t protocol = protocol_version;
+    std::string token;
+    std::string pool_id;
+    std::string instance_id;
+    std::int32_t node = 0;
+    std::int32_t total_nodes = 1;
+    std::int32_t concurrency = 1;
+    std::string head_addr;
+    std::int32_t head_port = 0;
+    std::vector<std::string> accelerators;
+    std::int64_t idle_timeout_s = 600;
+    std::int64_t hard_timeout_s = 3600;
+    bool collect_metrics = false;
+    std::uint64_t max_frame = default_max_frame;
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(protocol, token, pool_id, instance_id, node, total_nodes, concurrency, head_addr,
+           head_port, accelerators, idle_timeout_s, hard_timeout_s, collect_metrics, max_frame);
+    }
+};
+
+/// The worker's hello: what it is and what it can run.
+struct WorkerHello {
+    std::uint32_t protocol = protocol_version;
+    std::string token;
+    std::string build_id;
+    std::int64_t pid = 0;
+    std::string hostname;
+    std::vector<std::pair<std::string, std::uint64_t>> functions;
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(protocol, token, build_id, pid, hostname, functions);
+    }
+};
+
+/// A stable identity of this executable (its GNU build id, else a hash of the file).
+const std::string& self_build_id();
+
+/// Seconds since the Unix epoch.
+double unix_now() noexcept;
+
+}  // namespace sky::detail

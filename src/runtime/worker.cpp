@@ -1,0 +1,427 @@
+#include "runtime/worker.hpp"
+
+#include <csignal>
+#include <cxxabi.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <typeinfo>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/capture.hpp"
+#include "runtime/fd_transport.hpp"
+#include "runtime/protocol.hpp"
+#include "runtime/worker_context.hpp"
+#include "sky/detail/registry.hpp"
+#include "sky/detail/serialize.hpp"
+#include "sky/errors.hpp"
+#include "sky/init.hpp"
+
+namespace sky::detail {
+
+namespace {
+
+std::atomic<bool> g_initialised{false};
+std::atomic<bool> g_is_worker{false};
+
+std::string demangle(const char* name) {
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status),
+                                             std::free);
+    return status == 0 && d ? std::string(d.get()) : std::string(name);
+}
+
+/// Frames out of the worker; one lock, small frames batched until flush().
+class Writer {
+public:
+    explicit Writer(Transport& t) : t_(t) {}
+    void append(MsgType type, std::uint64_t id, std::span<const std::byte> payload) {
+        std::lock_guard lk(m_);
+        append_frame(buf_, type, id, payload);
+    }
+    void log(std::uint64_t id, std::uint8_t stream, std::string_view line) {
+        std::lock_guard lk(m_);
+        append_log_frame(buf_, id, stream, unix_now(), line);
+        flush_locked();
+    }
+    /// A finished frame (header at the front); large ones are written without a copy.
+    void frame(Buffer&& f, bool flush_now) {
+        std::lock_guard lk(m_);
+        if (f.size() > (256u << 10)) {
+            flush_locked();
+            std::span<const std::byte> one[] = {f.span()};
+            t_.write_all(one);
+            return;
+        }
+        buf_.append(f.data(), f.size());
+        if (flush_now) flush_locked();
+    }
+    void flush() {
+        std::lock_guard lk(m_);
+        flush_locked();
+    }
+
+private:
+    void flush_locked() {
+        if (buf_.empty()) return;
+        std::span<const std::byte> one[] = {buf_.span()};
+        t_.write_all(one);
+        buf_.clear();
+    }
+    Transport& t_;
+    std::mutex m_;
+    Buffer buf_;
+};
+
+struct Job {
+    std::uint64_t id;
+    Buffer payload;
+};
+
+class Worker {
+public:
+    Worker(FdTransport& t, std::string token, long parent_pid)
+        : t_(t), writer_(t), token_(std::move(token)), parent_pid_(parent_pid) {}
+
+    int run() {
+        capture_ = std::make_unique<OutputCapture>(
+            [this](std::uint64_t id, std::uint8_t s, std::string_view line) {
+                try {
+                    writer_.log(id, s, line);
+                } catch (...) {
+                }
+            });
+        err_fd_ = capture_->original_stderr();
+        if (!handshake()) return 3;
+        watchdog_ = std::thread([this] { watchdog(); });
+        watchdog_.detach();
+        for (int i = 1; i < concurrency_; ++i) executors_.emplace_back([this, i] { executor(i); });
+        int code = serve();
+        finish();
+        return code;
+    }
+
+private:
+    void say(const std::string& msg) {
+        std::string line = fmt::format("sky worker {} (node {}): {}\n", ::getpid(),
+                                       worker_instance().node, msg);
+        (void)!::write(err_fd_, line.data(), line.size());
+    }
+
+    bool handshake() {
+        WorkerHello wh;
+        wh.token = token_;
+        wh.build_id = self_build_id();
+        wh.pid = ::getpid();
+        char host[256] = {};
+        ::gethostname(host, sizeof host - 1);
+        wh.hostname = host;
+        for (auto& e : all_functions()) wh.functions.emplace_back(std::string(e.name), e.signature);
+        Buffer payload;
+        save_to(payload, wh);
+        writer_.append(MsgType::hello, 0, payload.span());
+        writer_.flush();
+
+        if (!t_.wait_readable(std::chrono::seconds(60))) {
+            say("no hello from the client within 60 s");
+            return false;
+        }
+        FrameReader reader(t_, 1 << 20);
+        Frame f;
+        if (!reader.next(f) || f.header.type != MsgType::hello) {
+            say("the first frame from the client was not a hello");
+            return false;
+        }
+        ClientHello ch;
+        load_from(f.payload, ch);
+        if (ch.token != token_) {
+            say("the client's hello carried the wrong token; closing");
+            return false;
+        }
+        auto& info = worker_instance();
+        info.node = ch.node;
+        info.total_nodes = ch.total_nodes;
+        info.is_head = ch.node == 0;
+        info.accelerators = ch.accelerators;
+        info.head_addr = ch.head_addr;
+        info.head_port = ch.head_port;
+        info.job_id = ch.pool_id;
+        info.workers_per_node = ch.concurrency;
+        concurrency_ = std::max(1, ch.concurrency);
+        idle_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.idle_timeout_s));
+        hard_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.hard_timeout_s));
+        max_frame_ = ch.max_frame;
+        in_worker.store(true, std::memory_order_release);
+        if (reader.buffered_bytes() != 0) {
+            say("the client sent frames before the hello was answered");
+            return false;
+        }
+        return true;
+    }
+
+    int serve() {
+        FrameReader reader(t_, max_frame_);
+        Frame f;
+        for (;;) {
+            try {
+                if (!reader.next(f)) return 0;  // the client went away
+            } catch (const std::exception& e) {
+                say(fmt::format("closing the connection: {}", e.what()));
+                return 4;
+            }
+            last_heard_.store(now_s());
+            switch (f.header.type) {
+                case MsgType::call:
+                    if (concurrency_ == 1) {
+                        Buffer out = execute(f.header.call_id, f.payload);
+                        writer_.frame(std::move(out), !reader.has_buffered_frame());
+                    } else {
+                        std::lock_guard lk(m_);
+                        queue_.push_back({f.header.call_id, f.take_payload()});
+                        cv_.notify_one();
+                    }
+                    break;
+                case MsgType::cancel: cancel(f.header.call_id); break;
+                case MsgType::heartbeat:
+                    writer_.append(MsgType::heartbeat, 0, {});
+                    writer_.flush();
+                    break;
+                case MsgType::shutdown: return 0;
+                default:
+                    say(fmt::format("ignoring an unexpected {} frame", msg_type_name(f.header.type)));
+            }
+        }
+    }
+
+    void executor(int slot) {
+        worker_slot = slot;
+        for (;;) {
+            Job j;
+            {
+                std::unique_lock lk(m_);
+                cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+                if (stop_ && queue_.empty()) return;
+                j = std::move(queue_.front());
+                queue_.pop_front();
+            }
+            Buffer out = execute(j.id, j.payload.span());
+            try {
+                writer_.frame(std::move(out), true);
+            } catch (...) {
+                return;
+            }
+        }
+    }
+
+    void cancel(std::uint64_t id) {
+        bool found = false;
+        {
+            std::lock_guard lk(m_);
+            for (auto it = queue_.begin(); it != queue_.end(); ++it)
+                if (it->id == id) {
+                    queue_.erase(it);
+                    found = true;
+                    break;
+                }
+        }
+        if (found) {
+            ErrorMsg e{ErrorMsg::cancelled, "sky::CancelledError", "cancelled before it started", {}};
+            Buffer p;
+            save_to(p, e);
+            writer_.append(MsgType::error, id, p.span());
+            writer_.flush();
+        }
+    }
+
+    static Buffer error_frame(std::uint64_t id, const ErrorMsg& e) {
+        Buffer p;
+        save_to(p, e);
+        Buffer out;
+        append_frame(out, MsgType::error, id, p.span());
+        return out;
+    }
+
+    Buffer execute(std::uint64_t id, std::span<const std::byte> payload) {
+        CallHeader c;
+        try {
+            c = decode_call(payload);
+        } catch (const std::exception& e) {
+            return error_frame(id, {ErrorMsg::bad_arguments, "sky::ProtocolError", e.what(), {}});
+        }
+        Lookup l = find_function(c.function, c.signature);
+        if (!l.entry) {
+            if (l.name_known)
+                return error_frame(id, {ErrorMsg::signature_mismatch, "sky::RemoteError",
+                                        fmt::format("function '{}' exists on this worker with "
+                                                    "another signature (the client and the worker "
+                                                    "were built from different sources)",
+                                                    c.function),
+                                        {}});
+            return error_frame(id, {ErrorMsg::unknown_function, "sky::RemoteError",
+                                    fmt::format("no function named '{}' is registered on this "
+                                                "worker (is it used with sky::compute in this "
+                                                "program?)",
+                                                c.function),
+                                    {}});
+        }
+        CallContext ctx;
+        ctx.call_id = id;
+        running_.fetch_add(1);
+        capture_->enter(&ctx);
+        Buffer out;
+        out.resize(frame_header_size);
+        ErrorMsg err;
+        bool ok = false;
+        try {
+            l.entry->invoke(c.args, out);
+            ok = true;
+        } catch (const std::exception& e) {
+            err = {ErrorMsg::exception, demangle(typeid(e).name()), e.what(), {}};
+        } catch (...) {
+            auto* t = abi::__cxa_current_exception_type();
+            err = {ErrorMsg::exception, t ? demangle(t->name()) : "unknown",
+                   "an exception that is not a std::exception", {}};
+        }
+        capture_->leave();
+        running_.fetch_sub(1);
+        last_heard_.store(now_s());
+        if (ok) {
+            encode_header(out.data(), MsgType::result, id, out.size() - frame_header_size);
+            return out;
+        }
+        {
+            std::lock_guard lk(ctx.m);
+            err.log_tail.assign(ctx.tail.begin(), ctx.tail.end());
+        }
+        return error_frame(id, err);
+    }
+
+    static double now_s() {
+        using namespace std::chrono;
+        return duration<double>(steady_clock::now().time_since_epoch()).count();
+    }
+
+    // Independent of the call loop: ends the worker when its client is gone or its time is up,
+    // even while a call runs.
+    void watchdog() {
+        const double start = now_s();
+        for (;;) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+            if (parent_pid_ > 0 && ::getppid() != parent_pid_) {
+                say("the client process is gone; exiting");
+                ::_exit(0);
+            }
+            double now = now_s();
+            if (now - start > static_cast<double>(hard_timeout_.count())) {
+                say(fmt::format("hard timeout of {} s reached; exiting", hard_timeout_.count()));
+                ::_exit(0);
+            }
+            if (running_.load() == 0 &&
+                now - last_heard_.load() > static_cast<double>(idle_timeout_.count())) {
+                say(fmt::format("no word from the client for {} s (idle timeout); exiting",
+                                idle_timeout_.count()));
+                ::_exit(0);
+            }
+        }
+    }
+
+    void finish() {
+        {
+            std::lock_guard lk(m_);
+            stop_ = true;
+            queue_.clear();
+        }
+        cv_.notify_all();
+        for (auto& t : executors_) t.join();
+        try {
+            writer_.flush();
+        } catch (...) {
+        }
+    }
+
+    FdTransport& t_;
+    Writer writer_;
+    std::string token_;
+    long parent_pid_;
+    int err_fd_ = 2;
+    int concurrency_ = 1;
+    std::chrono::seconds idle_timeout_{600};
+    std::chrono::seconds hard_timeout_{3600};
+    std::uint64_t max_frame_ = default_max_frame;
+    std::unique_ptr<OutputCapture> capture_;
+    std::thread watchdog_;
+    std::vector<std::thread> executors_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<Job> queue_;
+    bool stop_ = false;
+    std::atomic<int> running_{0};
+    std::atomic<double> last_heard_{now_s()};
+};
+
+}  // namespace
+
+bool initialised() noexcept { return g_initialised.load(); }
+
+namespace {
+std::string& argv0() {
+    static std::string s = "sky-worker";
+    return s;
+}
+}  // namespace
+const std::string& program_name() { return argv0(); }
+
+int run_worker(int fd, const std::string& token, long parent_pid) {
+    g_is_worker = true;
+    FdTransport t(fd, "client connection");
+    Worker w(t, token, parent_pid);
+    return w.run();
+}
+
+}  // namespace sky::detail
+
+namespace sky {
+
+bool is_worker() noexcept { return detail::g_is_worker.load(); }
+
+void init(int argc, char** argv) {
+    detail::g_initialised = true;
+    if (argc > 0 && argv && argv[0]) detail::argv0() = argv[0];
+    bool worker = false;
+    for (int i = 1; i < argc; ++i)
+        if (argv[i] && std::strcmp(argv[i], detail::worker_flag) == 0) worker = true;
+    if (!worker) return;
+    // A local worker dies with its client: parent-death signal, and a check against the race
+    // where the parent died before prctl ran.
+    long parent = 0;
+    if (const char* p = std::getenv("SKY_PARENT_PID")) parent = std::atol(p);
+    if (parent > 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(0);
+    }
+    const char* fd_s = std::getenv("SKY_WORKER_FD");
+    const char* token = std::getenv("SKY_WORKER_TOKEN");
+    if (!fd_s || !token) {
+        std::fprintf(stderr, "sky worker: SKY_WORKER_FD and SKY_WORKER_TOKEN must be set\n");
+        std::_Exit(2);
+    }
+    std::string tok = token;
+    ::unsetenv("SKY_WORKER_TOKEN");  // the function's child processes need not see it
+    int code = detail::run_worker(std::atoi(fd_s), tok, parent);
+    std::fflush(nullptr);
+    ::_exit(code);
+}
+
+}  // namespace sky

@@ -1,0 +1,160 @@
+// Host-key pinning helpers: fingerprints of public keys and known_hosts lookups.
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "ssh/host_key.hpp"
+#include "ssh/session.hpp"
+
+namespace sky::detail::ssh {
+
+std::string base64_encode(std::span<const unsigned char> data, bool pad) {
+    std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(),
+                            static_cast<int>(data.size()));
+    out.resize(static_cast<std::size_t>(n));
+    if (!pad) {
+        while (!out.empty() && out.back() == '=') out.pop_back();
+    }
+    return out;
+}
+
+std::optional<std::vector<unsigned char>> base64_decode(std::string_view text) {
+    std::string t(text);
+    while (t.size() % 4 != 0) t.push_back('=');  // fingerprints come without padding
+    if (t.empty()) return std::vector<unsigned char>{};
+    std::vector<unsigned char> out(t.size() / 4 * 3);
+    int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(t.data()),
+                            static_cast<int>(t.size()));
+    if (n < 0) return std::nullopt;
+    std::size_t pad = 0;
+    for (auto it = t.rbegin(); it != t.rend() && *it == '='; ++it) ++pad;
+    out.resize(static_cast<std::size_t>(n) - std::min<std::size_t>(pad, static_cast<std::size_t>(n)));
+    return out;
+}
+
+std::string fingerprint_of_blob(std::span<const unsigned char> blob) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_Digest(blob.data(), blob.size(), md, &len, EVP_sha256(), nullptr);
+    return "SHA256:" + base64_encode({md, len}, false);
+}
+
+namespace {
+
+std::vector<std::string> split_ws(std::string_view line) {
+    std::vector<std::string> out;
+    std::istringstream in{std::string(line)};
+    std::string w;
+    while (in >> w) out.push_back(w);
+    return out;
+}
+
+bool is_key_type(const std::string& s) {
+    return s.rfind("ssh-", 0) == 0 || s.rfind("ecdsa-", 0) == 0 || s.rfind("sk-", 0) == 0 ||
+           s.rfind("rsa-", 0) == 0;
+}
+
+// Does one known_hosts host pattern name this host? Plain names, "[host]:port", hashed "|1|".
+bool host_matches(const std::string& pattern, const std::string& host, std::uint16_t port) {
+    std::string want = port == 22 ? host : "[" + host + "]:" + std::to_string(port);
+    if (pattern.rfind("|1|", 0) == 0) {
+        auto bar = pattern.find('|', 3);
+        if (bar == std::string::npos) return false;
+        auto salt = base64_decode(pattern.substr(3, bar - 3));
+        auto hash = base64_decode(pattern.substr(bar + 1));
+        if (!salt || !hash) return false;
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int len = 0;
+        HMAC(EVP_sha1(), salt->data(), static_cast<int>(salt->size()),
+             reinterpret_cast<const unsigned char*>(want.data()), want.size(), md, &len);
+        return len == hash->size() && std::equal(md, md + len, hash->begin());
+    }
+    std::istringstream in(pattern);
+    std::string p;
+    while (std::getline(in, p, ',')) {
+        if (p == want) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+ParsedKey parse_public_key_line(std::string_view line) {
+    auto words = split_ws(line);
+    // "type base64 [comment]" or "hosts type base64 [comment]" (known_hosts), maybe "@marker".
+    for (std::size_t i = 0; i + 1 < words.size(); ++i) {
+        if (!is_key_type(words[i])) continue;
+        auto blob = base64_decode(words[i + 1]);
+        if (!blob || blob->size() < 8) break;
+        return ParsedKey{words[i], fingerprint_of_blob(*blob)};
+    }
+    throw SshError("not an OpenSSH public key line: \"" + std::string(line.substr(0, 40)) + "...\"");
+}
+
+std::string fingerprint_of_public_key(std::string_view line) {
+    return parse_public_key_line(line).fingerprint;
+}
+
+std::vector<ParsedKey> known_hosts_entries(const std::filesystem::path& file,
+                                           const std::string& host, std::uint16_t port) {
+    std::ifstream in(file);
+    if (!in) throw SshError("cannot read known_hosts file " + file.string());
+    std::vector<ParsedKey> keys;
+    std::string line;
+    for (int n = 0; n < 1000000 && std::getline(in, line); ++n) {
+        auto words = split_ws(line);
+        if (words.size() < 3 || words[0][0] == '#') continue;
+        if (words[0][0] == '@') continue;  // @cert-authority / @revoked: not pins
+        if (!host_matches(words[0], host, port)) continue;
+        try {
+            keys.push_back(parse_public_key_line(line));
+        } catch (const SshError&) {
+        }
+    }
+    return keys;
+}
+
+HostKeyPin HostKeyPin::fingerprint(std::string fp) {
+    HostKeyPin pin;
+    pin.fingerprints.push_back(std::move(fp));
+    return pin;
+}
+
+HostKeyPin HostKeyPin::public_key(std::string_view line) {
+    return fingerprint(fingerprint_of_public_key(line));
+}
+
+HostKeyPin HostKeyPin::known_hosts(std::filesystem::path file) {
+    HostKeyPin pin;
+    pin.known_hosts_file = std::move(file);
+    return pin;
+}
+
+HostKeyPin HostKeyPin::insecure_accept_any() {
+    HostKeyPin pin;
+    pin.accept_any = true;
+    return pin;
+}
+
+namespace {
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+}  // namespace
+
+HostKeyMismatch::HostKeyMismatch(std::string host, std::vector<std::string> expected,
+                                 std::string actual)
+    : SshError("ssh host key mismatch for " + host + ": expected " +
+               (expected.empty() ? std::string("a key from known_hosts (none listed for it)")
+                                 : join(expected)) +
+               ", server presented " + actual + "; refusing to connect"),
+      host_(std::move(host)),
+      expected_(std::move(expected)),
+      actual_(std::move(actual)) {}
+
+}  // namespace sky::detail::ssh

@@ -1,0 +1,26 @@
+#pragma once
+// Internal helpers of the SSH layer for host-key pinning.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sky::detail::ssh {
+
+struct ParsedKey {
+    std::string type;         ///< "ssh-ed25519"
+    std::string fingerprint;  ///< "SHA256:..."
+};
+
+std::string base64_encode(std::span<const unsigned char> data, bool pad);
+std::optional<std::vector<unsigned char>> base64_decode(std::string_view text);
+/// Parses "type base64 [comment]" or a known_hosts line; throws SshError.
+ParsedKey parse_public_key_line(std::string_view line);
+/// The keys a known_hosts file lists for host:port (plain, bracketed or hashed entries).
+std::vector<ParsedKey> known_hosts_entries(const std::filesystem::path& file,
+                                           const std::string& host, std::uint16_t port);
+
+}  // namespace sky::detail::ssh

@@ -1,0 +1,1510 @@
+// The SSH session: connect/handshake/auth in blocking mode with a deadline, then a pump thread
+// that owns every libssh2 call on a non-blocking session.
+//
+// Two libssh2 rules shape the pump:
+//  * A call that returned EAGAIN with a packet half sent (block direction OUTBOUND) must be
+//    repeated, with the same arguments, before any other call may send (libssh2 keeps one pending
+//    outgoing packet per session). The op that owns the pending packet is the only one stepped
+//    until it completes.
+//  * Channel opens (exec, SFTP, tunnels) share one session-wide state machine: one at a time.
+#include "ssh/session.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <libssh2.h>
+#include <libssh2_sftp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "ssh/host_key.hpp"
+
+namespace sky::detail::ssh {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+void global_init() {
+    // libssh2_init is not thread-safe; run it once. libssh2_exit is never called: static
+    // destruction order would make it race sessions still closing.
+    static std::once_flag once;
+    std::call_once(once, [] {
+        if (libssh2_init(0) != 0) throw SshError("libssh2 initialisation failed");
+    });
+}
+
+std::string session_error(LIBSSH2_SESSION* s) {
+    char* msg = nullptr;
+    int len = 0;
+    libssh2_session_last_error(s, &msg, &len, 0);
+    return msg ? std::string(msg, static_cast<std::size_t>(len)) : std::string("unknown error");
+}
+
+// Errors that end one operation but leave the session usable.
+bool channel_level(int rc) {
+    switch (rc) {
+        case LIBSSH2_ERROR_CHANNEL_FAILURE:
+        case LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED:
+        case LIBSSH2_ERROR_CHANNEL_UNKNOWN:
+        case LIBSSH2_ERROR_CHANNEL_WINDOW_EXCEEDED:
+        case LIBSSH2_ERROR_CHANNEL_PACKET_EXCEEDED:
+        case LIBSSH2_ERROR_CHANNEL_CLOSED:
+        case LIBSSH2_ERROR_CHANNEL_EOF_SENT:
+        case LIBSSH2_ERROR_SFTP_PROTOCOL:
+        case LIBSSH2_ERROR_FILE:
+        case LIBSSH2_ERROR_INVAL:
+            return true;
+        default:
+            return false;
+    }
+}
+
+const char* sftp_error_name(unsigned long code) {
+    switch (code) {
+        case LIBSSH2_FX_NO_SUCH_FILE: return "no such file";
+        case LIBSSH2_FX_PERMISSION_DENIED: return "permission denied";
+        case LIBSSH2_FX_FAILURE: return "failure";
+        case LIBSSH2_FX_NO_SUCH_PATH: return "no such path";
+        case LIBSSH2_FX_FILE_ALREADY_EXISTS: return "file already exists";
+        case LIBSSH2_FX_WRITE_PROTECT: return "write protected";
+        case LIBSSH2_FX_NO_SPACE_ON_FILESYSTEM: return "no space on file system";
+        case LIBSSH2_FX_QUOTA_EXCEEDED: return "quota exceeded";
+        case LIBSSH2_FX_NOT_A_DIRECTORY: return "not a directory";
+        default: return "sftp error";
+    }
+}
+
+long ms_left(Clock::time_point deadline) {
+    return std::max<long>(
+        0, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count());
+}
+
+// A byte ring for one producer and one consumer. The producer fills free space without the
+// lock (the consumer never touches it) and publishes under the lock; likewise the consumer.
+class Ring {
+public:
+    explicit Ring(std::size_t cap) : data_(new std::byte[cap]), cap_(cap) {}
+    // Contiguous free space after the filled region. Caller holds the lock.
+    std::span<std::byte> free_span() {
+        std::size_t tail = (head_ + size_) % cap_;
+        std::size_t n = std::min(cap_ - size_, cap_ - tail);
+        return {data_.get() + tail, n};
+    }
+    std::span<std::byte> filled_span() {
+        return {data_.get() + head_, std::min(size_, cap_ - head_)};
+    }
+    void commit(std::size_t n) { size_ += n; }
+    void consume(std::size_t n) {
+        head_ = (head_ + n) % cap_;
+        size_ -= n;
+        if (size_ == 0) head_ = 0;  // keeps spans large
+    }
+    [[nodiscard]] std::size_t size() const { return size_; }
+    [[nodiscard]] std::size_t space() const { return cap_ - size_; }
+
+private:
+    std::unique_ptr<std::byte[]> data_;
+    std::size_t cap_;
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+};
+
+enum class Step { done, progress, idle };
+
+// Why an operation failed, thrown on the caller's thread.
+struct Failure {
+    enum Kind { none, lost, channel, timeout } kind = none;
+    std::string message;
+    [[noreturn]] void raise() const {
+        switch (kind) {
+            case lost: throw ConnectionLost(message);
+            case timeout: throw sky::TimeoutError(message);
+            default: throw ChannelError(message);
+        }
+    }
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+struct Op {
+    virtual ~Op() = default;
+    /// Pump thread: makes progress with libssh2 calls.
+    virtual Step step(Session::Impl& s) = 0;
+    /// Pump thread, when the session ends: drop libssh2 objects without calling libssh2 and
+    /// wake the caller with the failure.
+    virtual void abort(const Failure& f) = 0;
+};
+
+struct Session::Impl {
+    SessionOptions opts;
+    std::string label;  // "root@10.0.0.2:22"
+    std::string fingerprint;
+    int sock = -1;
+    int wake_fd = -1;
+    LIBSSH2_SESSION* s = nullptr;
+    LIBSSH2_SFTP* sftp = nullptr;
+    Op* sftp_user = nullptr;  // SFTP requests share per-sftp state: one op at a time
+    Op* opener = nullptr;     // the op inside a channel open
+    Op* send_owner = nullptr;
+    bool keepalive_owner = false;
+    int round_dirs = 0;     // block directions seen in this round
+    bool round_eagain = false;
+
+    std::thread pump;
+    std::mutex mu;
+    std::vector<std::shared_ptr<Op>> incoming;  // guarded by mu
+    bool closing = false;                       // guarded by mu
+    std::atomic<bool> dead{false};
+    std::atomic<bool> wake_pending{false};
+    Failure death;  // set before dead becomes true
+
+    ~Impl() { close(); }
+
+    void wake() {
+        if (!wake_pending.exchange(true)) {
+            std::uint64_t one = 1;
+            [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+        }
+    }
+
+    void submit(std::shared_ptr<Op> op) {
+        {
+            std::lock_guard lk(mu);
+            if (closing || dead) throw ConnectionLost("ssh " + label + ": session closed");
+            incoming.push_back(std::move(op));
+        }
+        wake();
+    }
+
+    // Pump thread: notes an EAGAIN so the poll waits for the right direction.
+    /// Returns true when a packet is left half sent: the caller must repeat the same call
+    /// before any other libssh2 call may send.
+    bool eagain() {
+        round_eagain = true;
+        int dirs = libssh2_session_block_directions(s);
+        round_dirs |= dirs;
+        return (dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
+    }
+
+    // Pump thread: classifies a libssh2 error. Session-level errors end everything.
+    Failure error(int rc, const std::string& what) {
+        std::string msg = "ssh " + label + ": " + what + ": " + session_error(s);
+        if (channel_level(rc)) return {Failure::channel, msg};
+        if (!dead) {
+            death = {Failure::lost, "ssh " + label + ": connection lost (" + what + ": " +
+                                        session_error(s) + ")"};
+            dead = true;
+        }
+        return death;
+    }
+
+    void run();
+    void teardown(std::vector<std::shared_ptr<Op>>& ops);
+
+    void close() noexcept {
+        {
+            std::lock_guard lk(mu);
+            closing = true;
+        }
+        if (wake_fd >= 0) wake();
+        if (pump.joinable()) {
+            if (pump.get_id() == std::this_thread::get_id()) {
+                pump.detach();  // cannot happen by design; never self-join
+            } else {
+                pump.join();
+            }
+        }
+        if (s) {
+            libssh2_session_free(s);
+            s = nullptr;
+        }
+        if (sock >= 0) {
+            ::close(sock);
+            sock = -1;
+        }
+        if (wake_fd >= 0) {
+            ::close(wake_fd);
+            wake_fd = -1;
+        }
+    }
+};
+
+// ------------------------------------------------------------------------------------------------
+// Exec
+
+namespace {
+
+struct ExecOp final : Op {
+    std::string command;
+    std::string stdin_data;
+    // Shared with the caller.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<int, std::string>> chunks;  // (stream, bytes)
+    std::size_t queued = 0;
+    bool finished = false;
+    bool cancel = false;
+    Failure failure;
+    int exit_status = -1;
+    std::string exit_signal;
+
+    // Pump only.
+    enum { opening, starting, writing_stdin, sending_eof, reading, closing, freeing } state = opening;
+    LIBSSH2_CHANNEL* ch = nullptr;
+    std::size_t stdin_off = 0;
+    bool eof[2] = {false, false};
+    static constexpr std::size_t kQueueLimit = 4u << 20;
+
+    void finish(Failure f = {}) {
+        std::lock_guard lk(mu);
+        finished = true;
+        if (f.kind != Failure::none && failure.kind == Failure::none) failure = std::move(f);
+        cv.notify_all();
+    }
+    void abort(const Failure& f) override {
+        ch = nullptr;
+        finish(f);
+    }
+    bool cancelled() {
+        std::lock_guard lk(mu);
+        return cancel;
+    }
+
+    Step step(Session::Impl& s) override {
+        if (state < closing && s.send_owner != this && cancelled()) {
+            if (state == opening) {
+                if (s.opener != this) {
+                    finish({Failure::timeout, "cancelled"});
+                    return Step::done;
+                }
+            } else {
+                state = freeing;
+            }
+        }
+        switch (state) {
+            case opening: {
+                if (s.opener && s.opener != this) return Step::idle;
+                s.opener = this;
+                ch = libssh2_channel_open_ex(s.s, "session", 7, 2u << 20,
+                                             LIBSSH2_CHANNEL_PACKET_DEFAULT, nullptr, 0);
+                if (!ch) {
+                    int rc = libssh2_session_last_errno(s.s);
+                    if (rc == LIBSSH2_ERROR_EAGAIN) {
+                        s.eagain();
+                        return Step::idle;
+                    }
+                    s.opener = nullptr;
+                    finish(s.error(rc, "cannot open a session channel"));
+                    return Step::done;
+                }
+                s.opener = nullptr;
+                state = starting;
+                return Step::progress;
+            }
+            case starting: {
+                int rc = libssh2_channel_process_startup(ch, "exec", 4, command.data(),
+                                                         static_cast<unsigned>(command.size()));
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    s.eagain();
+                    return Step::idle;
+                }
+                if (rc != 0) {
+                    auto f = s.error(rc, "exec request refused");
+                    if (f.kind == Failure::lost) {
+                        finish(f);
+                        return Step::done;
+                    }
+                    failure = f;  // reported after the channel is freed
+                    state = freeing;
+                    return Step::progress;
+                }
+                state = stdin_data.empty() ? sending_eof : writing_stdin;
+                return Step::progress;
+            }
+            case writing_stdin: {
+                while (stdin_off < stdin_data.size()) {
+                    ssize_t n = libssh2_channel_write(ch, stdin_data.data() + stdin_off,
+                                                      stdin_data.size() - stdin_off);
+                    if (n == LIBSSH2_ERROR_EAGAIN) {
+                        s.eagain();
+                        return Step::idle;
+                    }
+                    if (n < 0) {
+                        // The command may exit without reading stdin: not an error of ours.
+                        stdin_off = stdin_data.size();
+                        break;
+                    }
+                    stdin_off += static_cast<std::size_t>(n);
+                }
+                state = sending_eof;
+                return Step::progress;
+            }
+            case sending_eof: {
+                int rc = libssh2_channel_send_eof(ch);
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    s.eagain();
+                    return Step::idle;
+                }
+                state = reading;
+                return Step::progress;
+            }
+            case reading: {
+                bool progressed = false;
+                char buf[65536];
+                for (int stream = 0; stream < 2; ++stream) {
+                    if (eof[stream]) continue;
+                    {
+                        std::lock_guard lk(mu);
+                        if (queued >= kQueueLimit && s.send_owner != this) continue;
+                    }
+                    for (int i = 0; i < 64; ++i) {
+                        ssize_t n = libssh2_channel_read_ex(ch, stream, buf, sizeof buf);
+                        if (n == LIBSSH2_ERROR_EAGAIN) {
+                            // A half-sent window adjust: repeat this call before anything else.
+                            if (s.eagain()) return progressed ? Step::progress : Step::idle;
+                            break;
+                        }
+                        if (n < 0) {
+                            auto f = s.error(static_cast<int>(n), "reading command output");
+                            if (f.kind == Failure::lost) {
+                                finish(f);
+                                return Step::done;
+                            }
+                            eof[0] = eof[1] = true;
+                            break;
+                        }
+                        if (n == 0) {
+                            eof[stream] = true;
+                            progressed = true;
+                            break;
+                        }
+                        progressed = true;
+                        std::lock_guard lk(mu);
+                        chunks.emplace_back(stream, std::string(buf, static_cast<std::size_t>(n)));
+                        queued += static_cast<std::size_t>(n);
+                        cv.notify_all();
+                        if (queued >= kQueueLimit) break;
+                    }
+                }
+                if (eof[0] && eof[1]) {
+                    state = closing;
+                    return Step::progress;
+                }
+                return progressed ? Step::progress : Step::idle;
+            }
+            case closing: {
+                int rc = libssh2_channel_close(ch);
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    s.eagain();
+                    return Step::idle;
+                }
+                if (rc == 0) {
+                    rc = libssh2_channel_wait_closed(ch);
+                    if (rc == LIBSSH2_ERROR_EAGAIN) {
+                        s.eagain();
+                        return Step::idle;
+                    }
+                }
+                exit_status = libssh2_channel_get_exit_status(ch);
+                char* sig = nullptr;
+                std::size_t sig_len = 0;
+                libssh2_channel_get_exit_signal(ch, &sig, &sig_len, nullptr, nullptr, nullptr,
+                                                nullptr);
+                if (sig) {
+                    exit_signal.assign(sig, sig_len);
+                    libssh2_free(s.s, sig);
+                    exit_status = -1;
+                }
+                state = freeing;
+                return Step::progress;
+            }
+            case freeing: {
+                int rc = libssh2_channel_free(ch);
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    s.eagain();
+                    return Step::idle;
+                }
+                ch = nullptr;
+                Failure f = failure;
+                if (f.kind == Failure::none && cancelled()) f = {Failure::timeout, "cancelled"};
+                finish(f);
+                return Step::done;
+            }
+        }
+        return Step::idle;
+    }
+};
+
+constexpr const char* kPidMarker = "\036sky-pid ";
+constexpr const char* kPidMarkerCommand = "printf '\\036sky-pid %d\\n' $$ >&2; ";
+
+// Splits chunks into lines for a callback, or captures them (tail kept under the cap).
+struct LineSink {
+    const LineCallback* cb;
+    std::string* capture;
+    std::size_t limit;
+    std::string partial;
+    void feed(std::string_view data) {
+        if (!*cb) {
+            capture->append(data);
+            if (capture->size() > limit) capture->erase(0, capture->size() - limit);
+            return;
+        }
+        std::size_t start = 0;
+        for (;;) {
+            auto nl = data.find('\n', start);
+            if (nl == std::string_view::npos) break;
+            if (partial.empty()) {
+                (*cb)(data.substr(start, nl - start));
+            } else {
+                partial.append(data.substr(start, nl - start));
+                (*cb)(partial);
+                partial.clear();
+            }
+            start = nl + 1;
+        }
+        partial.append(data.substr(start));
+        if (partial.size() > limit) {  // a runaway line: deliver it in pieces
+            (*cb)(partial);
+            partial.clear();
+        }
+    }
+    void flush() {
+        if (*cb && !partial.empty()) (*cb)(partial);
+        partial.clear();
+    }
+};
+
+// ------------------------------------------------------------------------------------------------
+// Upload (SFTP)
+
+struct UploadOp final : Op {
+    std::string remote_path;
+    int mode = 0644;
+    struct Chunk {
+        std::vector<std::byte> owned;
+        const std::byte* data = nullptr;
+        std::size_t size = 0;
+    };
+    // Shared with the caller.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Chunk> chunks;
+    std::size_t queued = 0;
+    bool input_done = false;
+    bool finished = false;
+    Failure failure;
+
+    // Pump only.
+    enum { init, opening, writing, setting_mode, closing } state = init;
+    LIBSSH2_SFTP_HANDLE* h = nullptr;
+    std::size_t acked = 0;  // of the front chunk
+    Failure pending_failure;
+
+    void finish(Failure f) {
+        std::lock_guard lk(mu);
+        finished = true;
+        failure = std::move(f);
+        cv.notify_all();
+    }
+    void abort(const Failure& f) override {
+        h = nullptr;
+        finish(f);
+    }
+    Failure sftp_failure(Session::Impl& s, int rc, const std::string& what) {
+        if (rc == LIBSSH2_ERROR_SFTP_PROTOCOL) {
+            return {Failure::channel, "ssh " + s.label + ": " + what + " " + remote_path + ": " +
+                                          sftp_error_name(libssh2_sftp_last_error(s.sftp))};
+        }
+        return s.error(rc, what + " " + remote_path);
+    }
+    Step fail_or_close(Session::Impl& s, Failure f) {
+        if (f.kind == Failure::lost || !h) {
+            if (s.sftp_user == this) s.sftp_user = nullptr;
+            finish(f);
+            return Step::done;
+        }
+        pending_failure = std::move(f);
+        state = closing;
+        return Step::progress;
+    }
+
+    Step step(Session::Impl& s) override {
+        switch (state) {
+            case init: {
+                if (s.sftp_user && s.sftp_user != this) return Step::idle;
+                s.sftp_user = this;
+                if (!s.sftp) {
+                    if (s.opener && s.opener != this) return Step::idle;
+                    s.opener = this;
+                    s.sftp = libssh2_sftp_init(s.s);
+                    if (!s.sftp) {
+                        int rc = libssh2_session_last_errno(s.s);
+                        if (rc == LIBSSH2_ERROR_EAGAIN) {
+                            s.eagain();
+                            return Step::idle;
+                        }
+                        s.opener = nullptr;
+                        s.sftp_user = nullptr;
+                        finish(s.error(rc, "cannot start SFTP"));
+                        return Step::done;
+                    }
+                    s.opener = nullptr;
+                }
+                state = opening;
+                return Step::progress;
+            }
+            case opening: {
+                h = libssh2_sftp_open_ex(
+                    s.sftp, remote_path.data(), static_cast<unsigned>(remote_path.size()),
+                    LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC, mode & 0777,
+                    LIBSSH2_SFTP_OPENFILE);
+                if (!h) {
+                    int rc = libssh2_session_last_errno(s.s);
+                    if (rc == LIBSSH2_ERROR_EAGAIN) {
+                        s.eagain();
+                        return Step::idle;
+                    }
+                    return fail_or_close(s, sftp_failure(s, rc, "cannot create"));
+                }
+                state = writing;
+                return Step::progress;
+            }
+            case writing: {
+                bool progressed = false;
+                for (int i = 0; i < 256; ++i) {
+                    const std::byte* data;
+                    std::size_t size;
+                    {
+                        std::lock_guard lk(mu);
+                        if (chunks.empty()) {
+                            if (input_done) {
+                                state = setting_mode;
+                                return Step::progress;
+                            }
+                            return progressed ? Step::progress : Step::idle;
+                        }
+                        data = chunks.front().data;
+                        size = chunks.front().size;
+                    }
+                    ssize_t n = libssh2_sftp_write(h, reinterpret_cast<const char*>(data) + acked,
+                                                   size - acked);
+                    if (n == LIBSSH2_ERROR_EAGAIN) {
+                        s.eagain();
+                        return progressed ? Step::progress : Step::idle;
+                    }
+                    if (n < 0) {
+                        return fail_or_close(s, sftp_failure(s, static_cast<int>(n), "cannot write"));
+                    }
+                    progressed = true;
+                    acked += static_cast<std::size_t>(n);
+                    if (acked == size) {
+                        acked = 0;
+                        std::lock_guard lk(mu);
+                        queued -= size;
+                        chunks.pop_front();
+                        cv.notify_all();
+                    }
+                }
+                return Step::progress;
+            }
+            case setting_mode: {
+                LIBSSH2_SFTP_ATTRIBUTES attrs{};
+                attrs.flags = LIBSSH2_SFTP_ATTR_PERMISSIONS;
+                attrs.permissions = static_cast<unsigned long>(mode & 07777);
+                int rc = libssh2_sftp_fsetstat(h, &attrs);
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    s.eagain();
+                    return Step::idle;
+                }
+                if (rc != 0) return fail_or_close(s, sftp_failure(s, rc, "cannot chmod"));
+                state = closing;
+                return Step::progress;
+            }
+            case closing: {
+                int rc = libssh2_sftp_close_handle(h);
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    s.eagain();
+                    return Step::idle;
+                }
+                h = nullptr;
+                s.sftp_user = nullptr;
+                Failure f = pending_failure;
+                if (rc != 0 && f.kind == Failure::none) f = sftp_failure(s, rc, "cannot close");
+                finish(f);
+                return Step::done;
+            }
+        }
+        return Step::idle;
+    }
+};
+
+// ------------------------------------------------------------------------------------------------
+// Tunnel (direct-tcpip channel as a Transport)
+
+struct TunnelOp final : Op {
+    std::string target_host;
+    std::uint16_t target_port = 0;
+    std::uint32_t window = 0;
+    static constexpr std::size_t kRing = 4u << 20;
+    static constexpr std::size_t kMaxRead = 256u << 10;
+
+    // Shared with the caller.
+    std::mutex mu;
+    std::condition_variable cv;  // reader, writer and opener wait here
+    Ring in{kRing};
+    Ring out{kRing};
+    bool opened = false;
+    bool in_eof = false;      // the remote ended its side
+    bool shut = false;        // the caller shut the transport down
+    bool finished = false;    // the channel is gone
+    bool reader_waiting_for_space = false;
+    Failure failure;
+
+    // Pump only.
+    enum { opening, running, freeing } state = opening;
+    LIBSSH2_CHANNEL* ch = nullptr;
+    const std::byte* pending_ptr = nullptr;  // a write that returned EAGAIN: repeat it as is
+    std::size_t pending_len = 0;
+    bool remote_closed = false;
+
+    void finish(Failure f) {
+        std::lock_guard lk(mu);
+        finished = true;
+        if (f.kind != Failure::none && failure.kind == Failure::none) failure = std::move(f);
+        cv.notify_all();
+    }
+    void abort(const Failure& f) override {
+        ch = nullptr;
+        finish(f);
+    }
+
+    std::string open_message() const {
+        // direct-tcpip: host to connect, port, originator address, originator port.
+        auto put32 = [](std::string& m, std::uint32_t v) {
+            m.push_back(static_cast<char>(v >> 24));
+            m.push_back(static_cast<char>(v >> 16));
+            m.push_back(static_cast<char>(v >> 8));
+            m.push_back(static_cast<char>(v));
+        };
+        std::string m;
+        put32(m, static_cast<std::uint32_t>(target_host.size()));
+        m += target_host;
+        put32(m, target_port);
+        std::string origin = "127.0.0.1";
+        put32(m, static_cast<std::uint32_t>(origin.size()));
+        m += origin;
+        put32(m, 22);
+        return m;
+    }
+
+    Step step(Session::Impl& s) override {
+        switch (state) {
+            case opening: {
+                if (s.opener && s.opener != this) return Step::idle;
+                s.opener = this;
+                std::string msg = open_message();
+                ch = libssh2_channel_open_ex(s.s, "direct-tcpip", 12, window,
+                                             LIBSSH2_CHANNEL_PACKET_DEFAULT, msg.data(),
+                                             static_cast<unsigned>(msg.size()));
+                if (!ch) {
+                    int rc = libssh2_session_last_errno(s.s);
+                    if (rc == LIBSSH2_ERROR_EAGAIN) {
+                        s.eagain();
+                        return Step::idle;
+                    }
+                    s.opener = nullptr;
+                    auto f = s.error(rc, "cannot open a tunnel to " + target_host + ":" +
+                                             std::to_string(target_port));
+                    finish(f);
+                    return Step::done;
+                }
+                s.opener = nullptr;
+                state = running;
+                std::lock_guard lk(mu);
+                opened = true;
+                cv.notify_all();
+                return Step::progress;
+            }
+            case running:
+                return run(s);
+            case freeing: {
+                int rc = libssh2_channel_free(ch);
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    s.eagain();
+                    return Step::idle;
+                }
+                ch = nullptr;
+                finish({});
+                return Step::done;
+            }
+        }
+        return Step::idle;
+    }
+
+    enum class Call { none, write, read } owner_call = Call::none;
+
+    // One libssh2 write of the pending (or next) outbound span. Returns false on EAGAIN.
+    bool write_once(Session::Impl& s, bool* progressed, Step* result) {
+        ssize_t n = libssh2_channel_write(ch, reinterpret_cast<const char*>(pending_ptr),
+                                          pending_len);
+        if (n == LIBSSH2_ERROR_EAGAIN) {
+            if (s.eagain()) owner_call = Call::write;
+            return false;
+        }
+        pending_ptr = nullptr;
+        if (n < 0) {
+            auto f = s.error(static_cast<int>(n), "tunnel write");
+            if (f.kind == Failure::lost) {
+                finish(f);
+                *result = Step::done;
+                return false;
+            }
+            remote_closed = true;
+            std::lock_guard lk(mu);
+            if (failure.kind == Failure::none) failure = f;
+            cv.notify_all();
+            return false;
+        }
+        *progressed = true;
+        std::lock_guard lk(mu);
+        out.consume(static_cast<std::size_t>(n));
+        cv.notify_all();
+        return true;
+    }
+
+    // One libssh2 read into the inbound ring (a zero-length read when the ring is full only
+    // finishes a half-sent window adjust). Returns false when reading should stop for now.
+    bool read_once(Session::Impl& s, bool* progressed, Step* result) {
+        std::span<std::byte> space;
+        {
+            std::lock_guard lk(mu);
+            if (in_eof) return false;
+            space = in.free_span();
+        }
+        char dummy;
+        char* dst = space.empty() ? &dummy : reinterpret_cast<char*>(space.data());
+        std::size_t len = std::min(space.size(), kMaxRead);
+        if (len == 0 && owner_call != Call::read) return false;
+        ssize_t n = libssh2_channel_read(ch, dst, len);
+        if (n == LIBSSH2_ERROR_EAGAIN) {
+            if (s.eagain()) owner_call = Call::read;
+            return false;
+        }
+        if (n < 0) {
+            auto f = s.error(static_cast<int>(n), "tunnel read");
+            if (f.kind == Failure::lost) {
+                finish(f);
+                *result = Step::done;
+                return false;
+            }
+            std::lock_guard lk(mu);
+            in_eof = true;
+            if (failure.kind == Failure::none) failure = f;
+            cv.notify_all();
+            return false;
+        }
+        if (len == 0) return false;  // the adjust went out; nothing was taken
+        *progressed = true;
+        std::lock_guard lk(mu);
+        if (n == 0) {
+            in_eof = true;
+        } else {
+            in.commit(static_cast<std::size_t>(n));
+        }
+        cv.notify_all();
+        return n > 0;
+    }
+
+    Step run(Session::Impl& s) {
+        bool progressed = false;
+        Step result = Step::idle;
+        if (s.send_owner == this) {
+            // Only the call that left a packet half sent may run, with the same arguments.
+            Call c = owner_call;
+            owner_call = Call::none;
+            if (c == Call::write && pending_ptr) {
+                write_once(s, &progressed, &result);
+            } else if (c == Call::read) {
+                owner_call = Call::read;  // lets a full ring still make the zero-length read
+                if (!read_once(s, &progressed, &result) && owner_call == Call::read &&
+                    !(libssh2_session_block_directions(s.s) & LIBSSH2_SESSION_BLOCK_OUTBOUND)) {
+                    owner_call = Call::none;
+                }
+            }
+            if (result == Step::done) return result;
+            if (owner_call != Call::none) return progressed ? Step::progress : Step::idle;
+        }
+        bool want_shut;
+        {
+            std::lock_guard lk(mu);
+            want_shut = shut;
+        }
+        for (int i = 0; i < 64 && !remote_closed; ++i) {
+            if (!pending_ptr) {
+                std::lock_guard lk(mu);
+                auto f = out.filled_span();
+                if (f.empty() || want_shut) break;
+                pending_ptr = f.data();
+                pending_len = std::min<std::size_t>(f.size(), 1u << 20);
+            }
+            if (!write_once(s, &progressed, &result)) break;
+        }
+        if (result == Step::done) return result;
+        if (owner_call != Call::none) return progressed ? Step::progress : Step::idle;
+        if (want_shut && !pending_ptr) {
+            state = freeing;
+            return Step::progress;
+        }
+        // Read while the inbound ring has room; a full ring stops reading, the channel window
+        // closes and the sender waits: flow control end to end.
+        for (int i = 0; i < 64; ++i) {
+            if (!read_once(s, &progressed, &result)) break;
+        }
+        if (result == Step::done) return result;
+        return progressed ? Step::progress : Step::idle;
+    }
+};
+
+class TunnelTransport final : public sky::detail::Transport {
+public:
+    TunnelTransport(std::shared_ptr<Session::Impl> session, std::shared_ptr<TunnelOp> op)
+        : session_(std::move(session)), op_(std::move(op)) {
+        desc_ = "ssh channel to " + op_->target_host + ":" + std::to_string(op_->target_port) +
+                " via " + session_->label;
+    }
+    ~TunnelTransport() override { shutdown(); }
+
+    std::size_t read_some(std::span<std::byte> buf) override {
+        if (buf.empty()) return 0;
+        std::unique_lock lk(op_->mu);
+        op_->cv.wait(lk, [&] {
+            return op_->in.size() > 0 || op_->in_eof || op_->finished || op_->shut;
+        });
+        if (op_->in.size() > 0) {
+            bool pump_paused = op_->in.space() == 0;
+            std::size_t total = 0;
+            while (total < buf.size() && op_->in.size() > 0) {
+                auto f = op_->in.filled_span();
+                std::size_t n = std::min(f.size(), buf.size() - total);
+                std::memcpy(buf.data() + total, f.data(), n);
+                op_->in.consume(n);
+                total += n;
+            }
+            lk.unlock();
+            // The pump stops reading while the ring is full; tell it there is room again.
+            if (pump_paused) session_->wake();
+            return total;
+        }
+        if (op_->shut) return 0;
+        if (op_->failure.kind != Failure::none && op_->failure.kind != Failure::channel) {
+            Failure f = op_->failure;
+            lk.unlock();
+            f.raise();
+        }
+        return 0;  // orderly end of stream (a channel-level error also ends the stream)
+    }
+
+    void write_all(std::span<const std::span<const std::byte>> bufs) override {
+        for (auto b : bufs) {
+            std::size_t off = 0;
+            while (off < b.size()) {
+                std::unique_lock lk(op_->mu);
+                op_->cv.wait(lk, [&] {
+                    return op_->out.space() > 0 || op_->finished || op_->shut ||
+                           op_->failure.kind != Failure::none;
+                });
+                if (op_->shut) throw ChannelError(desc_ + ": write after shutdown");
+                if (op_->failure.kind != Failure::none || op_->finished) {
+                    Failure f = op_->failure;
+                    if (f.kind == Failure::none) {
+                        f = {Failure::channel, desc_ + ": channel closed"};
+                    }
+                    lk.unlock();
+                    f.raise();
+                }
+                std::size_t n = 0;
+                while (off < b.size() && op_->out.space() > 0) {
+                    auto sp = op_->out.free_span();
+                    std::size_t k = std::min(sp.size(), b.size() - off);
+                    std::memcpy(sp.data(), b.data() + off, k);
+                    op_->out.commit(k);
+                    off += k;
+                    n += k;
+                }
+                lk.unlock();
+                session_->wake();
+            }
+        }
+    }
+
+    void shutdown() noexcept override {
+        {
+            std::lock_guard lk(op_->mu);
+            if (op_->shut) return;
+            op_->shut = true;
+            op_->cv.notify_all();
+        }
+        session_->wake();
+    }
+
+    [[nodiscard]] std::string describe() const override { return desc_; }
+
+private:
+    std::shared_ptr<Session::Impl> session_;
+    std::shared_ptr<TunnelOp> op_;
+    std::string desc_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Connecting
+
+struct ConnectFailure {
+    enum Kind { network, timeout, auth, host_key } kind;
+    std::string message;
+};
+
+int tcp_connect(const std::string& host, std::uint16_t port, Clock::time_point deadline,
+                std::string* err, bool* timed_out) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    std::string service = std::to_string(port);
+    int gai = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+    if (gai != 0) {
+        *err = std::string("cannot resolve: ") + ::gai_strerror(gai);
+        return -1;
+    }
+    int fd = -1;
+    *err = "no address";
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+        fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      ai->ai_protocol);
+        if (fd < 0) continue;
+        int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd p{fd, POLLOUT, 0};
+            int left = static_cast<int>(ms_left(deadline));
+            int pr = left > 0 ? ::poll(&p, 1, left) : 0;
+            if (pr == 0) {
+                *err = "connect timed out";
+                *timed_out = true;
+                ::close(fd);
+                fd = -1;
+                break;
+            }
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+            rc = soerr == 0 ? 0 : -1;
+            errno = soerr;
+        }
+        if (rc == 0) break;
+        *err = std::string("connect: ") + std::strerror(errno);
+        ::close(fd);
+        fd = -1;
+    }
+    ::freeaddrinfo(res);
+    return fd;
+}
+
+void tune_socket(int fd, std::chrono::seconds keepalive) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (keepalive.count() > 0) {
+        int idle = static_cast<int>(keepalive.count());
+        int cnt = 3;
+        ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
+        ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        // Unacknowledged data to a vanished peer fails the socket instead of waiting ~15 min.
+        unsigned user_timeout = static_cast<unsigned>(idle) * 3u * 1000u;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+    }
+}
+
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+void Session::Impl::run() {
+    std::vector<std::shared_ptr<Op>> ops;
+    auto next_keepalive = Clock::now() + opts.keepalive_interval;
+    bool hangup = false;
+    for (;;) {
+        std::uint64_t v;
+        [[maybe_unused]] auto r = ::read(wake_fd, &v, sizeof v);
+        wake_pending = false;
+        {
+            std::lock_guard lk(mu);
+            if (closing) break;
+            for (auto& op : incoming) ops.push_back(std::move(op));
+            incoming.clear();
+        }
+        round_dirs = 0;
+        round_eagain = false;
+        bool any_progress = false;
+        for (int round = 0; round < 64 && !dead; ++round) {
+            bool progress = false;
+            round_dirs = 0;
+            round_eagain = false;
+            if (keepalive_owner) {
+                int next = 0;
+                int rc = libssh2_keepalive_send(s, &next);
+                if (rc == LIBSSH2_ERROR_EAGAIN) {
+                    eagain();
+                    break;
+                }
+                keepalive_owner = false;
+                if (rc != 0) {
+                    error(rc, "keepalive");
+                    break;
+                }
+            }
+            for (std::size_t i = 0; i < ops.size() && !dead;) {
+                Op* op = ops[i].get();
+                if (send_owner && send_owner != op) {
+                    ++i;
+                    continue;
+                }
+                Step st = op->step(*this);
+                bool blocked_out = (libssh2_session_block_directions(s) &
+                                    LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
+                if (st == Step::done) {
+                    if (send_owner == op) send_owner = nullptr;
+                    if (opener == op) opener = nullptr;
+                    if (sftp_user == op) sftp_user = nullptr;
+                    ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(i));
+                    progress = true;
+                    continue;
+                }
+                if (st == Step::progress) progress = true;
+                if (blocked_out) {
+                    send_owner = op;
+                } else if (send_owner == op && !blocked_out) {
+                    send_owner = nullptr;
+                }
+                ++i;
+            }
+            any_progress |= progress;
+            if (!progress) break;
+        }
+        if (dead) break;
+        auto now = Clock::now();
+        if (opts.keepalive_interval.count() > 0 && now >= next_keepalive && !send_owner &&
+            !keepalive_owner) {
+            int next = 0;
+            int rc = libssh2_keepalive_send(s, &next);
+            if (rc == LIBSSH2_ERROR_EAGAIN) {
+                keepalive_owner = true;
+                eagain();
+            } else if (rc != 0) {
+                error(rc, "keepalive");
+                break;
+            }
+            next_keepalive = now + opts.keepalive_interval;
+        }
+        if (hangup && !any_progress) {
+            // The peer closed the connection and nothing can be read from it any more.
+            if (!dead) {
+                death = {Failure::lost, "ssh " + label + ": connection closed by the server"};
+                dead = true;
+            }
+            break;
+        }
+        pollfd p[2] = {{wake_fd, POLLIN, 0}, {sock, 0, 0}};
+        if (round_dirs & LIBSSH2_SESSION_BLOCK_INBOUND) p[1].events |= POLLIN;
+        if (round_dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) p[1].events |= POLLOUT;
+        if (round_eagain && p[1].events == 0) p[1].events |= POLLIN;
+        if (!(p[1].events & POLLIN)) p[1].events |= POLLRDHUP;
+        int timeout = 1000;
+        if (opts.keepalive_interval.count() > 0) {
+            timeout = static_cast<int>(std::clamp<long>(ms_left(next_keepalive), 0, 1000));
+        }
+        if (any_progress && !round_eagain) timeout = 0;  // more work may be ready
+        int pr = ::poll(p, 2, timeout);
+        hangup = pr > 0 && (p[1].revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0 &&
+                 !(p[1].revents & POLLIN);
+        if (pr > 0 && (p[1].revents & (POLLHUP | POLLERR)) && !(p[1].events & POLLIN)) {
+            hangup = true;
+        }
+    }
+    teardown(ops);
+}
+
+void Session::Impl::teardown(std::vector<std::shared_ptr<Op>>& ops) {
+    {
+        std::lock_guard lk(mu);
+        for (auto& op : incoming) ops.push_back(std::move(op));
+        incoming.clear();
+        closing = true;
+    }
+    Failure f = dead ? death : Failure{Failure::lost, "ssh " + label + ": session closed"};
+    dead = true;
+    // Best effort, bounded: say goodbye, then make every later send fail at once so freeing
+    // channels cannot wait on a peer.
+    libssh2_session_set_blocking(s, 1);
+    libssh2_session_set_timeout(s, 1000);
+    if (death.kind == Failure::none && !send_owner) {
+        libssh2_session_disconnect(s, "sky: session closed");
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    if (sftp) {
+        libssh2_sftp_shutdown(sftp);
+        sftp = nullptr;
+    }
+    for (auto& op : ops) op->abort(f);
+    ops.clear();
+}
+
+Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
+    global_init();
+    Impl& im = *impl_;
+    im.opts = std::move(options);
+    const auto& o = im.opts;
+    im.label = o.user + "@" + o.host + ":" + std::to_string(o.port);
+    if (o.private_key_file.empty() && o.private_key.empty()) {
+        throw AuthenticationError("ssh " + im.label + ": no private key given");
+    }
+    std::vector<ParsedKey> known;
+    if (!o.host_key.known_hosts_file.empty()) {
+        known = known_hosts_entries(o.host_key.known_hosts_file, o.host, o.port);
+    }
+    if (!o.host_key.accept_any && o.host_key.fingerprints.empty() &&
+        o.host_key.known_hosts_file.empty()) {
+        throw SshError("ssh " + im.label +
+                       ": no host key pinned (give a fingerprint, a public key or a known_hosts "
+                       "file; trust on first use needs HostKeyPin::insecure_accept_any())");
+    }
+    std::vector<std::string> expected = o.host_key.fingerprints;
+    for (const auto& k : known) expected.push_back(k.fingerprint);
+    std::string pubkey_file;
+    if (!o.private_key_file.empty()) {
+        auto pub = o.private_key_file.string() + ".pub";
+        if (::access(pub.c_str(), R_OK) == 0) pubkey_file = pub;
+        if (::access(o.private_key_file.c_str(), R_OK) != 0) {
+            throw AuthenticationError("ssh " + im.label + ": cannot read private key file " +
+                                      o.private_key_file.string());
+        }
+    }
+    // Host key algorithms: the pinned types first, so the server shows the key we know.
+    std::string hostkey_pref;
+    for (const auto& k : known) {
+        if (hostkey_pref.find(k.type) == std::string::npos) hostkey_pref += k.type + ",";
+    }
+    hostkey_pref +=
+        "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,rsa-sha2-512,"
+        "rsa-sha2-256,ssh-rsa";
+
+    int attempts = std::max(1, o.connect_attempts);
+    auto delay = o.retry_delay;
+    std::optional<ConnectFailure> last;
+    for (int attempt = 1; attempt <= attempts; ++attempt) {
+        if (attempt > 1) {
+            std::this_thread::sleep_for(delay);
+            delay = std::min<milliseconds>(delay * 2, milliseconds(5000));
+        }
+        auto deadline = Clock::now() + o.connect_timeout;
+        std::string err;
+        bool timed_out = false;
+        int fd = tcp_connect(o.host, o.port, deadline, &err, &timed_out);
+        if (fd < 0) {
+            last = ConnectFailure{timed_out ? ConnectFailure::timeout : ConnectFailure::network,
+                                  err};
+            continue;
+        }
+        tune_socket(fd, o.keepalive_interval);
+        LIBSSH2_SESSION* s = libssh2_session_init();
+        if (!s) {
+            ::close(fd);
+            throw SshError("ssh " + im.label + ": cannot allocate a libssh2 session");
+        }
+        auto fail = [&](ConnectFailure cf) {
+            libssh2_session_free(s);
+            ::close(fd);
+            last = std::move(cf);
+        };
+        libssh2_session_set_blocking(s, 1);
+        libssh2_session_set_timeout(s, std::max<long>(1, ms_left(deadline)));
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_HOSTKEY, hostkey_pref.c_str());
+        // AES-CTR runs on AES-NI; libssh2 1.10 has no AES-GCM or chacha20.
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_CS, "aes128-ctr,aes256-ctr,aes192-ctr");
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_SC, "aes128-ctr,aes256-ctr,aes192-ctr");
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_CS, "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_SC, "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
+        int rc = libssh2_session_handshake(s, fd);
+        if (rc != 0) {
+            bool to = rc == LIBSSH2_ERROR_TIMEOUT || ms_left(deadline) == 0;
+            fail({to ? ConnectFailure::timeout : ConnectFailure::network,
+                  "handshake: " + session_error(s)});
+            continue;
+        }
+        std::size_t key_len = 0;
+        int key_type = 0;
+        const char* key = libssh2_session_hostkey(s, &key_len, &key_type);
+        if (!key || key_len == 0) {
+            fail({ConnectFailure::network, "server sent no host key"});
+            continue;
+        }
+        std::string actual = fingerprint_of_blob(
+            {reinterpret_cast<const unsigned char*>(key), key_len});
+        if (!o.host_key.accept_any &&
+            std::find(expected.begin(), expected.end(), actual) == expected.end()) {
+            libssh2_session_disconnect(s, "host key mismatch");
+            libssh2_session_free(s);
+            ::close(fd);
+            throw HostKeyMismatch(o.host + ":" + std::to_string(o.port), expected, actual);
+        }
+        libssh2_session_set_timeout(s, std::max<long>(1, ms_left(deadline)));
+        if (!o.private_key.empty()) {
+            rc = libssh2_userauth_publickey_frommemory(
+                s, o.user.data(), o.user.size(), nullptr, 0, o.private_key.data(),
+                o.private_key.size(), o.passphrase.empty() ? nullptr : o.passphrase.c_str());
+        } else {
+            rc = libssh2_userauth_publickey_fromfile_ex(
+                s, o.user.data(), static_cast<unsigned>(o.user.size()),
+                pubkey_file.empty() ? nullptr : pubkey_file.c_str(),
+                o.private_key_file.c_str(),
+                o.passphrase.empty() ? nullptr : o.passphrase.c_str());
+        }
+        if (rc != 0) {
+            bool to = rc == LIBSSH2_ERROR_TIMEOUT;
+            std::string why = session_error(s);
+            fail({to ? ConnectFailure::timeout : ConnectFailure::auth,
+                  "public key authentication failed: " + why});
+            if (to || o.retry_auth_failure) continue;
+            break;
+        }
+        libssh2_keepalive_config(s, 1,
+                                 static_cast<unsigned>(std::max<long>(o.keepalive_interval.count(), 0)));
+        libssh2_session_set_blocking(s, 0);
+        im.s = s;
+        im.sock = fd;
+        im.fingerprint = actual;
+        last.reset();
+        break;
+    }
+    if (last) {
+        std::string msg = "ssh " + im.label + ": " + last->message + " (attempt" +
+                          (attempts > 1 ? "s: " : ": ") + std::to_string(attempts) + ")";
+        if (last->kind == ConnectFailure::auth) throw AuthenticationError(msg);
+        throw ConnectError(msg, last->kind == ConnectFailure::timeout);
+    }
+    im.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (im.wake_fd < 0) throw SshError("ssh " + im.label + ": eventfd failed");
+    im.pump = std::thread([p = impl_.get()] { p->run(); });
+}
+
+Session::~Session() { close(); }
+
+void Session::close() noexcept { impl_->close(); }
+
+bool Session::alive() const { return !impl_->dead && impl_->s != nullptr; }
+
+const std::string& Session::host_key_fingerprint() const { return impl_->fingerprint; }
+
+std::string Session::describe() const { return "ssh " + impl_->label; }
+
+ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
+    auto op = std::make_shared<ExecOp>();
+    // sshd makes the command's shell a process-group leader (setsid); its pid, sent first on
+    // stderr, lets a timeout kill the whole group. (libssh2 1.10 cannot send "signal" requests,
+    // and closing the channel leaves a silent command running.)
+    op->command = std::string(kPidMarkerCommand) + std::string(command);
+    op->stdin_data = options.stdin_data;
+    impl_->submit(op);
+    ExecResult result;
+    LineSink out{&options.on_stdout, &result.out, options.capture_limit, {}};
+    LineSink err{&options.on_stderr, &result.err, options.capture_limit, {}};
+    std::string err_head;  // stderr until the pid line is parsed
+    long remote_pid = 0;
+    bool pid_seen = false;
+    auto feed_err = [&](std::string_view data) {
+        if (pid_seen) return err.feed(data);
+        err_head.append(data);
+        auto nl = err_head.find('\n');
+        if (nl == std::string::npos && err_head.size() < 64) return;
+        pid_seen = true;
+        std::string_view head(err_head);
+        std::string_view marker = kPidMarker;
+        if (head.substr(0, marker.size()) == marker && nl != std::string::npos) {
+            remote_pid = std::strtol(err_head.c_str() + marker.size(), nullptr, 10);
+            head.remove_prefix(nl + 1);
+        }
+        if (!head.empty()) err.feed(head);
+        err_head.clear();
+    };
+    std::optional<Clock::time_point> deadline;
+    if (options.timeout.count() > 0) deadline = Clock::now() + options.timeout;
+    bool timed_out = false;
+    for (;;) {
+        std::deque<std::pair<int, std::string>> chunks;
+        bool done;
+        {
+            std::unique_lock lk(op->mu);
+            auto ready = [&] { return !op->chunks.empty() || op->finished; };
+            if (deadline && !op->cv.wait_until(lk, *deadline, ready)) {
+                timed_out = true;
+                break;
+            }
+            if (!deadline) op->cv.wait(lk, ready);
+            chunks.swap(op->chunks);
+            op->queued = 0;
+            done = op->finished && chunks.empty();
+        }
+        if (!chunks.empty()) impl_->wake();  // the pump may have paused on a full queue
+        for (auto& [stream, data] : chunks) {
+            if (stream == 0) {
+                out.feed(data);
+            } else {
+                feed_err(data);
+            }
+        }
+        if (done) break;
+    }
+    if (timed_out) {
+        if (remote_pid > 1) {
+            try {
+                ExecOptions kill_opts;
+                kill_opts.timeout = std::chrono::seconds(5);
+                exec("kill -KILL -- -" + std::to_string(remote_pid) + " 2>/dev/null; true",
+                     kill_opts);
+            } catch (const sky::Error&) {
+                // The session may be the reason of the timeout; the pump cleans up anyway.
+            }
+        }
+        {
+            std::lock_guard lk(op->mu);
+            op->cancel = true;
+        }
+        impl_->wake();
+        // Give the channel a moment to close; if it does not, the pump finishes it later.
+        std::unique_lock lk(op->mu);
+        op->cv.wait_for(lk, std::chrono::seconds(2), [&] { return op->finished; });
+        throw sky::TimeoutError("ssh " + impl_->label + ": command did not finish within " +
+                                std::to_string(options.timeout.count()) + " ms: " +
+                                std::string(command.substr(0, 200)));
+    }
+    if (!pid_seen && !err_head.empty()) err.feed(err_head);
+    out.flush();
+    err.flush();
+    if (op->failure.kind != Failure::none) op->failure.raise();
+    result.exit_status = op->exit_status;
+    result.exit_signal = op->exit_signal;
+    return result;
+}
+
+namespace {
+void wait_upload(UploadOp& op) {
+    std::unique_lock lk(op.mu);
+    op.cv.wait(lk, [&] { return op.finished; });
+    if (op.failure.kind != Failure::none) op.failure.raise();
+}
+}  // namespace
+
+void Session::upload(std::span<const std::byte> data, const std::string& remote_path, int mode) {
+    auto op = std::make_shared<UploadOp>();
+    op->remote_path = remote_path;
+    op->mode = mode;
+    // The caller's buffer outlives the upload: this call blocks until it is done.
+    constexpr std::size_t kChunk = 1u << 20;
+    for (std::size_t off = 0; off < data.size(); off += kChunk) {
+        op->chunks.push_back({{}, data.data() + off, std::min(kChunk, data.size() - off)});
+    }
+    op->queued = data.size();
+    op->input_done = true;
+    impl_->submit(op);
+    wait_upload(*op);
+}
+
+void Session::upload(std::string_view data, const std::string& remote_path, int mode) {
+    upload(std::as_bytes(std::span(data.data(), data.size())), remote_path, mode);
+}
+
+void Session::upload(const std::filesystem::path& local_path, const std::string& remote_path,
+                     int mode) {
+    std::ifstream in(local_path, std::ios::binary);
+    if (!in) throw SshError("ssh upload: cannot read " + local_path.string());
+    auto op = std::make_shared<UploadOp>();
+    op->remote_path = remote_path;
+    op->mode = mode;
+    impl_->submit(op);
+    constexpr std::size_t kChunk = 1u << 20;
+    constexpr std::size_t kInFlight = 8u << 20;
+    // This thread reads the file while the pump sends: bounded memory, overlapped I/O.
+    for (;;) {
+        UploadOp::Chunk c;
+        c.owned.resize(kChunk);
+        in.read(reinterpret_cast<char*>(c.owned.data()), static_cast<std::streamsize>(kChunk));
+        auto got = static_cast<std::size_t>(in.gcount());
+        bool eof = got < kChunk;
+        c.owned.resize(got);
+        c.data = c.owned.data();
+        c.size = got;
+        {
+            std::unique_lock lk(op->mu);
+            op->cv.wait(lk, [&] { return op->queued < kInFlight || op->finished; });
+            if (op->finished) break;
+            if (got > 0) {
+                op->queued += got;
+                op->chunks.push_back(std::move(c));
+            }
+            if (eof) op->input_done = true;
+        }
+        impl_->wake();
+        if (eof) break;
+    }
+    wait_upload(*op);
+    if (in.bad()) throw SshError("ssh upload: error reading " + local_path.string());
+}
+
+std::unique_ptr<sky::detail::Transport> Session::open_tunnel(const std::string& host,
+                                                             std::uint16_t port,
+                                                             std::chrono::milliseconds timeout) {
+    auto op = std::make_shared<TunnelOp>();
+    op->target_host = host;
+    op->target_port = port;
+    op->window = std::max<std::uint32_t>(impl_->opts.tunnel_window, 256u << 10);
+    impl_->submit(op);
+    auto transport = std::make_unique<TunnelTransport>(impl_, op);
+    std::unique_lock lk(op->mu);
+    if (!op->cv.wait_for(lk, timeout, [&] { return op->opened || op->finished; })) {
+        lk.unlock();
+        transport->shutdown();  // the pump frees the channel once the open completes
+        throw sky::TimeoutError("ssh " + impl_->label + ": tunnel to " + host + ":" +
+                                std::to_string(port) + " not open within " +
+                                std::to_string(timeout.count()) + " ms");
+    }
+    if (!op->opened) {
+        Failure f = op->failure;
+        if (f.kind == Failure::none) f = {Failure::lost, "ssh " + impl_->label + ": session closed"};
+        lk.unlock();
+        f.raise();
+    }
+    return transport;
+}
+
+}  // namespace sky::detail::ssh

@@ -1,0 +1,131 @@
+#pragma once
+/// \file A stateful fake of the EC2 Query API on 127.0.0.1, for tests: it checks every request's
+/// SigV4 signature, the API version, the parameter names and required parameters against the EC2
+/// model (service-2.json), keeps instances, key pairs, security groups and images, answers in EC2's
+/// XML (written from the model, so any botocore client can read it) and injects faults on demand.
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "providers/aws/ec2_protocol.hpp"
+
+namespace sky::test {
+
+struct FakeEc2Options {
+    std::string access_key_id = "AKIDFAKEEC2EXAMPLE";
+    std::string secret_access_key;  ///< required
+    std::string region = "us-east-1";
+    /// botocore's service-2.json for EC2.
+    std::string model_path;
+    unsigned short port = 0;  ///< 0 = any free port
+};
+
+/// A fault the next matching requests get instead of their answer.
+struct Ec2Fault {
+    std::string action;  ///< "" = any action
+    int status = 503;
+    std::string code = "RequestLimitExceeded";
+    std::string message = "Request limit exceeded.";
+    int count = 1;                      ///< how many requests it applies to
+    std::chrono::milliseconds delay{0};  ///< answer this late (a timeout test)
+};
+
+/// One answer.
+struct Ec2Reply {
+    int status = 200;
+    std::string body;
+};
+
+/// An error the fake answers with (EC2's code, message and HTTP status).
+struct Ec2Failure {
+    int status;
+    std::string code;
+    std::string message;
+};
+
+class FakeEc2 {
+public:
+    explicit FakeEc2(FakeEc2Options options);
+    ~FakeEc2();
+    FakeEc2(const FakeEc2&) = delete;
+    FakeEc2& operator=(const FakeEc2&) = delete;
+
+    [[nodiscard]] unsigned short port() const { return port_; }
+    /// "http://127.0.0.1:<port>"
+    [[nodiscard]] std::string endpoint() const;
+
+    void inject_fault(Ec2Fault fault);
+    /// Snapshot of every instance, boto3-shaped.
+    [[nodiscard]] std::vector<nlohmann::json> instances() const;
+    /// Decoded user data of an instance ("" if none or unknown).
+    [[nodiscard]] std::string user_data(const std::string& instance_id) const;
+    /// Requests answered so far, and how many were rejected for their signature.
+    [[nodiscard]] int request_count() const { return requests_; }
+    [[nodiscard]] int auth_failures() const { return auth_failures_; }
+
+    /// Answers one HTTP request (the socket layer calls this; tests may too). Thread-safe.
+    Ec2Reply handle(const std::string& method, const std::string& target,
+                    const std::vector<std::pair<std::string, std::string>>& headers,
+                    const std::string& body);
+
+private:
+    void serve();
+    void serve_connection(int fd);
+    nlohmann::json dispatch(const std::string& action, const nlohmann::json& params);
+    nlohmann::json run_instances(const nlohmann::json& params);
+    nlohmann::json describe_instances(const nlohmann::json& params);
+    nlohmann::json terminate_instances(const nlohmann::json& params);
+    nlohmann::json describe_spot_price_history(const nlohmann::json& params);
+    nlohmann::json import_key_pair(const nlohmann::json& params);
+    nlohmann::json describe_key_pairs(const nlohmann::json& params);
+    nlohmann::json delete_key_pair(const nlohmann::json& params);
+    nlohmann::json create_security_group(const nlohmann::json& params);
+    nlohmann::json describe_security_groups(const nlohmann::json& params);
+    nlohmann::json authorize_ingress(const nlohmann::json& params);
+    nlohmann::json describe_images(const nlohmann::json& params);
+    void advance_states();
+    std::string new_id(const std::string& prefix);
+
+    FakeEc2Options options_;
+    sky::detail::aws::ServiceModel model_;
+    int listen_fd_ = -1;
+    unsigned short port_ = 0;
+    std::atomic<bool> stop_{false};
+    std::atomic<int> requests_{0};
+    std::atomic<int> auth_failures_{0};
+    std::thread acceptor_;
+    std::mutex threads_mutex_;
+    std::vector<std::thread> connections_;
+
+    mutable std::mutex mutex_;  // guards everything below
+    std::deque<Ec2Fault> faults_;
+    std::vector<std::string> instance_order_;
+    std::map<std::string, nlohmann::json> instances_;
+    std::map<std::string, std::string> user_data_;
+    std::map<std::string, nlohmann::json> reservations_;  // id -> Reservation (ids of instances)
+    std::map<std::string, std::string> client_tokens_;    // token -> reservation id
+    std::map<std::string, nlohmann::json> key_pairs_;     // name -> KeyPairInfo
+    std::map<std::string, nlohmann::json> security_groups_;  // id -> SecurityGroup
+    std::vector<nlohmann::json> images_;
+    unsigned long long next_id_ = 1;
+};
+
+/// Decodes EC2 wire parameters (Name.1, A.B) into boto3-shaped JSON by the operation's input
+/// shape; throws Ec2Failure (UnknownParameter, MissingParameter, InvalidParameterValue).
+nlohmann::json decode_ec2_params(const sky::detail::aws::ServiceModel& model,
+                                 const std::string& operation,
+                                 const std::vector<std::pair<std::string, std::string>>& params);
+
+/// Writes boto3-shaped JSON as EC2 XML by a shape (the inverse of parse_shape).
+void write_ec2_xml(const sky::detail::aws::ServiceModel& model, const nlohmann::json& shape_ref,
+                   const nlohmann::json& value, const std::string& element, std::string& out);
+
+}  // namespace sky::test

@@ -1,0 +1,90 @@
+#pragma once
+// Test hosts: N network namespaces on a private bridge, each running a real OpenSSH sshd with a
+// per-run ed25519 host key, reachable from this (the root) namespace. Tests get real SSH, real
+// SFTP and real direct-tcpip tunnels without a cloud. Needs root, `ip` and `/usr/sbin/sshd`;
+// callers check available() and skip with its reason otherwise.
+//
+// Names carry a "sky" prefix, the creating pid (base 36) and a per-process counter, so parallel
+// test processes never collide and a later run can sweep what a crashed run left behind.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sky::test {
+
+/// Result of a helper command: exit status (-1 when killed or not started) and its output.
+struct CommandResult {
+    int status = -1;
+    std::string output;  ///< stdout and stderr together
+    bool timed_out = false;
+};
+
+/// Runs argv (argv[0] looked up in PATH) with a bounded wait; kills it when the time is up.
+CommandResult run_command(const std::vector<std::string>& argv,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+class TestHosts {
+public:
+    /// True when this process can create test hosts; otherwise *why says what is missing.
+    static bool available(std::string* why);
+
+    /// Creates n hosts (1..64). Throws std::runtime_error (having cleaned up) when setup fails.
+    explicit TestHosts(int n);
+    ~TestHosts();
+    TestHosts(const TestHosts&) = delete;
+    TestHosts& operator=(const TestHosts&) = delete;
+
+    [[nodiscard]] int size() const { return static_cast<int>(hosts_.size()); }
+    /// IPv4 address of host i, reachable from the root namespace.
+    [[nodiscard]] const std::string& address(int i) const;
+    [[nodiscard]] std::uint16_t port(int i) const;
+    /// "SHA256:<base64 without padding>", as `ssh-keygen -l` prints it.
+    [[nodiscard]] const std::string& host_key_fingerprint(int i) const;
+    /// "ssh-ed25519 AAAA... comment"
+    [[nodiscard]] const std::string& host_public_key(int i) const;
+    /// "<address> ssh-ed25519 AAAA..." for a known_hosts file.
+    [[nodiscard]] std::string known_hosts_line(int i) const;
+    /// A known_hosts file with every host's line.
+    [[nodiscard]] std::filesystem::path known_hosts_file() const;
+    /// Private key (OpenSSH format, ed25519, no passphrase) that every host authorizes for root.
+    [[nodiscard]] std::filesystem::path client_key_path() const;
+    [[nodiscard]] std::string user() const { return "root"; }
+    /// Network namespace name of host i (for `ip netns exec`).
+    [[nodiscard]] const std::string& netns(int i) const;
+    /// An address in this run's subnet that no host uses: connecting to it never succeeds.
+    [[nodiscard]] std::string unused_address() const;
+    /// Kills every sshd (listener and per-connection processes) in host i's namespace.
+    void kill_sshd(int i);
+    /// Kills every process in host i's namespace (sshd, and whatever a test started there).
+    void kill_all_processes(int i);
+    /// The per-run directory (keys, configs, logs).
+    [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
+    /// The sshd log of host i (for failure messages).
+    [[nodiscard]] std::string sshd_log(int i) const;
+
+private:
+    struct Host {
+        std::string netns;
+        std::string veth;  // root-namespace end, enslaved to the bridge
+        std::string address;
+        std::string public_key;
+        std::string fingerprint;
+        std::filesystem::path config;
+        std::filesystem::path log;
+        int sshd_pid = -1;
+    };
+    void setup(int n);
+    void teardown() noexcept;
+    void start_sshd(Host& h, int i);
+    void wait_listening(Host& h, std::chrono::milliseconds timeout);
+
+    std::string tag_;     // pid36 + 'r' + counter36
+    std::string bridge_;  // "skyb" + tag
+    std::string subnet_;  // "10.A.B."
+    std::filesystem::path dir_;
+    std::vector<Host> hosts_;
+};
+
+}  // namespace sky::test
