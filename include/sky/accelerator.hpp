@@ -30,9 +30,11 @@ struct Accelerator {
     std::optional<std::string> cuda_min;  ///< oldest CUDA toolkit that supports it (NVIDIA only)
     std::optional<std::string> cuda_max;  ///< newest CUDA toolkit that supports it; none = current
 
+    /// No accelerator named yet (a CPU node when used as such).
     Accelerator() = default;
     /// Implicit from "A100", "H100:8", "A100-40GB:2" (as in PoolSpec::accelerator).
     Accelerator(const char* spec) : Accelerator(parse(spec)) {}
+    /// Implicit from a std::string spec, as from a const char*.
     Accelerator(const std::string& spec) : Accelerator(parse(spec)) {}
 
     /// Parses "NAME[-MEMORY][@MIG][:COUNT]" ("H100:8", "A100-40GB:2", "H100@3g.40gb"); throws

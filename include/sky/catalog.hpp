@@ -90,6 +90,7 @@ struct SelectionRequest {
 /// A set of offers indexed by provider; the embedded one is loaded once and immutable.
 class Catalog {
 public:
+    /// An empty catalog (to fill with merge()).
     Catalog() = default;
     /// A catalog of these offers.
     explicit Catalog(std::vector<Offer> offers);

@@ -17,6 +17,12 @@ struct InstanceInfo {
     std::string job_id;
     int worker = 0;            ///< slot index within the node (0..workers_per_node-1)
     int workers_per_node = 1;  ///< PoolSpec::concurrency
+
+    template <class Archive>
+    void serialize(Archive& ar) {
+        ar(node, total_nodes, is_head, accelerators, head_addr, head_port, job_id, worker,
+           workers_per_node);
+    }
 };
 
 /// The environment of the calling thread's current call.
@@ -32,6 +38,11 @@ struct Instance {
     std::optional<std::string> private_ip;
     bool spot = false;
     double hourly_price = 0;
+
+    template <class Archive>
+    void serialize(Archive& ar) {
+        ar(id, node, provider, instance_type, public_ip, private_ip, spot, hourly_price);
+    }
 };
 
 }  // namespace sky

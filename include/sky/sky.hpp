@@ -1,6 +1,7 @@
 #pragma once
 /// \file The umbrella header: everything a sky program needs.
 #include "sky/accelerator.hpp"
+#include "sky/catalog.hpp"
 #include "sky/compute.hpp"
 #include "sky/errors.hpp"
 #include "sky/events.hpp"

@@ -264,14 +264,12 @@ int workers_per_device(const Accelerator& acc) {
 }
 
 bool is_nvidia(std::string_view name) {
-    const auto colon = name.find(':');
-    auto r = try_resolve(name.substr(0, colon));
+    auto r = try_resolve(name.substr(0, name.find_first_of(":@")));
     return r && r->model->info.manufacturer == "NVIDIA";
 }
 
 bool is_trainium(std::string_view name) {
-    const auto colon = name.find(':');
-    auto r = try_resolve(name.substr(0, colon));
+    auto r = try_resolve(name.substr(0, name.find_first_of(":@")));
     return r && r->model->info.architecture.starts_with("Trainium");
 }
 
@@ -425,8 +423,10 @@ std::optional<Accelerator> accelerator_from_device_name(std::string_view device_
                 plain += tokens[k];
                 dashed += (k == i ? "" : "-") + tokens[k];
             }
-            if (const Model* m = find_model(plain)) found = m;
-            else if (const Model* m2 = find_model(dashed)) found = m2;
+            if (const Model* m = find_model(plain))
+                found = m;
+            else if (const Model* m2 = find_model(dashed))
+                found = m2;
             // "RTX 6000 Ada": the model is "RTX6000-Ada".
             else if (len == 3) {
                 const std::string mixed = tokens[i] + tokens[i + 1] + "-" + tokens[i + 2];

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <sky/catalog.hpp>
 #include <string>
 #include <string_view>
 
@@ -69,6 +70,10 @@ public:
     /// same value for an on-demand instance). Restarting a known id throws std::logic_error.
     void start(const std::string& id, std::string_view provider, bool spot, double hourly_rate,
                double on_demand_rate, TimePoint at);
+    /// Starts accruing `id`, launched from `offer` on spot or on-demand capacity, at `at`.
+    void start(const std::string& id, const Offer& offer, bool spot, TimePoint at) {
+        start(id, offer.provider, spot, offer.hourly_price(spot), offer.on_demand_price, at);
+    }
     /// Stops accruing `id` at `at` (idempotent; unknown ids are ignored; `at` before the start
     /// counts as the start).
     void stop(const std::string& id, TimePoint at);

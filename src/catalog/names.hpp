@@ -1,8 +1,7 @@
 #pragma once
 // Internal: accelerator name canonicalisation shared by parsing, selection and device detection.
-#include <sky/accelerator.hpp>
-
 #include <optional>
+#include <sky/accelerator.hpp>
 #include <string>
 #include <string_view>
 

@@ -111,8 +111,9 @@ const std::vector<Stage>& stages() {
          [](const Prepared& p, const Offer& o) {
              if (!p.family) return o.accelerator.empty();
              if (o.accelerator.empty()) return false;
+             if (detail::iequals(o.accelerator, *p.family)) return true;  // catalog rows
              const auto c = detail::canonical_accelerator_name(o.accelerator);
-             return detail::iequals(c.value_or(o.accelerator), *p.family);
+             return c && detail::iequals(*c, *p.family);
          },
          [](const Prepared& p) {
              return p.family ? "accelerator " + *p.family

@@ -1,8 +1,6 @@
 // Metrics parsers and the sampler (see metrics.hpp).
 #include "metrics/metrics.hpp"
 
-#include "catalog/names.hpp"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "catalog/names.hpp"
 
 extern char** environ;
 

@@ -4,10 +4,9 @@
 // MetricsSampler reads the real sources.
 #include <chrono>
 #include <optional>
+#include <sky/accelerator.hpp>
 #include <string>
 #include <string_view>
-
-#include <sky/accelerator.hpp>
 
 namespace sky::detail {
 

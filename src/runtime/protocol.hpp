@@ -92,6 +92,9 @@ class FrameReader {
 public:
     explicit FrameReader(Transport& t, std::uint64_t max_frame = default_max_frame)
         : t_(t), max_frame_(max_frame) {}
+    /// Takes over another reader's buffered bytes with a new frame limit.
+    FrameReader(FrameReader&& o, std::uint64_t max_frame)
+        : t_(o.t_), max_frame_(max_frame), buf_(std::move(o.buf_)), pos_(o.pos_) {}
     /// Next frame; false on a clean end of stream between frames. Throws ProtocolError on a
     /// bad header or a stream that ends inside a frame, sky::Error on transport failure.
     bool next(Frame& f);

@@ -107,7 +107,8 @@ public:
         if (!handshake()) return 3;
         watchdog_ = std::thread([this] { watchdog(); });
         watchdog_.detach();
-        for (int i = 1; i < concurrency_; ++i) executors_.emplace_back([this, i] { executor(i); });
+        if (concurrency_ > 1)
+            for (int i = 0; i < concurrency_; ++i) executors_.emplace_back([this, i] { executor(i); });
         int code = serve();
         finish();
         return code;
@@ -138,7 +139,8 @@ private:
             say("no hello from the client within 60 s");
             return false;
         }
-        FrameReader reader(t_, 1 << 20);
+        reader_ = std::make_unique<FrameReader>(t_, 1 << 20);
+        auto& reader = *reader_;
         Frame f;
         if (!reader.next(f) || f.header.type != MsgType::hello) {
             say("the first frame from the client was not a hello");
@@ -164,15 +166,13 @@ private:
         hard_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.hard_timeout_s));
         max_frame_ = ch.max_frame;
         in_worker.store(true, std::memory_order_release);
-        if (reader.buffered_bytes() != 0) {
-            say("the client sent frames before the hello was answered");
-            return false;
-        }
+        // Calls may follow the hello in the same read: the same reader serves them.
+        reader_ = std::make_unique<FrameReader>(std::move(*reader_), max_frame_);
         return true;
     }
 
     int serve() {
-        FrameReader reader(t_, max_frame_);
+        FrameReader& reader = *reader_;
         Frame f;
         for (;;) {
             try {
@@ -361,6 +361,7 @@ private:
     std::chrono::seconds hard_timeout_{3600};
     std::uint64_t max_frame_ = default_max_frame;
     std::unique_ptr<OutputCapture> capture_;
+    std::unique_ptr<FrameReader> reader_;
     std::thread watchdog_;
     std::vector<std::thread> executors_;
     std::mutex m_;

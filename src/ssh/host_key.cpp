@@ -1,11 +1,12 @@
 // Host-key pinning helpers: fingerprints of public keys and known_hosts lookups.
+#include "ssh/host_key.hpp"
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "ssh/host_key.hpp"
 #include "ssh/session.hpp"
 
 namespace sky::detail::ssh {
@@ -31,7 +32,8 @@ std::optional<std::vector<unsigned char>> base64_decode(std::string_view text) {
     if (n < 0) return std::nullopt;
     std::size_t pad = 0;
     for (auto it = t.rbegin(); it != t.rend() && *it == '='; ++it) ++pad;
-    out.resize(static_cast<std::size_t>(n) - std::min<std::size_t>(pad, static_cast<std::size_t>(n)));
+    out.resize(static_cast<std::size_t>(n) -
+               std::min<std::size_t>(pad, static_cast<std::size_t>(n)));
     return out;
 }
 
@@ -91,7 +93,8 @@ ParsedKey parse_public_key_line(std::string_view line) {
         if (!blob || blob->size() < 8) break;
         return ParsedKey{words[i], fingerprint_of_blob(*blob)};
     }
-    throw SshError("not an OpenSSH public key line: \"" + std::string(line.substr(0, 40)) + "...\"");
+    throw SshError("not an OpenSSH public key line: \"" + std::string(line.substr(0, 40)) +
+                   "...\"");
 }
 
 std::string fingerprint_of_public_key(std::string_view line) {

@@ -78,16 +78,26 @@ bool channel_level(int rc) {
 
 const char* sftp_error_name(unsigned long code) {
     switch (code) {
-        case LIBSSH2_FX_NO_SUCH_FILE: return "no such file";
-        case LIBSSH2_FX_PERMISSION_DENIED: return "permission denied";
-        case LIBSSH2_FX_FAILURE: return "failure";
-        case LIBSSH2_FX_NO_SUCH_PATH: return "no such path";
-        case LIBSSH2_FX_FILE_ALREADY_EXISTS: return "file already exists";
-        case LIBSSH2_FX_WRITE_PROTECT: return "write protected";
-        case LIBSSH2_FX_NO_SPACE_ON_FILESYSTEM: return "no space on file system";
-        case LIBSSH2_FX_QUOTA_EXCEEDED: return "quota exceeded";
-        case LIBSSH2_FX_NOT_A_DIRECTORY: return "not a directory";
-        default: return "sftp error";
+        case LIBSSH2_FX_NO_SUCH_FILE:
+            return "no such file";
+        case LIBSSH2_FX_PERMISSION_DENIED:
+            return "permission denied";
+        case LIBSSH2_FX_FAILURE:
+            return "failure";
+        case LIBSSH2_FX_NO_SUCH_PATH:
+            return "no such path";
+        case LIBSSH2_FX_FILE_ALREADY_EXISTS:
+            return "file already exists";
+        case LIBSSH2_FX_WRITE_PROTECT:
+            return "write protected";
+        case LIBSSH2_FX_NO_SPACE_ON_FILESYSTEM:
+            return "no space on file system";
+        case LIBSSH2_FX_QUOTA_EXCEEDED:
+            return "quota exceeded";
+        case LIBSSH2_FX_NOT_A_DIRECTORY:
+            return "not a directory";
+        default:
+            return "sftp error";
     }
 }
 
@@ -114,7 +124,7 @@ public:
     void consume(std::size_t n) {
         head_ = (head_ + n) % cap_;
         size_ -= n;
-        if (size_ == 0) head_ = 0;  // keeps spans large
+        // No rewind to 0 when empty: the producer may be filling the free span right now.
     }
     [[nodiscard]] std::size_t size() const { return size_; }
     [[nodiscard]] std::size_t space() const { return cap_ - size_; }
@@ -134,9 +144,12 @@ struct Failure {
     std::string message;
     [[noreturn]] void raise() const {
         switch (kind) {
-            case lost: throw ConnectionLost(message);
-            case timeout: throw sky::TimeoutError(message);
-            default: throw ChannelError(message);
+            case lost:
+                throw ConnectionLost(message);
+            case timeout:
+                throw sky::TimeoutError(message);
+            default:
+                throw ChannelError(message);
         }
     }
 };
@@ -166,7 +179,7 @@ struct Session::Impl {
     Op* opener = nullptr;     // the op inside a channel open
     Op* send_owner = nullptr;
     bool keepalive_owner = false;
-    int round_dirs = 0;     // block directions seen in this round
+    int round_dirs = 0;  // block directions seen in this round
     bool round_eagain = false;
 
     std::thread pump;
@@ -177,7 +190,11 @@ struct Session::Impl {
     std::atomic<bool> wake_pending{false};
     Failure death;  // set before dead becomes true
 
-    ~Impl() { close(); }
+    ~Impl() {
+        close();
+        // Closed last: a Transport may still wake() a session that is gone.
+        if (wake_fd >= 0) ::close(wake_fd);
+    }
 
     void wake() {
         if (!wake_pending.exchange(true)) {
@@ -210,8 +227,8 @@ struct Session::Impl {
         std::string msg = "ssh " + label + ": " + what + ": " + session_error(s);
         if (channel_level(rc)) return {Failure::channel, msg};
         if (!dead) {
-            death = {Failure::lost, "ssh " + label + ": connection lost (" + what + ": " +
-                                        session_error(s) + ")"};
+            death = {Failure::lost,
+                     "ssh " + label + ": connection lost (" + what + ": " + session_error(s) + ")"};
             dead = true;
         }
         return death;
@@ -241,10 +258,6 @@ struct Session::Impl {
             ::close(sock);
             sock = -1;
         }
-        if (wake_fd >= 0) {
-            ::close(wake_fd);
-            wake_fd = -1;
-        }
     }
 };
 
@@ -268,7 +281,11 @@ struct ExecOp final : Op {
     std::string exit_signal;
 
     // Pump only.
-    enum { opening, starting, writing_stdin, sending_eof, reading, closing, freeing } state = opening;
+    enum { opening, starting, streaming, closing, freeing } state = opening;
+    enum class Call { none, write, eof, read } owner_call = Call::none;
+    int owner_stream = 0;
+    bool stdin_done = false;  // written (or abandoned because the command ended)
+    bool eof_sent = false;
     LIBSSH2_CHANNEL* ch = nullptr;
     std::size_t stdin_off = 0;
     bool eof[2] = {false, false};
@@ -287,6 +304,104 @@ struct ExecOp final : Op {
     bool cancelled() {
         std::lock_guard lk(mu);
         return cancel;
+    }
+
+    // Stdin and output move together: a command that writes much before reading its stdin
+    // must not deadlock against us. A call that left a packet half sent is repeated first.
+    Step stream(Session::Impl& s) {
+        bool progressed = false;
+        bool owner = s.send_owner == this;
+        Call redo = owner ? owner_call : Call::none;
+        owner_call = Call::none;
+        if (!stdin_done && (redo == Call::none || redo == Call::write)) {
+            for (int i = 0; i < 64 && stdin_off < stdin_data.size(); ++i) {
+                if (libssh2_channel_eof(ch) == 1 && redo != Call::write) {
+                    stdin_off = stdin_data.size();  // the command is gone; its stdin too
+                    break;
+                }
+                ssize_t n = libssh2_channel_write(ch, stdin_data.data() + stdin_off,
+                                                  stdin_data.size() - stdin_off);
+                redo = Call::none;
+                if (n == LIBSSH2_ERROR_EAGAIN) {
+                    if (s.eagain()) {
+                        owner_call = Call::write;
+                        return progressed ? Step::progress : Step::idle;
+                    }
+                    break;
+                }
+                if (n < 0) {
+                    // The command may exit without reading stdin: not an error of ours.
+                    if (!channel_level(static_cast<int>(n))) {
+                        finish(s.error(static_cast<int>(n), "writing command input"));
+                        return Step::done;
+                    }
+                    stdin_off = stdin_data.size();
+                    break;
+                }
+                stdin_off += static_cast<std::size_t>(n);
+                progressed = true;
+            }
+            if (stdin_off >= stdin_data.size()) stdin_done = true;
+        }
+        if (stdin_done && !eof_sent && (redo == Call::none || redo == Call::eof)) {
+            int rc = libssh2_channel_send_eof(ch);
+            redo = Call::none;
+            if (rc == LIBSSH2_ERROR_EAGAIN) {
+                if (s.eagain()) {
+                    owner_call = Call::eof;
+                    return progressed ? Step::progress : Step::idle;
+                }
+            } else {
+                eof_sent = true;  // errors here mean the channel is closing anyway
+                progressed = true;
+            }
+        }
+        char buf[65536];
+        for (int stream = 0; stream < 2; ++stream) {
+            if (eof[stream]) continue;
+            if (redo == Call::read && stream != owner_stream) continue;
+            {
+                std::lock_guard lk(mu);
+                if (queued >= kQueueLimit && redo != Call::read) continue;
+            }
+            for (int i = 0; i < 64; ++i) {
+                ssize_t n = libssh2_channel_read_ex(ch, stream, buf, sizeof buf);
+                redo = Call::none;
+                if (n == LIBSSH2_ERROR_EAGAIN) {
+                    if (s.eagain()) {
+                        // A half-sent window adjust: this very call goes first next time.
+                        owner_call = Call::read;
+                        owner_stream = stream;
+                        return progressed ? Step::progress : Step::idle;
+                    }
+                    break;
+                }
+                if (n < 0) {
+                    auto f = s.error(static_cast<int>(n), "reading command output");
+                    if (f.kind == Failure::lost) {
+                        finish(f);
+                        return Step::done;
+                    }
+                    eof[0] = eof[1] = true;
+                    break;
+                }
+                progressed = true;
+                if (n == 0) {
+                    eof[stream] = true;
+                    break;
+                }
+                std::lock_guard lk(mu);
+                chunks.emplace_back(stream, std::string(buf, static_cast<std::size_t>(n)));
+                queued += static_cast<std::size_t>(n);
+                cv.notify_all();
+                if (queued >= kQueueLimit) break;
+            }
+        }
+        if (eof[0] && eof[1]) {
+            state = closing;
+            return Step::progress;
+        }
+        return progressed ? Step::progress : Step::idle;
     }
 
     Step step(Session::Impl& s) override {
@@ -337,80 +452,11 @@ struct ExecOp final : Op {
                     state = freeing;
                     return Step::progress;
                 }
-                state = stdin_data.empty() ? sending_eof : writing_stdin;
+                state = streaming;
                 return Step::progress;
             }
-            case writing_stdin: {
-                while (stdin_off < stdin_data.size()) {
-                    ssize_t n = libssh2_channel_write(ch, stdin_data.data() + stdin_off,
-                                                      stdin_data.size() - stdin_off);
-                    if (n == LIBSSH2_ERROR_EAGAIN) {
-                        s.eagain();
-                        return Step::idle;
-                    }
-                    if (n < 0) {
-                        // The command may exit without reading stdin: not an error of ours.
-                        stdin_off = stdin_data.size();
-                        break;
-                    }
-                    stdin_off += static_cast<std::size_t>(n);
-                }
-                state = sending_eof;
-                return Step::progress;
-            }
-            case sending_eof: {
-                int rc = libssh2_channel_send_eof(ch);
-                if (rc == LIBSSH2_ERROR_EAGAIN) {
-                    s.eagain();
-                    return Step::idle;
-                }
-                state = reading;
-                return Step::progress;
-            }
-            case reading: {
-                bool progressed = false;
-                char buf[65536];
-                for (int stream = 0; stream < 2; ++stream) {
-                    if (eof[stream]) continue;
-                    {
-                        std::lock_guard lk(mu);
-                        if (queued >= kQueueLimit && s.send_owner != this) continue;
-                    }
-                    for (int i = 0; i < 64; ++i) {
-                        ssize_t n = libssh2_channel_read_ex(ch, stream, buf, sizeof buf);
-                        if (n == LIBSSH2_ERROR_EAGAIN) {
-                            // A half-sent window adjust: repeat this call before anything else.
-                            if (s.eagain()) return progressed ? Step::progress : Step::idle;
-                            break;
-                        }
-                        if (n < 0) {
-                            auto f = s.error(static_cast<int>(n), "reading command output");
-                            if (f.kind == Failure::lost) {
-                                finish(f);
-                                return Step::done;
-                            }
-                            eof[0] = eof[1] = true;
-                            break;
-                        }
-                        if (n == 0) {
-                            eof[stream] = true;
-                            progressed = true;
-                            break;
-                        }
-                        progressed = true;
-                        std::lock_guard lk(mu);
-                        chunks.emplace_back(stream, std::string(buf, static_cast<std::size_t>(n)));
-                        queued += static_cast<std::size_t>(n);
-                        cv.notify_all();
-                        if (queued >= kQueueLimit) break;
-                    }
-                }
-                if (eof[0] && eof[1]) {
-                    state = closing;
-                    return Step::progress;
-                }
-                return progressed ? Step::progress : Step::idle;
-            }
+            case streaming:
+                return stream(s);
             case closing: {
                 int rc = libssh2_channel_close(ch);
                 if (rc == LIBSSH2_ERROR_EAGAIN) {
@@ -574,10 +620,10 @@ struct UploadOp final : Op {
                 return Step::progress;
             }
             case opening: {
-                h = libssh2_sftp_open_ex(
-                    s.sftp, remote_path.data(), static_cast<unsigned>(remote_path.size()),
-                    LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC, mode & 0777,
-                    LIBSSH2_SFTP_OPENFILE);
+                h = libssh2_sftp_open_ex(s.sftp, remote_path.data(),
+                                         static_cast<unsigned>(remote_path.size()),
+                                         LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC,
+                                         mode & 0777, LIBSSH2_SFTP_OPENFILE);
                 if (!h) {
                     int rc = libssh2_session_last_errno(s.s);
                     if (rc == LIBSSH2_ERROR_EAGAIN) {
@@ -613,7 +659,8 @@ struct UploadOp final : Op {
                         return progressed ? Step::progress : Step::idle;
                     }
                     if (n < 0) {
-                        return fail_or_close(s, sftp_failure(s, static_cast<int>(n), "cannot write"));
+                        return fail_or_close(s,
+                                             sftp_failure(s, static_cast<int>(n), "cannot write"));
                     }
                     progressed = true;
                     acked += static_cast<std::size_t>(n);
@@ -674,9 +721,9 @@ struct TunnelOp final : Op {
     Ring in{kRing};
     Ring out{kRing};
     bool opened = false;
-    bool in_eof = false;      // the remote ended its side
-    bool shut = false;        // the caller shut the transport down
-    bool finished = false;    // the channel is gone
+    bool in_eof = false;    // the remote ended its side
+    bool shut = false;      // the caller shut the transport down
+    bool finished = false;  // the channel is gone
     bool reader_waiting_for_space = false;
     Failure failure;
 
@@ -765,8 +812,8 @@ struct TunnelOp final : Op {
 
     // One libssh2 write of the pending (or next) outbound span. Returns false on EAGAIN.
     bool write_once(Session::Impl& s, bool* progressed, Step* result) {
-        ssize_t n = libssh2_channel_write(ch, reinterpret_cast<const char*>(pending_ptr),
-                                          pending_len);
+        ssize_t n =
+            libssh2_channel_write(ch, reinterpret_cast<const char*>(pending_ptr), pending_len);
         if (n == LIBSSH2_ERROR_EAGAIN) {
             if (s.eagain()) owner_call = Call::write;
             return false;
@@ -863,7 +910,7 @@ struct TunnelOp final : Op {
             if (!pending_ptr) {
                 std::lock_guard lk(mu);
                 auto f = out.filled_span();
-                if (f.empty() || want_shut) break;
+                if (f.empty() || want_shut || in_eof) break;
                 pending_ptr = f.data();
                 pending_len = std::min<std::size_t>(f.size(), 1u << 20);
             }
@@ -897,9 +944,8 @@ public:
     std::size_t read_some(std::span<std::byte> buf) override {
         if (buf.empty()) return 0;
         std::unique_lock lk(op_->mu);
-        op_->cv.wait(lk, [&] {
-            return op_->in.size() > 0 || op_->in_eof || op_->finished || op_->shut;
-        });
+        op_->cv.wait(
+            lk, [&] { return op_->in.size() > 0 || op_->in_eof || op_->finished || op_->shut; });
         if (op_->in.size() > 0) {
             bool pump_paused = op_->in.space() == 0;
             std::size_t total = 0;
@@ -930,10 +976,16 @@ public:
             while (off < b.size()) {
                 std::unique_lock lk(op_->mu);
                 op_->cv.wait(lk, [&] {
-                    return op_->out.space() > 0 || op_->finished || op_->shut ||
+                    return op_->out.space() > 0 || op_->finished || op_->shut || op_->in_eof ||
                            op_->failure.kind != Failure::none;
                 });
                 if (op_->shut) throw ChannelError(desc_ + ": write after shutdown");
+                // The far end closed (the worker exited). The runtime never half-closes, so
+                // this ends the stream both ways, and writing on would only feed a closing
+                // channel.
+                if (op_->in_eof && op_->failure.kind != Failure::lost) {
+                    throw ChannelError(desc_ + ": closed by the remote end");
+                }
                 if (op_->failure.kind != Failure::none || op_->finished) {
                     Failure f = op_->failure;
                     if (f.kind == Failure::none) {
@@ -1045,7 +1097,6 @@ void tune_socket(int fd, std::chrono::seconds keepalive) {
     }
 }
 
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -1091,8 +1142,8 @@ void Session::Impl::run() {
                     continue;
                 }
                 Step st = op->step(*this);
-                bool blocked_out = (libssh2_session_block_directions(s) &
-                                    LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
+                bool blocked_out =
+                    (libssh2_session_block_directions(s) & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
                 if (st == Step::done) {
                     if (send_owner == op) send_owner = nullptr;
                     if (opener == op) opener = nullptr;
@@ -1146,11 +1197,9 @@ void Session::Impl::run() {
         }
         if (any_progress && !round_eagain) timeout = 0;  // more work may be ready
         int pr = ::poll(p, 2, timeout);
-        hangup = pr > 0 && (p[1].revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0 &&
-                 !(p[1].revents & POLLIN);
-        if (pr > 0 && (p[1].revents & (POLLHUP | POLLERR)) && !(p[1].events & POLLIN)) {
-            hangup = true;
-        }
+        // A hangup only ends the session once a round without progress shows nothing is left
+        // to read (ops that read see the error themselves first).
+        hangup = pr > 0 && (p[1].revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0;
     }
     teardown(ops);
 }
@@ -1232,8 +1281,8 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
         bool timed_out = false;
         int fd = tcp_connect(o.host, o.port, deadline, &err, &timed_out);
         if (fd < 0) {
-            last = ConnectFailure{timed_out ? ConnectFailure::timeout : ConnectFailure::network,
-                                  err};
+            last =
+                ConnectFailure{timed_out ? ConnectFailure::timeout : ConnectFailure::network, err};
             continue;
         }
         tune_socket(fd, o.keepalive_interval);
@@ -1253,8 +1302,10 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
         // AES-CTR runs on AES-NI; libssh2 1.10 has no AES-GCM or chacha20.
         libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_CS, "aes128-ctr,aes256-ctr,aes192-ctr");
         libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_SC, "aes128-ctr,aes256-ctr,aes192-ctr");
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_CS, "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_SC, "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_CS,
+                                    "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_SC,
+                                    "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
         int rc = libssh2_session_handshake(s, fd);
         if (rc != 0) {
             bool to = rc == LIBSSH2_ERROR_TIMEOUT || ms_left(deadline) == 0;
@@ -1269,8 +1320,8 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
             fail({ConnectFailure::network, "server sent no host key"});
             continue;
         }
-        std::string actual = fingerprint_of_blob(
-            {reinterpret_cast<const unsigned char*>(key), key_len});
+        std::string actual =
+            fingerprint_of_blob({reinterpret_cast<const unsigned char*>(key), key_len});
         if (!o.host_key.accept_any &&
             std::find(expected.begin(), expected.end(), actual) == expected.end()) {
             libssh2_session_disconnect(s, "host key mismatch");
@@ -1286,8 +1337,7 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
         } else {
             rc = libssh2_userauth_publickey_fromfile_ex(
                 s, o.user.data(), static_cast<unsigned>(o.user.size()),
-                pubkey_file.empty() ? nullptr : pubkey_file.c_str(),
-                o.private_key_file.c_str(),
+                pubkey_file.empty() ? nullptr : pubkey_file.c_str(), o.private_key_file.c_str(),
                 o.passphrase.empty() ? nullptr : o.passphrase.c_str());
         }
         if (rc != 0) {
@@ -1298,8 +1348,8 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
             if (to || o.retry_auth_failure) continue;
             break;
         }
-        libssh2_keepalive_config(s, 1,
-                                 static_cast<unsigned>(std::max<long>(o.keepalive_interval.count(), 0)));
+        libssh2_keepalive_config(
+            s, 1, static_cast<unsigned>(std::max<long>(o.keepalive_interval.count(), 0)));
         libssh2_session_set_blocking(s, 0);
         im.s = s;
         im.sock = fd;
@@ -1405,8 +1455,8 @@ ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
         std::unique_lock lk(op->mu);
         op->cv.wait_for(lk, std::chrono::seconds(2), [&] { return op->finished; });
         throw sky::TimeoutError("ssh " + impl_->label + ": command did not finish within " +
-                                std::to_string(options.timeout.count()) + " ms: " +
-                                std::string(command.substr(0, 200)));
+                                std::to_string(options.timeout.count()) +
+                                " ms: " + std::string(command.substr(0, 200)));
     }
     if (!pid_seen && !err_head.empty()) err.feed(err_head);
     out.flush();
@@ -1500,7 +1550,8 @@ std::unique_ptr<sky::detail::Transport> Session::open_tunnel(const std::string& 
     }
     if (!op->opened) {
         Failure f = op->failure;
-        if (f.kind == Failure::none) f = {Failure::lost, "ssh " + impl_->label + ": session closed"};
+        if (f.kind == Failure::none)
+            f = {Failure::lost, "ssh " + impl_->label + ": session closed"};
         lk.unlock();
         f.raise();
     }

@@ -84,7 +84,8 @@ struct HostKeyPin {
     std::vector<std::string> fingerprints;
     /// Or: a known_hosts file; its entries for the host (plain, "[host]:port" or hashed) count.
     std::filesystem::path known_hosts_file;
-    /// Accept any key (tests, explicit user opt-in only). The key seen is in host_key_fingerprint().
+    /// Accept any key (tests, explicit user opt-in only). The key seen is in
+    /// host_key_fingerprint().
     bool accept_any = false;
 
     static HostKeyPin fingerprint(std::string fp);

@@ -40,12 +40,14 @@ constexpr const char* kVethPrefix = "skyv";
 constexpr const char* kPeerPrefix = "skyp";
 constexpr const char* kDirPrefix = "sky-test-hosts-";
 
-std::string base36(unsigned long v) {
-    const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
+// Names are "<prefix><pid in base 32>x<counter>...": base 32 digits never contain the 'x'
+// separator, so the sweep can read the pid back.
+std::string base32(unsigned long v) {
+    const char* digits = "0123456789abcdefghijklmnopqrstuv";
     std::string s;
     do {
-        s.insert(s.begin(), digits[v % 36]);
-        v /= 36;
+        s.insert(s.begin(), digits[v % 32]);
+        v /= 32;
     } while (v != 0);
     return s;
 }
@@ -94,16 +96,16 @@ void write_file(const std::filesystem::path& p, const std::string& text) {
     if (!out) throw std::runtime_error("test hosts: cannot write " + p.string());
 }
 
-// Parses the pid out of a name "<4-char prefix><pid36>r<...>"; 0 when it does not fit.
+// Parses the pid out of a name "<prefix><pid32>x<...>"; 0 when it does not fit.
 long pid_of_name(const std::string& name, std::size_t prefix_len) {
-    auto r = name.find('r', prefix_len);
+    auto r = name.find('x', prefix_len);
     if (r == std::string::npos || r == prefix_len) return 0;
     long v = 0;
     for (std::size_t i = prefix_len; i < r; ++i) {
         char c = name[i];
-        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'z') ? c - 'a' + 10 : -1;
+        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'v') ? c - 'a' + 10 : -1;
         if (d < 0) return 0;
-        v = v * 36 + d;
+        v = v * 32 + d;
         if (v > (1L << 31)) return 0;
     }
     return v;
@@ -204,7 +206,7 @@ void sweep_leftovers() {
     std::istringstream lines(links.output);
     std::string line;
     while (std::getline(lines, line)) {
-        // "12: skyb3f2r01: <...>" or "13: skyv3f2r01h0@if12: <...>"
+        // "12: skyb3f2x1: <...>" or "13: skyv3f2x1h0@if12: <...>"
         auto c1 = line.find(": ");
         if (c1 == std::string::npos) continue;
         auto rest = line.substr(c1 + 2);
@@ -218,7 +220,8 @@ void sweep_leftovers() {
         ip({"link", "del", name});
     }
     std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec)) {
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec)) {
         std::string n = e.path().filename().string();
         if (n.rfind(kDirPrefix, 0) != 0) continue;
         long pid = pid_of_name(n, std::strlen(kDirPrefix));
@@ -332,8 +335,8 @@ TestHosts::TestHosts(int n) {
     std::string why;
     if (!available(&why)) throw std::runtime_error(why);
     if (n < 1 || n > 64) throw std::runtime_error("test hosts: between 1 and 64 hosts");
-    unsigned counter = g_run_counter.fetch_add(1) % (36 * 36);
-    tag_ = base36(static_cast<unsigned long>(::getpid())) + "r" + base36(counter);
+    unsigned counter = g_run_counter.fetch_add(1) % (32 * 32);
+    tag_ = base32(static_cast<unsigned long>(::getpid())) + "x" + base32(counter);
     bridge_ = kBridgePrefix + tag_;
     try {
         setup(n);
@@ -353,8 +356,8 @@ void TestHosts::setup(int n) {
     ::mkdir("/run/sshd", 0755);  // sshd's privilege separation directory
 
     auto keygen = [&](const std::filesystem::path& file, const std::string& comment) {
-        auto r = run_command({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f",
-                              file.string()});
+        auto r = run_command(
+            {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", file.string()});
         if (r.status != 0) throw std::runtime_error("test hosts: ssh-keygen failed: " + r.output);
     };
     keygen(client_key_path(), "sky-test-client");
@@ -368,8 +371,8 @@ void TestHosts::setup(int n) {
         unsigned start = static_cast<unsigned>(::getpid()) * 7 + g_run_counter.load();
         for (unsigned k = 0; k < 4096; ++k) {
             unsigned idx = (start + k) % 4096;
-            std::string s = "10." + std::to_string(200 + idx / 256) + "." +
-                            std::to_string(idx % 256) + ".";
+            std::string s =
+                "10." + std::to_string(200 + idx / 256) + "." + std::to_string(idx % 256) + ".";
             if (addrs.find(" " + s) == std::string::npos) {
                 subnet_ = s;
                 break;
@@ -384,7 +387,7 @@ void TestHosts::setup(int n) {
     hosts_.resize(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
         Host& h = hosts_[static_cast<std::size_t>(i)];
-        std::string suffix = "h" + base36(static_cast<unsigned long>(i));
+        std::string suffix = "h" + base32(static_cast<unsigned long>(i));
         h.netns = kNetnsPrefix + tag_ + suffix;
         h.veth = kVethPrefix + tag_ + suffix;
         std::string peer = kPeerPrefix + tag_ + suffix;
@@ -516,7 +519,9 @@ void TestHosts::teardown() noexcept {
     hosts_.clear();
 }
 
-const std::string& TestHosts::address(int i) const { return hosts_.at(static_cast<std::size_t>(i)).address; }
+const std::string& TestHosts::address(int i) const {
+    return hosts_.at(static_cast<std::size_t>(i)).address;
+}
 std::uint16_t TestHosts::port(int) const { return 22; }
 const std::string& TestHosts::host_key_fingerprint(int i) const {
     return hosts_.at(static_cast<std::size_t>(i)).fingerprint;
@@ -529,7 +534,9 @@ std::string TestHosts::known_hosts_line(int i) const {
 }
 std::filesystem::path TestHosts::known_hosts_file() const { return dir_ / "known_hosts"; }
 std::filesystem::path TestHosts::client_key_path() const { return dir_ / "client_ed25519"; }
-const std::string& TestHosts::netns(int i) const { return hosts_.at(static_cast<std::size_t>(i)).netns; }
+const std::string& TestHosts::netns(int i) const {
+    return hosts_.at(static_cast<std::size_t>(i)).netns;
+}
 std::string TestHosts::unused_address() const { return subnet_ + "250"; }
 
 void TestHosts::kill_sshd(int i) {
@@ -549,6 +556,10 @@ void TestHosts::kill_all_processes(int i) {
         ::waitpid(h.sshd_pid, nullptr, 0);
         h.sshd_pid = -1;
     }
+}
+
+void TestHosts::set_link_up(int i, bool up) {
+    ip_or_throw({"link", "set", hosts_.at(static_cast<std::size_t>(i)).veth, up ? "up" : "down"});
 }
 
 std::string TestHosts::sshd_log(int i) const {

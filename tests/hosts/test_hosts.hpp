@@ -4,7 +4,7 @@
 // SFTP and real direct-tcpip tunnels without a cloud. Needs root, `ip` and `/usr/sbin/sshd`;
 // callers check available() and skip with its reason otherwise.
 //
-// Names carry a "sky" prefix, the creating pid (base 36) and a per-process counter, so parallel
+// Names carry a "sky" prefix, the creating pid (base 32) and a per-process counter, so parallel
 // test processes never collide and a later run can sweep what a crashed run left behind.
 #include <chrono>
 #include <cstdint>
@@ -59,6 +59,8 @@ public:
     void kill_sshd(int i);
     /// Kills every process in host i's namespace (sshd, and whatever a test started there).
     void kill_all_processes(int i);
+    /// Takes host i's link down (a silent network partition: packets vanish) or back up.
+    void set_link_up(int i, bool up);
     /// The per-run directory (keys, configs, logs).
     [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
     /// The sshd log of host i (for failure messages).
@@ -80,7 +82,7 @@ private:
     void start_sshd(Host& h, int i);
     void wait_listening(Host& h, std::chrono::milliseconds timeout);
 
-    std::string tag_;     // pid36 + 'r' + counter36
+    std::string tag_;     // pid (base 32) + "x" + counter (base 32)
     std::string bridge_;  // "skyb" + tag
     std::string subnet_;  // "10.A.B."
     std::filesystem::path dir_;

@@ -28,13 +28,13 @@ using std::chrono::milliseconds;
 
 namespace {
 
-#define SKIP_WITHOUT_HOSTS()                                     \
-    do {                                                         \
-        std::string why_;                                        \
-        if (!TestHosts::available(&why_)) {                      \
-            WARN("skipped: " << why_);                           \
-            return;                                              \
-        }                                                        \
+#define SKIP_WITHOUT_HOSTS()                \
+    do {                                    \
+        std::string why_;                   \
+        if (!TestHosts::available(&why_)) { \
+            WARN("skipped: " << why_);      \
+            return;                         \
+        }                                   \
     } while (0)
 
 SessionOptions options_for(const TestHosts& hosts, int i) {
@@ -135,7 +135,8 @@ std::vector<std::byte> echo_through(sky::detail::Transport& t, const std::vector
         }
     });
     for (std::size_t off = 0; off < data.size(); off += write_chunk) {
-        std::span<const std::byte> piece(data.data() + off, std::min(write_chunk, data.size() - off));
+        std::span<const std::byte> piece(data.data() + off,
+                                         std::min(write_chunk, data.size() - off));
         std::span<const std::byte> bufs[] = {piece};
         t.write_all(bufs);
     }
@@ -172,6 +173,14 @@ TEST_CASE("ssh: connect, exec with exit status and streamed lines", "[ssh][e2e]"
     with_stdin.stdin_data = std::string(300000, 'x') + "end";
     auto cat = s.exec("wc -c", with_stdin);
     CHECK(trim(cat.out) == "300003");
+
+    // A command that stops reading its input early does not hang the writer.
+    ExecOptions big;
+    big.stdin_data = std::string(8u << 20, 'y');
+    big.timeout = std::chrono::seconds(30);
+    CHECK(s.exec("head -c 5", big).out == "yyyyy");
+    // Nor one that writes a lot before reading its input.
+    CHECK(trim(s.exec("head -c 3000000 /dev/zero | wc -c >&2; wc -c", big).out) == "8388608");
 
     auto killed = s.exec("kill -9 $$");
     CHECK(killed.exit_status == -1);
@@ -281,7 +290,8 @@ TEST_CASE("ssh: upload files and buffers with their mode", "[ssh][e2e]") {
     auto local = hosts.dir() / "payload.bin";
     {
         std::ofstream f(local, std::ios::binary);
-        f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+        f.write(reinterpret_cast<const char*>(data.data()),
+                static_cast<std::streamsize>(data.size()));
     }
     std::string remote = "/tmp/sky-upload-" + std::to_string(::getpid());
     s.upload(local, remote, 0750);
@@ -339,7 +349,8 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
             }
         });
     }
-    for (int i = 0; i < 5; ++i) CHECK(s.exec("echo " + std::to_string(i)).out == std::to_string(i) + "\n");
+    for (int i = 0; i < 5; ++i)
+        CHECK(s.exec("echo " + std::to_string(i)).out == std::to_string(i) + "\n");
     for (auto& th : threads) th.join();
     CHECK(failures == 0);
 
@@ -353,6 +364,15 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     CHECK(t2->read_some(buf) == 0);
     CHECK(Clock::now() - t0 < std::chrono::seconds(5));
     closer.join();
+
+    // The worker dying shows as end of stream on its tunnel, not as a session failure.
+    auto t3 = s.open_tunnel("127.0.0.1", 7100);
+    CHECK(s.exec("pkill -KILL -f '[s]ky_echo.py'").exit_status == 0);
+    t0 = Clock::now();
+    CHECK(t3->read_some(buf) == 0);
+    CHECK(Clock::now() - t0 < std::chrono::seconds(5));
+    std::span<const std::byte> more[] = {std::as_bytes(std::span(a))};
+    CHECK_THROWS_AS(t3->write_all(more), ChannelError);
 
     // Nothing listening: the server refuses the channel, the session lives on.
     CHECK_THROWS_AS(s.open_tunnel("127.0.0.1", 7199), ChannelError);
@@ -442,6 +462,32 @@ TEST_CASE("ssh: killing sshd mid-session gives a clean error", "[ssh][e2e]") {
     CHECK(other.exec("echo up").out == "up\n");
 }
 
+TEST_CASE("ssh: a silent network partition is detected", "[ssh][e2e]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    auto o = options_for(hosts, 0);
+    o.keepalive_interval = std::chrono::seconds(1);
+    Session s(o);
+    CHECK(s.exec("echo up").out == "up\n");
+    std::exception_ptr exec_error;
+    std::thread runner([&] {
+        try {
+            s.exec("sleep 60");
+        } catch (...) {
+            exec_error = std::current_exception();
+        }
+    });
+    std::this_thread::sleep_for(milliseconds(200));
+    hosts.set_link_up(0, false);  // no FIN, no RST: packets just vanish
+    auto t0 = Clock::now();
+    runner.join();
+    auto took = Clock::now() - t0;
+    CHECK(took < std::chrono::seconds(15));
+    REQUIRE(exec_error);
+    CHECK_THROWS_AS(std::rethrow_exception(exec_error), ConnectionLost);
+    CHECK_FALSE(s.alive());
+}
+
 TEST_CASE("test hosts: nothing is left behind", "[ssh][e2e][hosts]") {
     SKIP_WITHOUT_HOSTS();
     std::vector<std::string> netns;
@@ -485,7 +531,8 @@ TEST_CASE("ssh: tunnel throughput and round trip against ssh -L", "[.bench]") {
             std::byte b[1];
             REQUIRE(t.read_some(b) == 1);
         }
-        double rtt_us = std::chrono::duration<double, std::micro>(Clock::now() - r0).count() / kRounds;
+        double rtt_us =
+            std::chrono::duration<double, std::micro>(Clock::now() - r0).count() / kRounds;
         double mbps = 2.0 * static_cast<double>(data.size()) / secs / 1e6;
         WARN(name << ": " << mbps << " MB/s (both directions together), round trip " << rtt_us
                   << " us");
@@ -506,8 +553,8 @@ TEST_CASE("ssh: tunnel throughput and round trip against ssh -L", "[.bench]") {
         std::string key = hosts.client_key_path().string();
         std::string dest = "root@" + hosts.address(0);
         ::execlp("ssh", "ssh", "-N", "-L", fwd.c_str(), "-o", kh.c_str(), "-o",
-                 "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
-                 "-i", key.c_str(), dest.c_str(), nullptr);
+                 "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o",
+                 "ExitOnForwardFailure=yes", "-i", key.c_str(), dest.c_str(), nullptr);
         ::_exit(127);
     }
     REQUIRE(pid > 0);
@@ -559,4 +606,27 @@ TEST_CASE("ssh: tunnel throughput and round trip against ssh -L", "[.bench]") {
     auto theirs = measure(tcp, "ssh -L");
     WARN("throughput ratio " << ours.first / theirs.first << ", round trip ratio "
                              << ours.second / theirs.second);
+}
+
+TEST_CASE("ssh: an idle session does not spin", "[ssh][e2e]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    Session s(options_for(hosts, 0));
+    start_echo_server(s, 7100);
+    auto t = s.open_tunnel("127.0.0.1", 7100);
+    std::thread reader([&] {
+        std::byte b[16];
+        t->read_some(b);
+    });
+    auto cpu = [] {
+        timespec ts{};
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+    };
+    double c0 = cpu();
+    std::this_thread::sleep_for(milliseconds(1500));
+    double used = cpu() - c0;
+    t->shutdown();
+    reader.join();
+    CHECK(used < 0.2);  // seconds of CPU over 1.5 s of waiting
 }

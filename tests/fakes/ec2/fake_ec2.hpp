@@ -34,7 +34,7 @@ struct Ec2Fault {
     int status = 503;
     std::string code = "RequestLimitExceeded";
     std::string message = "Request limit exceeded.";
-    int count = 1;                      ///< how many requests it applies to
+    int count = 1;                       ///< how many requests it applies to
     std::chrono::milliseconds delay{0};  ///< answer this late (a timeout test)
 };
 
@@ -77,8 +77,8 @@ public:
                     const std::string& body);
 
 private:
+    struct Net;  // the Asio objects, kept out of this header
     void serve();
-    void serve_connection(int fd);
     nlohmann::json dispatch(const std::string& action, const nlohmann::json& params);
     nlohmann::json run_instances(const nlohmann::json& params);
     nlohmann::json describe_instances(const nlohmann::json& params);
@@ -96,7 +96,7 @@ private:
 
     FakeEc2Options options_;
     sky::detail::aws::ServiceModel model_;
-    int listen_fd_ = -1;
+    std::unique_ptr<Net> net_;
     unsigned short port_ = 0;
     std::atomic<bool> stop_{false};
     std::atomic<int> requests_{0};
@@ -110,9 +110,9 @@ private:
     std::vector<std::string> instance_order_;
     std::map<std::string, nlohmann::json> instances_;
     std::map<std::string, std::string> user_data_;
-    std::map<std::string, nlohmann::json> reservations_;  // id -> Reservation (ids of instances)
-    std::map<std::string, std::string> client_tokens_;    // token -> reservation id
-    std::map<std::string, nlohmann::json> key_pairs_;     // name -> KeyPairInfo
+    std::map<std::string, nlohmann::json> reservations_;     // id -> Reservation (ids of instances)
+    std::map<std::string, std::string> client_tokens_;       // token -> reservation id
+    std::map<std::string, nlohmann::json> key_pairs_;        // name -> KeyPairInfo
     std::map<std::string, nlohmann::json> security_groups_;  // id -> SecurityGroup
     std::vector<nlohmann::json> images_;
     unsigned long long next_id_ = 1;

@@ -89,3 +89,21 @@ TEST_CASE("cost: DigitalOcean minimum charge and free providers", "[cost]") {
     CHECK(f.total_cost == Approx(0.01));
     CHECK(f.hourly_rate == 0.0);  // lasted 0 s
 }
+
+TEST_CASE("cost: started from an offer", "[cost]") {
+    sky::Offer o;
+    o.provider = "aws";
+    o.instance_type = "g6.xlarge";
+    o.on_demand_price = 0.8048;
+    o.spot_price = 0.35;
+    const CostTracker::TimePoint t0{};
+    CostTracker c(t0);
+    c.start("i-1", o, /*spot=*/true, t0);
+    c.start("i-2", o, /*spot=*/false, t0);
+    auto s = c.snapshot(t0 + 1h);
+    CHECK(s.hourly_rate == Approx(0.35 + 0.8048));
+    CHECK(s.spot_count == 1);
+    CHECK(s.ondemand_count == 1);
+    auto f = c.finish(t0 + 1h);
+    CHECK(f.savings_vs_ondemand == Approx(0.8048 - 0.35));
+}

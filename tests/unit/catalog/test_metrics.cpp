@@ -115,8 +115,8 @@ TEST_CASE("metrics: real nvidia-smi output from an H100 node", "[metrics]") {
 }
 
 TEST_CASE("metrics: GPU device names map onto accelerators", "[metrics]") {
-    auto two = parse_nvidia_smi_devices(
-        "NVIDIA A100-SXM4-40GB, 40960\nNVIDIA A100-SXM4-40GB, 40960\n");
+    auto two =
+        parse_nvidia_smi_devices("NVIDIA A100-SXM4-40GB, 40960\nNVIDIA A100-SXM4-40GB, 40960\n");
     REQUIRE(two);
     CHECK(two->name == "A100");
     CHECK(two->memory == "40GB");

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <sky/catalog.hpp>
 #include <sky/errors.hpp>
 
@@ -177,4 +178,17 @@ TEST_CASE("Catalog::merge replaces by provider, type and region", "[selection]")
     CHECK(best.front().on_demand_price == Approx(1.99));
     CHECK(best.front().accelerator == "H100");  // canonicalised
     CHECK(c.select({.accelerator = "H100"}, "nobody").empty());
+}
+
+TEST_CASE("selection over the embedded catalog is fast", "[selection][timing]") {
+    const auto& c = Catalog::embedded();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::size_t found = 0;
+    for (int i = 0; i < 200; ++i) found += c.select({.accelerator = "A100", .cpu = 8}).size();
+    const auto per = (std::chrono::steady_clock::now() - t0) / 200;
+    CHECK(found > 0);
+    // Generous bound (a shared, loaded machine): a selection is well under a millisecond.
+    CHECK(per < std::chrono::milliseconds(5));
+    const double us = std::chrono::duration<double, std::micro>(per).count();
+    INFO("one selection over " << c.offers().size() << " offers: " << us << " us");
 }

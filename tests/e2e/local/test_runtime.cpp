@@ -1,0 +1,184 @@
+// The runtime on Local: events, remote output, process lifetime, a hostile peer.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <mutex>
+#include <spawn.h>
+
+#include "e2e/local/functions.hpp"
+#include "runtime/fd_transport.hpp"
+#include "runtime/protocol.hpp"
+
+using namespace e2e;
+
+extern char** environ;
+
+TEST_CASE("pool events arrive in order with remote output as LogLine", "[local][events]") {
+    std::mutex m;
+    std::vector<std::string> kinds;
+    std::vector<sky::LogLine> lines;
+    {
+        sky::ComputePool pool{{.nodes = 2,
+                               .display = sky::Display::quiet,
+                               .on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+                                   std::lock_guard lk(m);
+                                   std::visit(
+                                       [&](auto& ev) {
+                                           using T = std::decay_t<decltype(ev)>;
+                                           if constexpr (std::is_same_v<T, sky::PoolStarted>)
+                                               kinds.push_back("started");
+                                           else if constexpr (std::is_same_v<T, sky::PoolStopping>)
+                                               kinds.push_back("stopping");
+                                           else if constexpr (std::is_same_v<T, sky::InstanceStopping>)
+                                               kinds.push_back("instance-stopping");
+                                           else if constexpr (std::is_same_v<T, sky::LogLine>)
+                                               lines.push_back(ev);
+                                       },
+                                       e);
+                                   return std::nullopt;
+                               }}};
+        int per_node = 0;
+        pool.on<sky::LogLine>([&](const sky::LogLine&) { ++per_node; });
+        CHECK((sky::compute<say_and_return>(50) >> pool) == 50);
+        CHECK((sky::compute<printf_lines>(5) >> pool) == 5);
+    }
+    std::lock_guard lk(m);
+    REQUIRE(kinds.size() >= 4);
+    CHECK(kinds.front() == "started");
+    CHECK(kinds[1] == "stopping");
+    CHECK(std::count(kinds.begin(), kinds.end(), "instance-stopping") == 2);
+    // 50 lines from std::cout in order, one from std::cerr, 5 from printf (fd level).
+    std::vector<std::string> cout_lines;
+    int printf_seen = 0;
+    for (auto& l : lines) {
+        if (l.line.rfind("line ", 0) == 0) cout_lines.push_back(l.line);
+        if (l.line.rfind("printf ", 0) == 0) ++printf_seen;
+        CHECK(l.timestamp > 1.6e9);
+        CHECK_FALSE(l.instance_id.empty());
+    }
+    REQUIRE(cout_lines.size() == 50);
+    for (int i = 0; i < 50; ++i) CHECK(cout_lines[static_cast<std::size_t>(i)] == "line " + std::to_string(i));
+    CHECK(printf_seen == 5);
+    CHECK(std::count_if(lines.begin(), lines.end(), [](auto& l) { return l.line == "to stderr"; }) == 1);
+}
+
+TEST_CASE("log display prints remote output with a [node N] prefix", "[local][events]") {
+    // Capture this process's stderr while a pool in log mode runs.
+    char path[] = "/tmp/sky-e2e-stderr-XXXXXX";
+    int fd = ::mkstemp(path);
+    int saved = ::dup(2);
+    ::dup2(fd, 2);
+    {
+        sky::ComputePool pool{{.nodes = 1, .display = sky::Display::log}};
+        sky::compute<say_and_return>(2) >> pool;
+    }
+    ::dup2(saved, 2);
+    ::close(saved);
+    ::close(fd);
+    std::ifstream f(path);
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    ::unlink(path);
+    CHECK(text.find("[node 0] line 0\n[node 0] line 1\n") != std::string::npos);
+    CHECK(text.find("sky: pool") != std::string::npos);
+    CHECK(text.find("stopping") != std::string::npos);
+}
+
+TEST_CASE("use_callback sees a pool's events", "[local][events]") {
+    std::atomic<int> started{0};
+    auto guard = sky::use_callback([&](const sky::Event& e) -> std::optional<sky::Event> {
+        if (std::holds_alternative<sky::PoolStarted>(e)) ++started;
+        return std::nullopt;
+    });
+    { sky::ComputePool pool{{.nodes = 1, .display = sky::Display::quiet}}; }
+    CHECK(started == 1);
+}
+
+namespace {
+bool alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0; }
+std::string self_exe() {
+    char buf[4096];
+    auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return std::string(buf, static_cast<std::size_t>(n > 0 ? n : 0));
+}
+}  // namespace
+
+TEST_CASE("workers die with their client, even on SIGKILL", "[local][lifetime]") {
+    TempDir d;
+    std::string pid_file = d.path + "/pids";
+    std::string exe = self_exe();
+    char* argv[] = {exe.data(), const_cast<char*>("--orphan-client"), pid_file.data(), nullptr};
+    pid_t client = 0;
+    REQUIRE(::posix_spawn(&client, exe.c_str(), nullptr, nullptr, argv, environ) == 0);
+    std::vector<long> pids;
+    for (int i = 0; i < 1000 && pids.size() < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::ifstream f(pid_file);
+        long p;
+        pids.clear();
+        while (f >> p) pids.push_back(p);
+    }
+    REQUIRE(pids.size() == 2);
+    for (long p : pids) CHECK(alive(p));
+    ::kill(client, SIGKILL);
+    int st;
+    ::waitpid(client, &st, 0);
+    bool gone = false;
+    for (int i = 0; i < 300 && !gone; ++i) {
+        gone = !alive(pids[0]) && !alive(pids[1]);
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(gone);
+    for (long p : pids)
+        if (alive(p)) ::kill(static_cast<pid_t>(p), SIGKILL);
+}
+
+TEST_CASE("a worker fed garbage closes the connection and exits, without a crash",
+          "[local][lifetime]") {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    std::string exe = self_exe();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    std::vector<std::string> env_s = {"SKY_WORKER_FD=3", "SKY_WORKER_TOKEN=t0k"};
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    char* argv[] = {exe.data(), const_cast<char*>("--sky-worker"), nullptr};
+    pid_t pid = 0;
+    REQUIRE(::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, envp.data()) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(sv[1]);
+    // Read its hello, answer with a proper hello, then send garbage.
+    sky::detail::FdTransport t(sv[0], "test worker");
+    sky::detail::FrameReader r(t);
+    sky::detail::Frame f;
+    REQUIRE(r.next(f));
+    CHECK(f.header.type == sky::detail::MsgType::hello);
+    sky::detail::ClientHello ch;
+    ch.token = "t0k";
+    sky::detail::Buffer p, frame;
+    sky::detail::save_to(p, ch);
+    sky::detail::append_frame(frame, sky::detail::MsgType::hello, 0, p.span());
+    const char junk[] = "this is not a frame header at all.......";
+    frame.append(junk, sizeof junk);
+    std::span<const std::byte> one[] = {frame.span()};
+    t.write_all(one);
+    int st = 0;
+    pid_t r2 = 0;
+    for (int i = 0; i < 500 && r2 == 0; ++i) {
+        r2 = ::waitpid(pid, &st, WNOHANG);
+        if (r2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (r2 == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+    }
+    REQUIRE(r2 == pid);
+    CHECK(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 4);  // "closing the connection: bad frame magic"
+}

@@ -1,0 +1,997 @@
+#include "fakes/ec2/fake_ec2.hpp"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <poll.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <ctime>
+#include <regex>
+
+#include "http/http_client.hpp"
+#include "providers/aws/sigv4.hpp"
+
+namespace sky::test {
+
+using nlohmann::json;
+namespace aws = sky::detail::aws;
+
+namespace {
+
+constexpr std::string_view kNamespace = "http://ec2.amazonaws.com/doc/2016-11-15/";
+constexpr std::string_view kOwnerId = "123456789012";
+
+[[noreturn]] void fail(int status, std::string code, std::string message) {
+    throw Ec2Failure{status, std::move(code), std::move(message)};
+}
+[[noreturn]] void invalid(const std::string& message) {
+    fail(400, "InvalidParameterValue", message);
+}
+
+std::string now_iso() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[40];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+    return buf;
+}
+
+bool is_scalar(const std::string& type) {
+    return type != "structure" && type != "list" && type != "map";
+}
+
+json convert_scalar(const std::string& type, const std::string& value, const std::string& name) {
+    if (type == "integer" || type == "long") {
+        try {
+            std::size_t used = 0;
+            long long v = std::stoll(value, &used);
+            if (used == value.size()) return v;
+        } catch (const std::logic_error&) {
+        }
+        invalid(fmt::format("Invalid value '{}' for {}: not an integer", value, name));
+    }
+    if (type == "boolean") {
+        if (value == "true") return true;
+        if (value == "false") return false;
+        invalid(fmt::format("Invalid value '{}' for {}: must be true or false", value, name));
+    }
+    if (type == "float" || type == "double") {
+        try {
+            return std::stod(value);
+        } catch (const std::logic_error&) {
+            invalid(fmt::format("Invalid value '{}' for {}: not a number", value, name));
+        }
+    }
+    if (type == "blob") {
+        try {
+            return aws::base64_decode(value);
+        } catch (const sky::Error&) {
+            invalid(fmt::format("Value for {} must be base64-encoded", name));
+        }
+    }
+    return value;  // string, timestamp
+}
+
+// Inserts one wire parameter into the JSON being built. Lists are built as objects keyed by
+// index, then turned into arrays by finalize().
+void insert(const aws::ServiceModel& model, const json& shape, json& node,
+            const std::vector<std::string>& segments, std::size_t i, const std::string& value,
+            const std::string& full_name) {
+    const std::string type = shape.at("type").get<std::string>();
+    auto unknown = [&] {
+        fail(400, "UnknownParameter", fmt::format("The parameter {} is not recognized", full_name));
+    };
+    if (i >= segments.size()) unknown();
+    const json* ref = nullptr;
+    std::string key;
+    if (type == "structure") {
+        for (const auto& [name, member] : shape.at("members").items()) {
+            if (aws::ec2_query_name(name, member) == segments[i]) {
+                ref = &member;
+                key = name;
+                break;
+            }
+        }
+    } else if (type == "list") {
+        const std::string& index = segments[i];
+        if (index.empty() || index.size() > 6 ||
+            !std::all_of(index.begin(), index.end(), ::isdigit) || std::stoi(index) < 1) {
+            unknown();
+        }
+        ref = &shape.at("member");
+        key = index;
+    }
+    if (!ref) unknown();
+    const json& child = model.shape(ref->at("shape").get<std::string>());
+    const std::string child_type = child.at("type").get<std::string>();
+    if (is_scalar(child_type)) {
+        if (i + 1 != segments.size()) unknown();
+        if (node.contains(key)) invalid(fmt::format("The parameter {} is given twice", full_name));
+        node[key] = convert_scalar(child_type, value, full_name);
+        return;
+    }
+    if (!node.contains(key)) node[key] = json::object();
+    insert(model, child, node[key], segments, i + 1, value, full_name);
+}
+
+json finalize(const aws::ServiceModel& model, const json& shape, json node) {
+    const std::string type = shape.at("type").get<std::string>();
+    if (type == "structure") {
+        for (auto& [name, value] : node.items()) {
+            const json& member = shape.at("members").at(name);
+            const json& child = model.shape(member.at("shape").get<std::string>());
+            if (!is_scalar(child.at("type").get<std::string>())) {
+                value = finalize(model, child, std::move(value));
+            }
+        }
+        return node;
+    }
+    if (type == "list") {
+        std::vector<std::pair<int, json>> items;
+        for (auto& [index, value] : node.items()) items.emplace_back(std::stoi(index), value);
+        std::sort(items.begin(), items.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        const json& member = model.shape(shape.at("member").at("shape").get<std::string>());
+        json array = json::array();
+        for (auto& [index, value] : items) {
+            array.push_back(is_scalar(member.at("type").get<std::string>())
+                                ? value
+                                : finalize(model, member, std::move(value)));
+        }
+        return array;
+    }
+    return node;
+}
+
+void check_required(const aws::ServiceModel& model, const json& shape, const json& node,
+                    const std::string& prefix) {
+    const std::string type = shape.at("type").get<std::string>();
+    if (type == "structure") {
+        for (const auto& required : shape.value("required", json::array())) {
+            const std::string name = required.get<std::string>();
+            if (!node.contains(name)) {
+                const json& member = shape.at("members").at(name);
+                std::string wire = aws::ec2_query_name(name, member);
+                fail(400, "MissingParameter",
+                     fmt::format("The request must contain the parameter {}",
+                                 prefix.empty() ? wire : prefix + "." + wire));
+            }
+        }
+        for (const auto& [name, value] : node.items()) {
+            const json& member = shape.at("members").at(name);
+            std::string wire = aws::ec2_query_name(name, member);
+            check_required(model, model.shape(member.at("shape").get<std::string>()), value,
+                           prefix.empty() ? wire : prefix + "." + wire);
+        }
+    } else if (type == "list") {
+        const json& member = model.shape(shape.at("member").at("shape").get<std::string>());
+        for (std::size_t i = 0; i < node.size(); ++i) {
+            check_required(model, member, node[i], fmt::format("{}.{}", prefix, i + 1));
+        }
+    }
+}
+
+// '*' and '?' wildcards, as EC2 filters allow.
+bool glob_match(const std::string& pattern, const std::string& text) {
+    std::string regex;
+    for (char c : pattern) {
+        if (c == '*') {
+            regex += ".*";
+        } else if (c == '?') {
+            regex += '.';
+        } else if (std::isalnum(static_cast<unsigned char>(c))) {
+            regex += c;
+        } else {
+            regex += '\\';
+            regex += c;
+        }
+    }
+    return std::regex_match(text, std::regex(regex));
+}
+
+bool any_match(const json& values, const std::string& text) {
+    for (const auto& v : values) {
+        if (glob_match(v.get<std::string>(), text)) return true;
+    }
+    return false;
+}
+
+json state(int code, const char* name) { return json{{"Code", code}, {"Name", name}}; }
+
+// Whether an instance passes every DescribeInstances filter.
+bool instance_matches(const json& instance, const json& filters) {
+    for (const auto& filter : filters) {
+        const std::string name = filter.value("Name", "");
+        const json values = filter.value("Values", json::array());
+        std::string field;
+        if (name == "instance-state-name") {
+            field = instance["State"]["Name"];
+        } else if (name == "instance-id") {
+            field = instance["InstanceId"];
+        } else if (name == "instance-type") {
+            field = instance["InstanceType"];
+        } else if (name == "availability-zone") {
+            field = instance["Placement"]["AvailabilityZone"];
+        } else if (name == "instance-lifecycle") {
+            field = instance.value("InstanceLifecycle", "");
+        } else if (name == "ip-address") {
+            field = instance.value("PublicIpAddress", "");
+        } else if (name == "tag-key") {
+            bool found = false;
+            for (const auto& tag : instance.value("Tags", json::array())) {
+                found = found || any_match(values, tag["Key"].get<std::string>());
+            }
+            if (!found) return false;
+            continue;
+        } else if (name.rfind("tag:", 0) == 0) {
+            bool found = false;
+            for (const auto& tag : instance.value("Tags", json::array())) {
+                if (tag["Key"] == name.substr(4)) {
+                    found = found || any_match(values, tag["Value"].get<std::string>());
+                }
+            }
+            if (!found) return false;
+            continue;
+        } else {
+            invalid(fmt::format("The filter '{}' is invalid", name));
+        }
+        if (!any_match(values, field)) return false;
+    }
+    return true;
+}
+
+std::string md5_fingerprint(const std::string& data) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_Digest(data.data(), data.size(), digest, &length, EVP_md5(), nullptr);
+    std::string out;
+    for (unsigned int i = 0; i < length; ++i) {
+        if (i) out += ':';
+        out += fmt::format("{:02x}", digest[i]);
+    }
+    return out;
+}
+
+// A stable per-type spot price: real ones move; the fake's only need to be plausible and fixed.
+std::string spot_price_for(const std::string& type) {
+    static const std::map<std::string, double> kKnown = {
+        {"g4dn.xlarge", 0.1578}, {"g5.xlarge", 0.3852},  {"g5.2xlarge", 0.4573},
+        {"g6.xlarge", 0.2943},   {"p3.2xlarge", 0.9180}, {"p4d.24xlarge", 9.8306},
+        {"p5.48xlarge", 31.464}, {"t3.micro", 0.0031},   {"m5.large", 0.0342}};
+    auto it = kKnown.find(type);
+    double price =
+        it != kKnown.end() ? it->second : 0.05 + (std::hash<std::string>{}(type) % 500) / 1000.0;
+    return fmt::format("{:.6f}", price);
+}
+
+}  // namespace
+
+// -------------------------------------------------------------------------------------------------
+// Model-driven (de)serialization
+
+json decode_ec2_params(const aws::ServiceModel& model, const std::string& operation,
+                       const std::vector<std::pair<std::string, std::string>>& params) {
+    const json& op = model.operation(operation);
+    const bool has_input = op.contains("input");
+    json root = json::object();
+    for (const auto& [name, value] : params) {
+        if (name == "Action" || name == "Version") continue;
+        if (!has_input) {
+            fail(400, "UnknownParameter", fmt::format("The parameter {} is not recognized", name));
+        }
+        std::vector<std::string> segments;
+        for (std::size_t start = 0;;) {
+            auto dot = name.find('.', start);
+            segments.push_back(name.substr(start, dot - start));
+            if (dot == std::string::npos) break;
+            start = dot + 1;
+        }
+        insert(model, model.shape(op["input"]["shape"].get<std::string>()), root, segments, 0,
+               value, name);
+    }
+    if (!has_input) return root;
+    const json& input = model.shape(op["input"]["shape"].get<std::string>());
+    root = finalize(model, input, std::move(root));
+    check_required(model, input, root, "");
+    return root;
+}
+
+void write_ec2_xml(const aws::ServiceModel& model, const json& ref, const json& value,
+                   const std::string& element, std::string& out) {
+    const json& shape = model.shape(ref.at("shape").get<std::string>());
+    const std::string type = shape.at("type").get<std::string>();
+    if (type == "structure") {
+        out += "<" + element + ">";
+        for (const auto& [name, member] : shape.at("members").items()) {
+            if (value.contains(name) && !value[name].is_null()) {
+                write_ec2_xml(model, member, value[name], member.value("locationName", name), out);
+            }
+        }
+        out += "</" + element + ">";
+    } else if (type == "list") {
+        if (value.empty()) {
+            out += "<" + element + "/>";
+            return;
+        }
+        out += "<" + element + ">";
+        const json& member = shape.at("member");
+        for (const auto& item : value) {
+            write_ec2_xml(model, member, item, member.value("locationName", "member"), out);
+        }
+        out += "</" + element + ">";
+    } else {
+        std::string text;
+        if (value.is_boolean()) {
+            text = value.get<bool>() ? "true" : "false";
+        } else if (value.is_number_integer()) {
+            text = value.dump();
+        } else if (value.is_number()) {
+            text = fmt::format("{}", value.get<double>());
+        } else if (type == "blob") {
+            text = aws::base64_encode(value.get<std::string>());
+        } else {
+            text = value.get<std::string>();
+        }
+        out += "<" + element + ">" + aws::xml_escape(text) + "</" + element + ">";
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Server
+
+struct FakeEc2::Net {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor{io};
+};
+
+FakeEc2::FakeEc2(FakeEc2Options options)
+    : options_(std::move(options)), model_(aws::ServiceModel::load(options_.model_path)) {
+    if (options_.secret_access_key.empty())
+        throw sky::ConfigError("fake EC2: a secret key is required");
+    images_ = {{{"ImageId", "ami-0dlami0000000001"},
+                {"Name", "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20250101"},
+                {"OwnerId", "898082745236"},
+                {"ImageOwnerAlias", "amazon"},
+                {"State", "available"},
+                {"Architecture", "x86_64"},
+                {"CreationDate", "2025-01-01T00:00:00.000Z"},
+                {"Public", true},
+                {"ImageType", "machine"},
+                {"RootDeviceType", "ebs"},
+                {"RootDeviceName", "/dev/sda1"},
+                {"VirtualizationType", "hvm"},
+                {"Hypervisor", "xen"}},
+               {{"ImageId", "ami-0dlami0000000002"},
+                {"Name", "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20250301"},
+                {"OwnerId", "898082745236"},
+                {"ImageOwnerAlias", "amazon"},
+                {"State", "available"},
+                {"Architecture", "x86_64"},
+                {"CreationDate", "2025-03-01T00:00:00.000Z"},
+                {"Public", true},
+                {"ImageType", "machine"},
+                {"RootDeviceType", "ebs"},
+                {"RootDeviceName", "/dev/sda1"},
+                {"VirtualizationType", "hvm"},
+                {"Hypervisor", "xen"}},
+               {{"ImageId", "ami-0ubuntu000000001"},
+                {"Name", "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-20250101"},
+                {"OwnerId", "099720109477"},
+                {"State", "available"},
+                {"Architecture", "x86_64"},
+                {"CreationDate", "2025-01-01T00:00:00.000Z"},
+                {"Public", true},
+                {"ImageType", "machine"},
+                {"RootDeviceType", "ebs"},
+                {"RootDeviceName", "/dev/sda1"},
+                {"VirtualizationType", "hvm"},
+                {"Hypervisor", "xen"}}};
+    security_groups_["sg-0default00000001"] = {{"GroupId", "sg-0default00000001"},
+                                               {"GroupName", "default"},
+                                               {"Description", "default VPC security group"},
+                                               {"OwnerId", kOwnerId},
+                                               {"VpcId", "vpc-0fake0000000001"},
+                                               {"IpPermissions", json::array()}};
+
+    net_ = std::make_unique<Net>();
+    boost::asio::ip::tcp::endpoint where(boost::asio::ip::make_address("127.0.0.1"), options_.port);
+    net_->acceptor.open(where.protocol());
+    net_->acceptor.set_option(boost::asio::socket_base::reuse_address(true));
+    net_->acceptor.bind(where);
+    net_->acceptor.listen();
+    port_ = net_->acceptor.local_endpoint().port();
+    acceptor_ = std::thread([this] { serve(); });
+}
+
+FakeEc2::~FakeEc2() {
+    stop_ = true;
+    if (acceptor_.joinable()) acceptor_.join();
+    std::lock_guard lock(threads_mutex_);
+    for (auto& t : connections_) t.join();
+}
+
+std::string FakeEc2::endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+void FakeEc2::inject_fault(Ec2Fault fault) {
+    std::lock_guard lock(mutex_);
+    faults_.push_back(std::move(fault));
+}
+
+std::vector<json> FakeEc2::instances() const {
+    std::lock_guard lock(mutex_);
+    std::vector<json> out;
+    for (const auto& id : instance_order_) out.push_back(instances_.at(id));
+    return out;
+}
+
+std::string FakeEc2::user_data(const std::string& instance_id) const {
+    std::lock_guard lock(mutex_);
+    auto it = user_data_.find(instance_id);
+    return it == user_data_.end() ? "" : it->second;
+}
+
+void FakeEc2::serve() {
+    namespace http = boost::beast::http;
+    using boost::asio::ip::tcp;
+    while (!stop_) {
+        pollfd fd{net_->acceptor.native_handle(), POLLIN, 0};
+        if (::poll(&fd, 1, 50) <= 0) continue;
+        auto socket = std::make_shared<tcp::socket>(net_->io);
+        boost::system::error_code ec;
+        net_->acceptor.accept(*socket, ec);
+        if (ec) continue;
+        std::lock_guard lock(threads_mutex_);
+        connections_.emplace_back([this, socket] {
+            // Keep-alive (botocore pools connections): serve requests until the client closes,
+            // 30 s pass idle, or the server stops; every wait is bounded.
+            timeval tv{5, 0};
+            ::setsockopt(socket->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            boost::beast::flat_buffer buffer;
+            for (int idle_ms = 0; !stop_ && idle_ms < 30000;) {
+                if (buffer.size() == 0) {
+                    pollfd p{socket->native_handle(), POLLIN, 0};
+                    int ready = ::poll(&p, 1, 100);
+                    if (ready <= 0) {
+                        idle_ms += 100;
+                        continue;
+                    }
+                }
+                idle_ms = 0;
+                http::request<http::string_body> request;
+                boost::system::error_code ec;
+                http::read(*socket, buffer, request, ec);
+                if (ec) break;
+                std::vector<std::pair<std::string, std::string>> headers;
+                for (const auto& field : request) {
+                    headers.emplace_back(std::string(field.name_string()),
+                                         std::string(field.value()));
+                }
+                Ec2Reply reply = handle(std::string(request.method_string()),
+                                        std::string(request.target()), headers, request.body());
+                http::response<http::string_body> response{static_cast<http::status>(reply.status),
+                                                           request.version()};
+                response.set(http::field::server, "AmazonEC2");
+                response.set(http::field::content_type, "text/xml;charset=UTF-8");
+                response.keep_alive(request.keep_alive());
+                response.body() = std::move(reply.body);
+                response.prepare_payload();
+                http::write(*socket, response, ec);
+                if (ec || !request.keep_alive()) break;
+            }
+            boost::system::error_code ignored;
+            socket->shutdown(tcp::socket::shutdown_both, ignored);
+        });
+    }
+}
+
+Ec2Reply FakeEc2::handle(const std::string& method, const std::string& target,
+                         const std::vector<std::pair<std::string, std::string>>& headers,
+                         const std::string& body) {
+    ++requests_;
+    const std::string request_id = aws::random_uuid();
+    auto error_reply = [&](const Ec2Failure& f) {
+        return Ec2Reply{f.status, aws::make_ec2_error_xml(f.code, f.message, request_id)};
+    };
+    try {
+        // 1. Authentication: a valid SigV4 signature by the one known key, scoped to ec2 and
+        // this region.
+        aws::SignableRequest signable{method, target, headers, body};
+        aws::VerifyParams verify;
+        verify.service = "ec2";
+        verify.region = options_.region;
+        verify.lookup = [this](const std::string& key) -> std::optional<aws::Credentials> {
+            if (key != options_.access_key_id) return std::nullopt;
+            return aws::Credentials{options_.access_key_id, options_.secret_access_key, ""};
+        };
+        aws::VerifyResult auth = aws::verify_request(signable, verify);
+        if (!auth.ok) {
+            ++auth_failures_;
+            int status = auth.error_code == "SignatureDoesNotMatch" ? 403 : 401;
+            if (auth.error_code == "IncompleteSignature") status = 400;
+            fail(status, auth.error_code, auth.message);
+        }
+
+        // 2. Parameters: a form body on POST, the query string on GET.
+        std::string query;
+        if (method == "POST") {
+            query = body;
+        } else if (auto q = target.find('?'); q != std::string::npos) {
+            query = target.substr(q + 1);
+        }
+        auto pairs = aws::parse_query_body(query);
+        std::string action, version;
+        for (const auto& [k, v] : pairs) {
+            if (k == "Action") action = v;
+            if (k == "Version") version = v;
+        }
+        if (action.empty())
+            fail(400, "MissingAction", "The request must contain the parameter Action");
+        if (version.empty())
+            fail(400, "MissingParameter", "The request must contain the parameter Version");
+        if (version != aws::kEc2ApiVersion) {
+            fail(400, "NoSuchVersion",
+                 fmt::format("The requested version ({}) of service AmazonEC2 does not exist",
+                             version));
+        }
+        if (!model_.has_operation(action)) {
+            fail(400, "InvalidAction",
+                 fmt::format("The action {} is not valid for this web service.", action));
+        }
+        json params = decode_ec2_params(model_, action, pairs);
+
+        // 3. Faults, once the request is known to be well-formed.
+        std::optional<Ec2Fault> fault;
+        {
+            std::lock_guard lock(mutex_);
+            for (auto it = faults_.begin(); it != faults_.end(); ++it) {
+                if (!it->action.empty() && it->action != action) continue;
+                fault = *it;
+                if (--it->count <= 0) faults_.erase(it);
+                break;
+            }
+        }
+        if (fault) {
+            for (auto waited = std::chrono::milliseconds(0); waited < fault->delay && !stop_;
+                 waited += std::chrono::milliseconds(10)) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            if (fault->status != 200) fail(fault->status, fault->code, fault->message);
+        }
+        if (params.value("DryRun", false)) {
+            fail(412, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.");
+        }
+
+        json result = dispatch(action, params);
+        std::string xml = fmt::format(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<{}Response xmlns=\"{}\">"
+            "<requestId>{}</requestId>",
+            action, kNamespace, request_id);
+        const json& op = model_.operation(action);
+        if (op.contains("output")) {
+            const json& shape = model_.shape(op["output"]["shape"].get<std::string>());
+            for (const auto& [name, member] : shape.at("members").items()) {
+                if (result.contains(name)) {
+                    write_ec2_xml(model_, member, result[name], member.value("locationName", name),
+                                  xml);
+                }
+            }
+        }
+        xml += fmt::format("</{}Response>", action);
+        return Ec2Reply{200, std::move(xml)};
+    } catch (const Ec2Failure& f) {
+        return error_reply(f);
+    } catch (const std::exception& e) {
+        return error_reply({500, "InternalError", std::string("fake EC2 bug: ") + e.what()});
+    }
+}
+
+std::string FakeEc2::new_id(const std::string& prefix) {
+    return fmt::format("{}-{:017x}", prefix, 0x0fa4e000000000ULL + next_id_++);
+}
+
+json FakeEc2::dispatch(const std::string& action, const json& params) {
+    if (action == "RunInstances") return run_instances(params);
+    if (action == "DescribeInstances") return describe_instances(params);
+    if (action == "TerminateInstances") return terminate_instances(params);
+    if (action == "DescribeSpotPriceHistory") return describe_spot_price_history(params);
+    if (action == "ImportKeyPair") return import_key_pair(params);
+    if (action == "DescribeKeyPairs") return describe_key_pairs(params);
+    if (action == "DeleteKeyPair") return delete_key_pair(params);
+    if (action == "CreateSecurityGroup") return create_security_group(params);
+    if (action == "DescribeSecurityGroups") return describe_security_groups(params);
+    if (action == "AuthorizeSecurityGroupIngress") return authorize_ingress(params);
+    if (action == "DescribeImages") return describe_images(params);
+    fail(400, "UnsupportedOperation", fmt::format("The fake EC2 does not implement {}", action));
+}
+
+json FakeEc2::run_instances(const json& params) {
+    std::lock_guard lock(mutex_);
+    const long long min_count = params.at("MinCount").get<long long>();
+    const long long max_count = params.at("MaxCount").get<long long>();
+    if (min_count < 1 || max_count < min_count || max_count > 100) {
+        invalid(
+            "MinCount must be at least 1 and MaxCount at least MinCount (and at most 100 here)");
+    }
+    if (auto token = params.value("ClientToken", ""); !token.empty()) {
+        if (auto it = client_tokens_.find(token); it != client_tokens_.end()) {
+            // Idempotent: the same token returns the original reservation.
+            json reservation = reservations_.at(it->second);
+            json instances = json::array();
+            for (const auto& id : reservation["InstanceIds"])
+                instances.push_back(instances_.at(id));
+            reservation.erase("InstanceIds");
+            reservation["Instances"] = instances;
+            return reservation;
+        }
+    }
+    if (!params.contains("ImageId"))
+        fail(400, "MissingParameter", "The request must contain the parameter ImageId");
+    const std::string image = params["ImageId"];
+    bool image_known = std::any_of(images_.begin(), images_.end(),
+                                   [&](const json& i) { return i["ImageId"] == image; });
+    if (!image_known) {
+        fail(400, "InvalidAMIID.NotFound",
+             fmt::format("The image id '[{}]' does not exist", image));
+    }
+    const std::string type = params.value("InstanceType", "m1.small");
+    if (type.find('.') == std::string::npos) {
+        invalid(fmt::format("Invalid value '{}' for InstanceType.", type));
+    }
+    std::string key_name = params.value("KeyName", "");
+    if (!key_name.empty() && !key_pairs_.count(key_name)) {
+        fail(400, "InvalidKeyPair.NotFound",
+             fmt::format("The key pair '{}' does not exist", key_name));
+    }
+    json groups = json::array();
+    for (const auto& id : params.value("SecurityGroupIds", json::array())) {
+        auto it = security_groups_.find(id.get<std::string>());
+        if (it == security_groups_.end()) {
+            fail(400, "InvalidGroup.NotFound",
+                 fmt::format("The security group '{}' does not exist", id.get<std::string>()));
+        }
+        groups.push_back(
+            {{"GroupId", it->second["GroupId"]}, {"GroupName", it->second["GroupName"]}});
+    }
+    if (groups.empty())
+        groups.push_back({{"GroupId", "sg-0default00000001"}, {"GroupName", "default"}});
+    std::string user_data;
+    if (params.contains("UserData")) {
+        try {
+            user_data = aws::base64_decode(params["UserData"].get<std::string>());
+        } catch (const sky::Error&) {
+            invalid("Invalid BASE64 encoding of user data.");
+        }
+    }
+    json tags = json::array();
+    for (const auto& spec : params.value("TagSpecifications", json::array())) {
+        if (spec.value("ResourceType", "") == "instance") {
+            for (const auto& tag : spec.value("Tags", json::array())) tags.push_back(tag);
+        }
+    }
+    const bool spot = params.contains("InstanceMarketOptions") &&
+                      params["InstanceMarketOptions"].value("MarketType", "") == "spot";
+    const std::string az =
+        params.contains("Placement") && params["Placement"].contains("AvailabilityZone")
+            ? params["Placement"]["AvailabilityZone"].get<std::string>()
+            : options_.region + "a";
+
+    const std::string reservation_id = new_id("r");
+    json instances = json::array();
+    json ids = json::array();
+    for (long long n = 0; n < max_count; ++n) {
+        std::string id = new_id("i");
+        unsigned long long seq = next_id_;
+        std::string private_ip = fmt::format("10.0.{}.{}", (seq / 250) % 250, seq % 250 + 4);
+        json instance = {
+            {"InstanceId", id},
+            {"ImageId", image},
+            {"State", state(0, "pending")},
+            {"PrivateDnsName", fmt::format("ip-{}.ec2.internal",
+                                           std::regex_replace(private_ip, std::regex("\\."), "-"))},
+            {"PublicDnsName", ""},
+            {"StateTransitionReason", ""},
+            {"AmiLaunchIndex", n},
+            {"ProductCodes", json::array()},
+            {"InstanceType", type},
+            {"LaunchTime", now_iso()},
+            {"Placement", {{"AvailabilityZone", az}, {"GroupName", ""}, {"Tenancy", "default"}}},
+            {"Monitoring", {{"State", "disabled"}}},
+            {"SubnetId", "subnet-0fake000000001"},
+            {"VpcId", "vpc-0fake0000000001"},
+            {"PrivateIpAddress", private_ip},
+            {"SecurityGroups", groups},
+            {"StateReason", {{"Code", "pending"}, {"Message", "pending"}}},
+            {"Architecture", "x86_64"},
+            {"RootDeviceType", "ebs"},
+            {"RootDeviceName", "/dev/sda1"},
+            {"BlockDeviceMappings", json::array()},
+            {"VirtualizationType", "hvm"},
+            {"ClientToken", params.value("ClientToken", "")},
+            {"Tags", tags},
+            {"Hypervisor", "xen"},
+            {"EbsOptimized", false},
+        };
+        if (!key_name.empty()) instance["KeyName"] = key_name;
+        if (spot) {
+            instance["InstanceLifecycle"] = "spot";
+            instance["SpotInstanceRequestId"] = new_id("sir");
+        }
+        instances_[id] = instance;
+        instance_order_.push_back(id);
+        if (!user_data.empty()) user_data_[id] = user_data;
+        instances.push_back(instance);
+        ids.push_back(id);
+    }
+    json reservation = {{"ReservationId", reservation_id},
+                        {"OwnerId", kOwnerId},
+                        {"Groups", json::array()},
+                        {"InstanceIds", ids}};
+    reservations_[reservation_id] = reservation;
+    if (auto token = params.value("ClientToken", ""); !token.empty())
+        client_tokens_[token] = reservation_id;
+    reservation.erase("InstanceIds");
+    reservation["Instances"] = instances;
+    return reservation;
+}
+
+void FakeEc2::advance_states() {
+    // Each DescribeInstances moves instances one step: pending -> running (an address appears),
+    // shutting-down -> terminated (the address goes).
+    for (auto& [id, instance] : instances_) {
+        const std::string name = instance["State"]["Name"];
+        if (name == "pending") {
+            instance["State"] = state(16, "running");
+            instance.erase("StateReason");
+            unsigned long long n = std::hash<std::string>{}(id) % 250 + 2;
+            instance["PublicIpAddress"] = fmt::format("203.0.113.{}", n);
+            instance["PublicDnsName"] = fmt::format("ec2-203-0-113-{}.compute-1.amazonaws.com", n);
+        } else if (name == "shutting-down") {
+            instance["State"] = state(48, "terminated");
+            instance.erase("PublicIpAddress");
+            instance["PublicDnsName"] = "";
+            instance["StateReason"] = {
+                {"Code", "Client.UserInitiatedShutdown"},
+                {"Message", "Client.UserInitiatedShutdown: User initiated shutdown"}};
+        }
+    }
+}
+
+json FakeEc2::describe_instances(const json& params) {
+    std::lock_guard lock(mutex_);
+    advance_states();
+    std::vector<std::string> wanted;
+    for (const auto& id : params.value("InstanceIds", json::array())) {
+        if (!instances_.count(id.get<std::string>())) {
+            fail(400, "InvalidInstanceID.NotFound",
+                 fmt::format("The instance ID '{}' does not exist", id.get<std::string>()));
+        }
+        wanted.push_back(id);
+    }
+    const json filters = params.value("Filters", json::array());
+    json reservations = json::array();
+    for (const auto& [rid, reservation] : reservations_) {
+        json instances = json::array();
+        for (const auto& id : reservation["InstanceIds"]) {
+            if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), id) == wanted.end())
+                continue;
+            const json& instance = instances_.at(id);
+            if (instance_matches(instance, filters)) instances.push_back(instance);
+        }
+        if (instances.empty()) continue;
+        json r = reservation;
+        r.erase("InstanceIds");
+        r["Instances"] = instances;
+        reservations.push_back(r);
+    }
+    return {{"Reservations", reservations}};
+}
+
+json FakeEc2::terminate_instances(const json& params) {
+    std::lock_guard lock(mutex_);
+    json changes = json::array();
+    for (const auto& id : params.at("InstanceIds")) {
+        auto it = instances_.find(id.get<std::string>());
+        if (it == instances_.end()) {
+            fail(400, "InvalidInstanceID.NotFound",
+                 fmt::format("The instance ID '{}' does not exist", id.get<std::string>()));
+        }
+    }
+    for (const auto& id : params.at("InstanceIds")) {
+        json& instance = instances_.at(id.get<std::string>());
+        json previous = instance["State"];
+        const std::string name = previous["Name"];
+        if (name != "terminated" && name != "shutting-down")
+            instance["State"] = state(32, "shutting-down");
+        changes.push_back(
+            {{"InstanceId", id}, {"CurrentState", instance["State"]}, {"PreviousState", previous}});
+    }
+    return {{"TerminatingInstances", changes}};
+}
+
+json FakeEc2::describe_spot_price_history(const json& params) {
+    json types =
+        params.value("InstanceTypes", json::array({"g5.xlarge", "g4dn.xlarge", "p3.2xlarge"}));
+    json products = params.value("ProductDescriptions", json::array({"Linux/UNIX"}));
+    std::vector<std::string> zones = {options_.region + "a", options_.region + "b",
+                                      options_.region + "c"};
+    if (params.contains("AvailabilityZone"))
+        zones = {params["AvailabilityZone"].get<std::string>()};
+    json history = json::array();
+    for (const auto& type : types) {
+        for (const auto& product : products) {
+            for (const auto& zone : zones) {
+                history.push_back({{"AvailabilityZone", zone},
+                                   {"InstanceType", type},
+                                   {"ProductDescription", product},
+                                   {"SpotPrice", spot_price_for(type.get<std::string>())},
+                                   {"Timestamp", now_iso()}});
+            }
+        }
+    }
+    return {{"SpotPriceHistory", history}, {"NextToken", ""}};
+}
+
+json FakeEc2::import_key_pair(const json& params) {
+    std::lock_guard lock(mutex_);
+    const std::string name = params.at("KeyName");
+    const std::string material = params.at("PublicKeyMaterial");  // decoded from base64 already
+    if (key_pairs_.count(name)) {
+        fail(400, "InvalidKeyPair.Duplicate",
+             fmt::format("The keypair '{}' already exists.", name));
+    }
+    std::istringstream words(material);
+    std::string kind, blob;
+    words >> kind >> blob;
+    std::string decoded;
+    try {
+        decoded = aws::base64_decode(blob);
+    } catch (const sky::Error&) {
+    }
+    if ((kind != "ssh-ed25519" && kind != "ssh-rsa" && kind.rfind("ecdsa-sha2-", 0) != 0) ||
+        decoded.empty()) {
+        fail(400, "InvalidKey.Format", "Key is not in valid OpenSSH public key format");
+    }
+    json tags = json::array();
+    for (const auto& spec : params.value("TagSpecifications", json::array())) {
+        for (const auto& tag : spec.value("Tags", json::array())) tags.push_back(tag);
+    }
+    json info = {{"KeyName", name},
+                 {"KeyFingerprint", md5_fingerprint(decoded)},
+                 {"KeyPairId", new_id("key")},
+                 {"KeyType", kind == "ssh-rsa" ? "rsa" : "ed25519"},
+                 {"Tags", tags}};
+    key_pairs_[name] = info;
+    return info;
+}
+
+json FakeEc2::describe_key_pairs(const json& params) {
+    std::lock_guard lock(mutex_);
+    json out = json::array();
+    auto names = params.value("KeyNames", json::array());
+    for (const auto& name : names) {
+        if (!key_pairs_.count(name.get<std::string>())) {
+            fail(400, "InvalidKeyPair.NotFound",
+                 fmt::format("The key pair '{}' does not exist", name.get<std::string>()));
+        }
+    }
+    for (const auto& [name, info] : key_pairs_) {
+        if (names.empty() || std::find(names.begin(), names.end(), name) != names.end())
+            out.push_back(info);
+    }
+    return {{"KeyPairs", out}};
+}
+
+json FakeEc2::delete_key_pair(const json& params) {
+    std::lock_guard lock(mutex_);
+    key_pairs_.erase(params.value("KeyName", ""));  // deleting a missing key succeeds, as on EC2
+    return {{"Return", true}};
+}
+
+json FakeEc2::create_security_group(const json& params) {
+    std::lock_guard lock(mutex_);
+    const std::string name = params.at("GroupName");
+    for (const auto& [id, group] : security_groups_) {
+        if (group["GroupName"] == name) {
+            fail(400, "InvalidGroup.Duplicate",
+                 fmt::format("The security group '{}' already exists for VPC 'vpc-0fake0000000001'",
+                             name));
+        }
+    }
+    std::string id = new_id("sg");
+    security_groups_[id] = {{"GroupId", id},
+                            {"GroupName", name},
+                            {"Description", params.at("Description")},
+                            {"OwnerId", kOwnerId},
+                            {"VpcId", params.value("VpcId", "vpc-0fake0000000001")},
+                            {"IpPermissions", json::array()}};
+    return {{"GroupId", id}};
+}
+
+json FakeEc2::describe_security_groups(const json& params) {
+    std::lock_guard lock(mutex_);
+    json out = json::array();
+    auto ids = params.value("GroupIds", json::array());
+    auto names = params.value("GroupNames", json::array());
+    for (const auto& id : ids) {
+        if (!security_groups_.count(id.get<std::string>())) {
+            fail(400, "InvalidGroup.NotFound",
+                 fmt::format("The security group '{}' does not exist", id.get<std::string>()));
+        }
+    }
+    for (const auto& [id, group] : security_groups_) {
+        if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
+        if (!names.empty() &&
+            std::find(names.begin(), names.end(), group["GroupName"]) == names.end())
+            continue;
+        bool ok = true;
+        for (const auto& filter : params.value("Filters", json::array())) {
+            const std::string fname = filter.value("Name", "");
+            const json values = filter.value("Values", json::array());
+            if (fname == "group-name") {
+                ok = ok && any_match(values, group["GroupName"]);
+            } else if (fname == "group-id") {
+                ok = ok && any_match(values, id);
+            } else if (fname == "vpc-id") {
+                ok = ok && any_match(values, group["VpcId"]);
+            } else {
+                invalid(fmt::format("The filter '{}' is invalid", fname));
+            }
+        }
+        if (ok) out.push_back(group);
+    }
+    return {{"SecurityGroups", out}};
+}
+
+json FakeEc2::authorize_ingress(const json& params) {
+    std::lock_guard lock(mutex_);
+    const std::string id = params.value("GroupId", "");
+    auto it = security_groups_.find(id);
+    if (it == security_groups_.end()) {
+        fail(400, "InvalidGroup.NotFound",
+             fmt::format("The security group '{}' does not exist", id));
+    }
+    for (const auto& permission : params.value("IpPermissions", json::array())) {
+        it->second["IpPermissions"].push_back(permission);
+    }
+    return {{"Return", true}};
+}
+
+json FakeEc2::describe_images(const json& params) {
+    std::lock_guard lock(mutex_);
+    json out = json::array();
+    auto ids = params.value("ImageIds", json::array());
+    auto owners = params.value("Owners", json::array());
+    for (const auto& image : images_) {
+        if (!ids.empty() && std::find(ids.begin(), ids.end(), image["ImageId"]) == ids.end())
+            continue;
+        bool owner_ok = owners.empty();
+        for (const auto& owner : owners) {
+            owner_ok = owner_ok || owner == image["OwnerId"] ||
+                       (image.contains("ImageOwnerAlias") && owner == image["ImageOwnerAlias"]);
+        }
+        if (!owner_ok) continue;
+        bool ok = true;
+        for (const auto& filter : params.value("Filters", json::array())) {
+            const std::string fname = filter.value("Name", "");
+            const json values = filter.value("Values", json::array());
+            if (fname == "name") {
+                ok = ok && any_match(values, image["Name"]);
+            } else if (fname == "state") {
+                ok = ok && any_match(values, image["State"]);
+            } else if (fname == "architecture") {
+                ok = ok && any_match(values, image["Architecture"]);
+            } else if (fname == "owner-id") {
+                ok = ok && any_match(values, image["OwnerId"]);
+            } else {
+                invalid(fmt::format("The filter '{}' is invalid", fname));
+            }
+        }
+        if (ok) out.push_back(image);
+    }
+    return {{"Images", out}};
+}
+
+}  // namespace sky::test

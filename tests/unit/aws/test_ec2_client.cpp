@@ -1,0 +1,99 @@
+// Credential loading and the EC2 client's configuration checks (its calls are exercised against the
+// fake EC2 in tests/fakes/ec2).
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "providers/aws/ec2_client.hpp"
+
+using namespace sky::detail::aws;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+public:
+    void set(const std::string& name, const std::string& value) {
+        remember(name);
+        ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    void unset(const std::string& name) {
+        remember(name);
+        ::unsetenv(name.c_str());
+    }
+    ~ScopedEnv() {
+        for (const auto& [name, value] : saved_) {
+            if (value) {
+                ::setenv(name.c_str(), value->c_str(), 1);
+            } else {
+                ::unsetenv(name.c_str());
+            }
+        }
+    }
+
+private:
+    void remember(const std::string& name) {
+        if (saved_.count(name)) return;
+        const char* old = std::getenv(name.c_str());
+        saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    std::map<std::string, std::optional<std::string>> saved_;
+};
+
+}  // namespace
+
+TEST_CASE("aws credentials: environment first, then the shared file's profile", "[aws]") {
+    ScopedEnv env;
+    const fs::path file =
+        fs::temp_directory_path() / ("sky-aws-creds-" + std::to_string(::getpid()));
+    {
+        std::ofstream out(file);
+        out << "# comment\n[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = "
+               "defaultsecret\n\n[work]\naws_access_key_id=AKIDWORK\naws_secret_access_key="
+               "worksecret\n"
+               "aws_session_token = worktoken\n";
+    }
+    env.set("AWS_SHARED_CREDENTIALS_FILE", file.string());
+    env.unset("AWS_PROFILE");
+    env.unset("AWS_SESSION_TOKEN");
+    env.set("AWS_ACCESS_KEY_ID", "AKIDENV");
+    env.set("AWS_SECRET_ACCESS_KEY", "envsecret");
+    auto from_env = load_default_credentials();
+    REQUIRE(from_env);
+    CHECK(from_env->access_key_id == "AKIDENV");
+    CHECK(from_env->secret_access_key == "envsecret");
+
+    env.unset("AWS_ACCESS_KEY_ID");
+    env.unset("AWS_SECRET_ACCESS_KEY");
+    auto from_default = load_default_credentials();
+    REQUIRE(from_default);
+    CHECK(from_default->access_key_id == "AKIDDEFAULT");
+    CHECK(from_default->session_token.empty());
+
+    env.set("AWS_PROFILE", "work");
+    auto from_profile = load_default_credentials();
+    REQUIRE(from_profile);
+    CHECK(from_profile->access_key_id == "AKIDWORK");
+    CHECK(from_profile->secret_access_key == "worksecret");
+    CHECK(from_profile->session_token == "worktoken");
+
+    env.set("AWS_PROFILE", "absent");
+    CHECK_FALSE(load_default_credentials());
+    fs::remove(file);
+}
+
+TEST_CASE("aws client: refuses to start without credentials; default endpoint", "[aws]") {
+    CHECK_THROWS_AS(Ec2Client(Ec2ClientConfig{}), sky::ConfigError);
+    Ec2ClientConfig config;
+    config.region = "eu-west-1";
+    config.credentials = {"AKID", "secret", ""};
+    CHECK(Ec2Client(config).endpoint() == "https://ec2.eu-west-1.amazonaws.com");
+    config.endpoint = "http://127.0.0.1:9/";
+    CHECK(Ec2Client(config).endpoint() == "http://127.0.0.1:9");
+}

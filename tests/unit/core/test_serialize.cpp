@@ -1,0 +1,101 @@
+// Serialization: what travels comes back equal; the buffer grows in place.
+#include <catch2/catch.hpp>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "sky/compute.hpp"
+#include "sky/detail/serialize.hpp"
+
+namespace {
+struct Point {
+    double x = 0, y = 0;
+    std::string label;
+    template <class A>
+    void serialize(A& ar) {
+        ar(x, y, label);
+    }
+    bool operator==(const Point&) const = default;
+};
+struct NotSerializable {
+    int* p = nullptr;
+};
+Point mid(Point a, Point b) { return {(a.x + b.x) / 2, (a.y + b.y) / 2, a.label + b.label}; }
+}  // namespace
+
+using sky::detail::Buffer;
+
+TEST_CASE("values round trip through cereal into a Buffer", "[serialize]") {
+    Buffer b;
+    std::vector<float> v(1000);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+    std::map<std::string, int> m{{"a", 1}, {"b", 2}};
+    std::optional<int> o = 5;
+    std::variant<int, std::string> var = std::string("x");
+    std::tuple<int, double> t{1, 2.5};
+    Point p{1, 2, "p"};
+    sky::detail::save_to(b, v, m, o, var, t, p);
+    std::vector<float> v2;
+    std::map<std::string, int> m2;
+    std::optional<int> o2;
+    std::variant<int, std::string> var2;
+    std::tuple<int, double> t2;
+    Point p2;
+    sky::detail::load_from(b.span(), v2, m2, o2, var2, t2, p2);
+    CHECK(v2 == v);
+    CHECK(m2 == m);
+    CHECK(o2 == o);
+    CHECK(var2 == var);
+    CHECK(t2 == t);
+    CHECK(p2 == p);
+}
+
+TEST_CASE("reading past the end throws, never reads out of bounds", "[serialize]") {
+    Buffer b;
+    sky::detail::save_to(b, std::string("hello"));
+    std::string s;
+    auto cut = b.span().subspan(0, b.size() - 2);
+    CHECK_THROWS(sky::detail::load_from(cut, s));
+}
+
+TEST_CASE("Buffer grows, moves and consumes", "[serialize]") {
+    Buffer b;
+    for (int i = 0; i < 100000; ++i) b.append(&i, sizeof i);
+    CHECK(b.size() == 100000 * sizeof(int));
+    int x = 0;
+    std::memcpy(&x, b.data() + 4 * 99999, 4);
+    CHECK(x == 99999);
+    b.consume(4);
+    std::memcpy(&x, b.data(), 4);
+    CHECK(x == 1);
+    Buffer c = std::move(b);
+    CHECK(b.size() == 0);
+    CHECK(c.size() == 99999 * sizeof(int));
+}
+
+TEST_CASE("the serializable concept", "[serialize]") {
+    STATIC_REQUIRE(sky::serializable<std::vector<std::string>>);
+    STATIC_REQUIRE(sky::serializable<Point>);
+    STATIC_REQUIRE(sky::serializable<std::optional<std::map<int, std::vector<double>>>>);
+    STATIC_REQUIRE_FALSE(sky::serializable<NotSerializable>);
+}
+
+TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable", "[serialize]") {
+    auto p = sky::compute<mid>(Point{0, 0, "a"}, Point{2, 4, "b"}).retries(2).timeout(std::chrono::seconds(3));
+    CHECK(p.function_name().find("mid") != std::string_view::npos);
+    Buffer b;
+    sky::detail::save_to(b, p);
+    sky::PendingCompute<Point> q;
+    sky::detail::load_from(b.span(), q);
+    CHECK(q.function_name() == p.function_name());
+    CHECK(q.desc().signature == p.desc().signature);
+    CHECK(q.desc().options.retries == 2);
+    CHECK(q.desc().options.timeout == std::chrono::milliseconds(3000));
+    REQUIRE(q.desc().args->size() == p.desc().args->size());
+    CHECK(std::memcmp(q.desc().args->data(), p.desc().args->data(), p.desc().args->size()) == 0);
+    // .local runs here with no serialization.
+    CHECK(sky::compute<mid>.local(Point{0, 0, "a"}, Point{2, 4, "b"}) == Point{1, 2, "ab"});
+}
