@@ -1081,6 +1081,9 @@ int tcp_connect(const std::string& host, std::uint16_t port, Clock::time_point d
     return fd;
 }
 
+constexpr const char* kDefaultCiphers = "aes128-ctr,aes256-ctr,aes192-ctr";
+constexpr const char* kDefaultMacs = "hmac-sha2-256,hmac-sha1,hmac-sha2-512";
+
 void tune_socket(int fd, std::chrono::seconds keepalive) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -1299,13 +1302,13 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
         libssh2_session_set_blocking(s, 1);
         libssh2_session_set_timeout(s, std::max<long>(1, ms_left(deadline)));
         libssh2_session_method_pref(s, LIBSSH2_METHOD_HOSTKEY, hostkey_pref.c_str());
-        // AES-CTR runs on AES-NI; libssh2 1.10 has no AES-GCM or chacha20.
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_CS, "aes128-ctr,aes256-ctr,aes192-ctr");
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_SC, "aes128-ctr,aes256-ctr,aes192-ctr");
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_CS,
-                                    "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_SC,
-                                    "hmac-sha2-256,hmac-sha2-512,hmac-sha1");
+        // AES-CTR runs on AES-NI; libssh2 1.10 has no AES-GCM, chacha20 or ETM MACs.
+        const char* ciphers = o.ciphers.empty() ? kDefaultCiphers : o.ciphers.c_str();
+        const char* macs = o.macs.empty() ? kDefaultMacs : o.macs.c_str();
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_CS, ciphers);
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_SC, ciphers);
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_CS, macs);
+        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_SC, macs);
         int rc = libssh2_session_handshake(s, fd);
         if (rc != 0) {
             bool to = rc == LIBSSH2_ERROR_TIMEOUT || ms_left(deadline) == 0;
@@ -1370,9 +1373,19 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
 
 Session::~Session() { close(); }
 
-void Session::close() noexcept { impl_->close(); }
+Session& Session::operator=(Session&& other) noexcept {
+    if (this != &other) {
+        close();
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
+}
 
-bool Session::alive() const { return !impl_->dead && impl_->s != nullptr; }
+void Session::close() noexcept {
+    if (impl_) impl_->close();
+}
+
+bool Session::alive() const { return impl_ && !impl_->dead && impl_->s != nullptr; }
 
 const std::string& Session::host_key_fingerprint() const { return impl_->fingerprint; }
 

@@ -116,6 +116,9 @@ struct SessionOptions {
     /// SSH keepalive interval (0: none). TCP keepalive also bounds how long a dead peer goes
     /// unnoticed: about keepalive_interval * 3.
     std::chrono::seconds keepalive_interval{15};
+    /// Algorithm preferences, comma-separated, libssh2 names (empty: sky's defaults).
+    std::string ciphers;
+    std::string macs;
     /// Receive window of tunnel channels: larger keeps long fat links busy.
     std::uint32_t tunnel_window = 16u << 20;
 };
@@ -150,6 +153,9 @@ public:
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
+    Session(Session&&) noexcept = default;
+    /// Closes this session first.
+    Session& operator=(Session&& other) noexcept;
 
     /// Runs a command through the user's shell; blocks until it exits. Callbacks run on this
     /// thread. Several threads may exec at once on one session.

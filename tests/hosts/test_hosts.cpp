@@ -558,6 +558,15 @@ void TestHosts::kill_all_processes(int i) {
     }
 }
 
+void TestHosts::enter_netns(int i) const {
+    const auto& ns = netns(i);
+    int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("test hosts: cannot open netns " + ns);
+    int rc = ::setns(fd, CLONE_NEWNET);
+    ::close(fd);
+    if (rc != 0) throw std::runtime_error("test hosts: setns " + ns + ": " + std::strerror(errno));
+}
+
 void TestHosts::set_link_up(int i, bool up) {
     ip_or_throw({"link", "set", hosts_.at(static_cast<std::size_t>(i)).veth, up ? "up" : "down"});
 }

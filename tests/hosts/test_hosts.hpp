@@ -59,6 +59,9 @@ public:
     void kill_sshd(int i);
     /// Kills every process in host i's namespace (sshd, and whatever a test started there).
     void kill_all_processes(int i);
+    /// Moves the calling thread (only it) into host i's network namespace, e.g. to serve a
+    /// socket on the host's 127.0.0.1 from the test process. Threads it starts inherit it.
+    void enter_netns(int i) const;
     /// Takes host i's link down (a silent network partition: packets vanish) or back up.
     void set_link_up(int i, bool up);
     /// The per-run directory (keys, configs, logs).
