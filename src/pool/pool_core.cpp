@@ -1,6 +1,7 @@
 #include "pool/pool_core.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include <fmt/format.h>
@@ -143,6 +144,8 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     ch.idle_timeout_s = spec_.idle_timeout.count();
     ch.hard_timeout_s = spec_.timeout.count();
     ch.collect_metrics = spec_.collect_metrics;
+    // SKY_METRICS_INTERVAL_MS shortens the sampling interval (tests, dashboards).
+    if (const char* iv = std::getenv("SKY_METRICS_INTERVAL_MS")) ch.metrics_interval_ms = std::atoll(iv);
     Buffer payload;
     save_to(payload, ch);
     Buffer frame;
@@ -378,8 +381,19 @@ void PoolCore::reader_loop(NodeSlot* n) {
                     emit(LogLine{n->index, n->instance.id, std::move(m.line), m.timestamp});
                     break;
                 }
-                case MsgType::heartbeat:
-                case MsgType::metrics: break;
+                case MsgType::heartbeat: break;
+                case MsgType::metrics: {
+                    MetricsMsg m;
+                    try {
+                        load_from(f.payload, m);
+                    } catch (const std::exception& e) {
+                        throw ProtocolError(fmt::format("unreadable metrics frame: {}", e.what()));
+                    }
+                    emit(Metrics{n->instance.id, n->index, m.cpu_percent, m.memory_percent,
+                                 m.memory_used_mb, m.memory_total_mb, m.gpu_utilization,
+                                 m.gpu_memory_used_mb, m.gpu_memory_total_mb, m.gpu_temperature});
+                    break;
+                }
                 default:
                     throw ProtocolError(fmt::format("unexpected {} frame from the worker",
                                                     msg_type_name(f.header.type)));

@@ -150,6 +150,24 @@ struct ErrorMsg {
     }
 };
 
+/// Metrics payload: one sample of the node (GPU fields empty without a GPU).
+struct MetricsMsg {
+    double cpu_percent = 0;
+    double memory_percent = 0;
+    double memory_used_mb = 0;
+    double memory_total_mb = 0;
+    std::optional<double> gpu_utilization;
+    std::optional<double> gpu_memory_used_mb;
+    std::optional<double> gpu_memory_total_mb;
+    std::optional<double> gpu_temperature;
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(cpu_percent, memory_percent, memory_used_mb, memory_total_mb, gpu_utilization,
+           gpu_memory_used_mb, gpu_memory_total_mb, gpu_temperature);
+    }
+};
+
 /// The client's hello: who the worker is in the pool.
 struct ClientHello {
     std::uint32_t protocol = protocol_version;
@@ -165,12 +183,14 @@ struct ClientHello {
     std::int64_t idle_timeout_s = 600;
     std::int64_t hard_timeout_s = 3600;
     bool collect_metrics = false;
+    std::int64_t metrics_interval_ms = 5000;
     std::uint64_t max_frame = default_max_frame;
 
     template <class A>
     void serialize(A& ar) {
         ar(protocol, token, pool_id, instance_id, node, total_nodes, concurrency, head_addr,
-           head_port, accelerators, idle_timeout_s, hard_timeout_s, collect_metrics, max_frame);
+           head_port, accelerators, idle_timeout_s, hard_timeout_s, collect_metrics,
+           metrics_interval_ms, max_frame);
     }
 };
 

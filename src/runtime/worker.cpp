@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "metrics/metrics.hpp"
 #include "runtime/capture.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
@@ -108,6 +109,9 @@ public:
         if (!handshake()) return 3;
         watchdog_ = std::thread([this] { watchdog(); });
         watchdog_.detach();
+        if (collect_metrics_) {
+            std::thread([this] { metrics_loop(); }).detach();
+        }
         if (concurrency_ > 1)
             for (int i = 0; i < concurrency_; ++i) executors_.emplace_back([this, i] { executor(i); });
         int code = serve();
@@ -166,6 +170,9 @@ private:
         idle_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.idle_timeout_s));
         hard_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.hard_timeout_s));
         max_frame_ = ch.max_frame;
+        collect_metrics_ = ch.collect_metrics;
+        metrics_interval_ = std::chrono::milliseconds(std::max<std::int64_t>(100, ch.metrics_interval_ms));
+        if (!ch.accelerators.empty()) ::setenv("SKY_ACCELERATOR", ch.accelerators.front().c_str(), 1);
         in_worker.store(true, std::memory_order_release);
         // Calls may follow the hello in the same read: the same reader serves them.
         reader_ = std::make_unique<FrameReader>(std::move(*reader_), max_frame_);
@@ -338,6 +345,26 @@ private:
         }
     }
 
+    // Samples CPU, memory and (with nvidia-smi) GPUs every interval and sends them.
+    void metrics_loop() {
+        MetricsSampler sampler;
+        for (;;) {
+            std::this_thread::sleep_for(metrics_interval_);
+            MetricsSample s = sampler.sample();
+            MetricsMsg m{s.cpu_percent,     s.memory_percent,     s.memory_used_mb,
+                         s.memory_total_mb, s.gpu_utilization,    s.gpu_memory_used_mb,
+                         s.gpu_memory_total_mb, s.gpu_temperature};
+            Buffer p;
+            save_to(p, m);
+            try {
+                writer_.append(MsgType::metrics, 0, p.span());
+                writer_.flush();
+            } catch (...) {
+                return;
+            }
+        }
+    }
+
     void finish() {
         {
             std::lock_guard lk(m_);
@@ -361,6 +388,8 @@ private:
     std::chrono::seconds idle_timeout_{600};
     std::chrono::seconds hard_timeout_{3600};
     std::uint64_t max_frame_ = default_max_frame;
+    bool collect_metrics_ = false;
+    std::chrono::milliseconds metrics_interval_{5000};
     std::unique_ptr<OutputCapture> capture_;
     std::unique_ptr<FrameReader> reader_;
     std::thread watchdog_;

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <spawn.h>
 
 #include "e2e/local/functions.hpp"
@@ -181,4 +182,43 @@ TEST_CASE("a worker fed garbage closes the connection and exits, without a crash
     REQUIRE(r2 == pid);
     CHECK(WIFEXITED(st));
     CHECK(WEXITSTATUS(st) == 4);  // "closing the connection: bad frame magic"
+}
+
+TEST_CASE("workers sample metrics when collect_metrics is on", "[local][events]") {
+    ::setenv("SKY_METRICS_INTERVAL_MS", "100", 1);
+    std::mutex m;
+    std::vector<sky::Metrics> seen;
+    {
+        sky::ComputePool pool{{.nodes = 2, .display = sky::Display::quiet}};
+        pool.on<sky::Metrics>([&](const sky::Metrics& x) {
+            std::lock_guard lk(m);
+            seen.push_back(x);
+        });
+        for (int i = 0; i < 300; ++i) {
+            {
+                std::lock_guard lk(m);
+                std::set<int> nodes;
+                for (auto& x : seen) nodes.insert(x.node);
+                if (nodes.size() == 2) break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    {
+        sky::ComputePool off{{.nodes = 1, .display = sky::Display::quiet, .collect_metrics = false}};
+        int count = 0;
+        off.on<sky::Metrics>([&](const sky::Metrics&) { ++count; });
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        CHECK(count == 0);
+    }
+    ::unsetenv("SKY_METRICS_INTERVAL_MS");
+    std::lock_guard lk(m);
+    REQUIRE_FALSE(seen.empty());
+    for (auto& x : seen) {
+        CHECK(x.memory_total_mb > 0);
+        CHECK(x.memory_percent > 0);
+        CHECK(x.memory_percent <= 100);
+        CHECK(x.cpu_percent >= 0);
+        CHECK_FALSE(x.instance_id.empty());
+    }
 }
