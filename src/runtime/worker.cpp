@@ -1,7 +1,11 @@
 #include "runtime/worker.hpp"
 
 #include <csignal>
+#include <arpa/inet.h>
 #include <cxxabi.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <malloc.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -406,6 +410,46 @@ private:
 
 bool initialised() noexcept { return g_initialised.load(); }
 
+int listen_and_accept(const std::string& where, const std::string& port_file,
+                      std::chrono::seconds timeout) {
+    // where: "HOST:PORT" (an IPv4 address; a remote worker listens on 127.0.0.1 only and is
+    // reached through an SSH tunnel). PORT 0 picks a free one, written to port_file.
+    auto colon = where.rfind(':');
+    std::string host = colon == std::string::npos ? "127.0.0.1" : where.substr(0, colon);
+    int port = colon == std::string::npos ? std::atoi(where.c_str()) : std::atoi(where.c_str() + colon + 1);
+    int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
+        ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 4) != 0) {
+        std::fprintf(stderr, "sky worker: cannot listen on %s: %s\n", where.c_str(), std::strerror(errno));
+        return -1;
+    }
+    socklen_t len = sizeof a;
+    ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
+    if (!port_file.empty()) {
+        std::string tmp = port_file + ".tmp";
+        if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+            std::fprintf(f, "%d\n", ntohs(a.sin_port));
+            std::fclose(f);
+            std::rename(tmp.c_str(), port_file.c_str());
+        }
+    }
+    pollfd p{ls, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count() * 1000)) != 1) {
+        std::fprintf(stderr, "sky worker: no client connected within %lld s\n",
+                     static_cast<long long>(timeout.count()));
+        ::close(ls);
+        return -1;
+    }
+    int fd = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
+    ::close(ls);
+    return fd;
+}
+
 namespace {
 std::string& argv0() {
     static std::string s = "sky-worker";
@@ -448,14 +492,27 @@ void init(int argc, char** argv) {
         if (::getppid() != parent) ::_exit(0);
     }
     const char* fd_s = std::getenv("SKY_WORKER_FD");
+    const char* listen = std::getenv("SKY_WORKER_LISTEN");
     const char* token = std::getenv("SKY_WORKER_TOKEN");
-    if (!fd_s || !token) {
-        std::fprintf(stderr, "sky worker: SKY_WORKER_FD and SKY_WORKER_TOKEN must be set\n");
+    if ((!fd_s && !listen) || !token) {
+        std::fprintf(stderr,
+                     "sky worker: SKY_WORKER_TOKEN and SKY_WORKER_FD or SKY_WORKER_LISTEN must be "
+                     "set\n");
         std::_Exit(2);
     }
     std::string tok = token;
     ::unsetenv("SKY_WORKER_TOKEN");  // the function's child processes need not see it
-    int code = detail::run_worker(std::atoi(fd_s), tok, parent);
+    int fd = -1;
+    if (fd_s) {
+        fd = std::atoi(fd_s);
+    } else {
+        const char* port_file = std::getenv("SKY_WORKER_PORT_FILE");
+        const char* wait_s = std::getenv("SKY_WORKER_ACCEPT_TIMEOUT");
+        fd = detail::listen_and_accept(listen, port_file ? port_file : "",
+                                       std::chrono::seconds(wait_s ? std::atoi(wait_s) : 600));
+        if (fd < 0) std::_Exit(5);
+    }
+    int code = detail::run_worker(fd, tok, parent);
     std::fflush(nullptr);
     ::_exit(code);
 }

@@ -222,3 +222,56 @@ TEST_CASE("workers sample metrics when collect_metrics is on", "[local][events]"
         CHECK_FALSE(x.instance_id.empty());
     }
 }
+
+TEST_CASE("a worker can listen on loopback TCP (as remote workers do) and serve a call",
+          "[local][lifetime]") {
+    TempDir d;
+    std::string exe = self_exe();
+    std::string port_file = d.path + "/port";
+    std::vector<std::string> env_s = {"SKY_WORKER_LISTEN=127.0.0.1:0", "SKY_WORKER_TOKEN=tok",
+                                      "SKY_WORKER_PORT_FILE=" + port_file,
+                                      "SKY_WORKER_ACCEPT_TIMEOUT=20"};
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    char* argv[] = {exe.data(), const_cast<char*>("--sky-worker"), nullptr};
+    pid_t pid = 0;
+    REQUIRE(::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) == 0);
+    int port = 0;
+    for (int i = 0; i < 500 && port == 0; ++i) {
+        std::ifstream f(port_file);
+        if (!(f >> port)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(port > 0);
+    int fd = sky::detail::connect_tcp("127.0.0.1", port, std::chrono::seconds(5));
+    sky::detail::FdTransport t(fd, "tcp worker");
+    sky::detail::FrameReader r(t);
+    sky::detail::Frame f;
+    REQUIRE(r.next(f));
+    sky::detail::WorkerHello wh;
+    sky::detail::load_from(f.payload, wh);
+    CHECK(wh.token == "tok");
+    CHECK(wh.build_id == sky::detail::self_build_id());
+    sky::detail::ClientHello ch;
+    ch.token = "tok";
+    sky::detail::Buffer p, frame;
+    sky::detail::save_to(p, ch);
+    sky::detail::append_frame(frame, sky::detail::MsgType::hello, 0, p.span());
+    auto call = sky::compute<add>(2, 3);
+    sky::detail::Buffer cp;
+    sky::detail::append_call_header(cp, call.function_name(), call.desc().signature);
+    cp.append(call.desc().args->data(), call.desc().args->size());
+    sky::detail::append_frame(frame, sky::detail::MsgType::call, 77, cp.span());
+    std::span<const std::byte> one[] = {frame.span()};
+    t.write_all(one);
+    REQUIRE(r.next(f));
+    CHECK(f.header.type == sky::detail::MsgType::result);
+    CHECK(f.header.call_id == 77);
+    int result = 0;
+    sky::detail::load_from(f.payload, result);
+    CHECK(result == 5);
+    t.shutdown();
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st));
+}
