@@ -130,7 +130,12 @@ struct TpuOptions {
 /// NVIDIA B100 (Blackwell, 192 GB).
 [[nodiscard]] inline Accelerator B100(const Options& o = {}) { return make("B100", o); }
 /// NVIDIA B200 (Blackwell, 192 GB).
+// <termios.h> defines B200 as a baud rate; keep this declaration valid whatever the include
+// order. (After <termios.h>, call it as `(sky::accelerators::B200)()`.)
+#pragma push_macro("B200")
+#undef B200
 [[nodiscard]] inline Accelerator B200(const Options& o = {}) { return make("B200", o); }
+#pragma pop_macro("B200")
 /// NVIDIA GB200 (Grace Blackwell superchip, 384 GB).
 [[nodiscard]] inline Accelerator GB200(const Options& o = {}) { return make("GB200", o); }
 /// NVIDIA GH200 (Grace Hopper superchip, 96 GB).

@@ -37,11 +37,12 @@ struct Instance {
     std::optional<std::string> public_ip;
     std::optional<std::string> private_ip;
     bool spot = false;
-    double hourly_price = 0;
+    double hourly_price = 0;     ///< USD per hour at which it runs (spot or on-demand)
+    double on_demand_price = 0;  ///< USD per hour on-demand (for savings); 0 when free
 
     template <class Archive>
     void serialize(Archive& ar) {
-        ar(id, node, provider, instance_type, public_ip, private_ip, spot, hourly_price);
+        ar(id, node, provider, instance_type, public_ip, private_ip, spot, hourly_price, on_demand_price);
     }
 };
 

@@ -8,8 +8,12 @@
 
 namespace sky::detail {
 
-EventBus::EventBus(Display display, Callback on_event)
-    : display_(display), on_event_(std::move(on_event)), thread_([this] { run(); }) {}
+EventBus::EventBus(Display display, Callback on_event, std::function<std::vector<int>()> running)
+    : display_(display),
+      renderer_(display, stderr, ::isatty(2) == 1),
+      running_(std::move(running)),
+      on_event_(std::move(on_event)),
+      thread_([this] { run(); }) {}
 
 EventBus::~EventBus() { stop(); }
 
@@ -41,16 +45,25 @@ void EventBus::run() {
         std::deque<Event> batch;
         {
             std::unique_lock lk(m_);
-            cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-            if (queue_.empty() && stop_) return;
+            // The live display redraws ten times a second; otherwise wait for events.
+            if (display_ == Display::spinner)
+                cv_.wait_for(lk, std::chrono::milliseconds(100),
+                             [&] { return stop_ || !queue_.empty(); });
+            else
+                cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty() && stop_) {
+                renderer_.close();
+                return;
+            }
             batch.swap(queue_);
         }
         for (auto& e : batch) deliver(e, 0);
+        if (display_ == Display::spinner && running_) renderer_.tick(running_());
     }
 }
 
 void EventBus::deliver(const Event& e, int depth) {
-    show(e);
+    renderer_.show(e);
     std::optional<Event> answer;
     if (on_event_) {
         try {
@@ -71,20 +84,6 @@ void EventBus::deliver(const Event& e, int depth) {
     }
     dispatch_global(e, depth);
     if (answer && depth < max_event_depth) deliver(*answer, depth + 1);
-}
-
-void EventBus::show(const Event& e) {
-    if (display_ == Display::quiet) return;
-    if (display_ == Display::spinner && std::holds_alternative<Metrics>(e)) return;
-    std::string line;
-    if (auto* l = std::get_if<LogLine>(&e))
-        line = fmt::format("[node {}] {}\n", l->node, l->line);
-    else if (std::holds_alternative<Metrics>(e))
-        line = fmt::format("sky: {}\n", describe(e));
-    else
-        line = fmt::format("sky: {}\n", describe(e));
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
 }
 
 }  // namespace sky::detail

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "pool/display.hpp"
 #include "sky/events.hpp"
 #include "sky/pool.hpp"
 
@@ -22,7 +23,8 @@ void dispatch_global(const Event& event, int depth);
 
 class EventBus {
 public:
-    EventBus(Display display, Callback on_event);
+    /// `running` reports the calls running per node, for the live display.
+    EventBus(Display display, Callback on_event, std::function<std::vector<int>()> running = {});
     ~EventBus();
     void post(Event e);
     void add_handler(std::function<void(const Event&)> h);
@@ -32,9 +34,10 @@ public:
 private:
     void run();
     void deliver(const Event& e, int depth);
-    void show(const Event& e);
 
     Display display_;
+    DisplayRenderer renderer_;
+    std::function<std::vector<int>()> running_;
     Callback on_event_;
     std::mutex m_;
     std::condition_variable cv_;

@@ -50,8 +50,16 @@ void PoolCore::start() {
             "sky::init(argc, argv) was not called: make it the first line of main() so that "
             "worker processes of this program can serve calls");
     spec_.validate();
-    bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event);
+    bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event, [this] {
+        std::vector<int> running;
+        std::lock_guard lk(m_);
+        for (auto& n : nodes_)
+            running.push_back(static_cast<int>(
+                std::min<std::size_t>(n->inflight.size(), static_cast<std::size_t>(spec_.concurrency))));
+        return running;
+    });
     started_at_ = Clock::now();
+    cost_ = std::make_unique<CostTracker>(started_at_);
     try {
         backend_ = make_backend(spec_, id_);
         for (int i = 0; i < spec_.nodes; ++i) {
@@ -92,7 +100,15 @@ void PoolCore::connect_node(int i) {
     NodeStart s = backend_->connect(i, [this](Event e) { emit(std::move(e)); });
     n.instance = s.instance;
     n.transport = std::move(s.transport);
+    cost_started(n.instance);
     handshake(n, s.token);
+}
+
+void PoolCore::cost_started(const Instance& i) {
+    std::lock_guard lk(m_);
+    // Instance carries the rate it runs at; on-demand instances are their own baseline.
+    cost_->start(i.id, i.provider, i.spot, i.hourly_price, i.spot ? i.on_demand_price : i.hourly_price,
+                 Clock::now());
 }
 
 void PoolCore::handshake(NodeSlot& n, const std::string& token) {
@@ -436,6 +452,7 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             return;
         }
         n->state = NodeSlot::State::lost;
+        cost_->stop(n->instance.id, Clock::now());
         auto lost_error = [&](const Task& t) {
             std::string detail = ex.detail;
             if (!t.log_tail.empty())
@@ -505,7 +522,11 @@ void PoolCore::restart_node(int i) {
             std::lock_guard lk(n.write_m);
             n.transport = std::move(s.transport);
         }
-        n.instance = s.instance;
+        {
+            std::lock_guard lk(m_);
+            n.instance = s.instance;
+        }
+        cost_started(n.instance);
         handshake(n, s.token);
     } catch (const std::exception& e) {
         emit(ErrorEvent{fmt::format("node {}: replacement failed: {}", i, e.what()), old_id});
@@ -543,9 +564,11 @@ void PoolCore::supervisor_loop() {
     const auto hb = std::clamp<std::chrono::seconds>(spec_.idle_timeout / 4, std::chrono::seconds(1),
                                                      std::chrono::seconds(30));
     auto next_hb = Clock::now() + hb;
+    const auto cost_interval = std::chrono::seconds(10);
+    auto next_cost = Clock::now() + cost_interval;
     std::unique_lock lk(m_);
     while (!stop_supervisor_) {
-        auto wake = next_hb;
+        auto wake = std::min(next_hb, next_cost);
         if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
         if (restart_queue_.empty()) sup_cv_.wait_until(lk, wake);
         if (stop_supervisor_) break;
@@ -593,12 +616,22 @@ void PoolCore::supervisor_loop() {
         }
         bool heartbeat = now >= next_hb;
         if (heartbeat) next_hb = now + hb;
+        std::optional<CostSnapshot> cost_update;
+        if (now >= next_cost) {
+            next_cost = now + cost_interval;
+            auto snap = cost_->snapshot(now);
+            if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
+        }
         lk.unlock();
         for (auto [node, id] : cancels) send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
         if (heartbeat)
             for (auto& n : nodes_)
                 if (n->state == NodeSlot::State::ready) send_control(*n, MsgType::heartbeat, 0);
         finish(done);
+        if (cost_update)
+            emit(CostUpdate{cost_update->elapsed_seconds, cost_update->accumulated_cost,
+                            cost_update->hourly_rate, cost_update->spot_count,
+                            cost_update->ondemand_count});
         lk.lock();
     }
 }
@@ -676,8 +709,16 @@ void PoolCore::close(bool report) {
         if (n->reader.joinable()) n->reader.join();
     }
     if (bus_) {
-        double secs = std::chrono::duration<double>(Clock::now() - started_at_).count();
-        emit(CostFinal{0.0, secs, 0.0, 0, 0, 0.0});
+        CostSummary c;
+        {
+            std::lock_guard lk(m_);
+            auto end = Clock::now();
+            for (auto& n : nodes_)
+                if (!n->instance.id.empty()) cost_->stop(n->instance.id, end);
+            c = cost_->finish(end);
+        }
+        emit(CostFinal{c.total_cost, c.total_seconds, c.hourly_rate, c.spot_count,
+                       c.ondemand_count, c.savings_vs_ondemand});
         bus_->stop();
     }
     (void)report;
@@ -704,6 +745,9 @@ std::vector<Instance> PoolCore::instances() const {
     return v;
 }
 
-double PoolCore::cost() const { return 0.0; }
+double PoolCore::cost() const {
+    std::lock_guard lk(m_);
+    return cost_ ? cost_->snapshot(Clock::now()).accumulated_cost : 0.0;
+}
 
 }  // namespace sky::detail

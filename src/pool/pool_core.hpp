@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "catalog/cost.hpp"
 #include "pool/backend.hpp"
 #include "pool/event_bus.hpp"
 #include "runtime/protocol.hpp"
@@ -95,6 +96,7 @@ private:
     void reader_loop(NodeSlot* n);
     void node_lost(NodeSlot* n, const std::string& why, bool protocol_error);
     void supervisor_loop();
+    void cost_started(const Instance& i);
     void restart_node(int i);
     bool cancel_batch(BatchState* b);
 
@@ -113,6 +115,7 @@ private:
     std::unique_ptr<EventBus> bus_;
     std::vector<std::unique_ptr<NodeSlot>> nodes_;
     Clock::time_point started_at_;
+    std::unique_ptr<CostTracker> cost_;  // guarded by m_
 
     mutable std::mutex m_;
     std::condition_variable sup_cv_;

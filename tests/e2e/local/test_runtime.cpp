@@ -8,6 +8,8 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <poll.h>
+#include <pty.h>  // defines B200: sky.hpp must cope
 #include <spawn.h>
 
 #include "e2e/local/functions.hpp"
@@ -274,4 +276,72 @@ TEST_CASE("a worker can listen on loopback TCP (as remote workers do) and serve 
     int st = 0;
     ::waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st));
+}
+
+namespace {
+// Runs `body` with this process's stderr sent to `fd`, then restores it.
+template <class F>
+void with_stderr(int fd, F body) {
+    std::fflush(stderr);
+    int saved = ::dup(2);
+    ::dup2(fd, 2);
+    body();
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+}
+std::string drain(int fd) {
+    std::string out;
+    char buf[4096];
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) break;
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("spinner display redraws in place in a terminal", "[local][display]") {
+    int master = -1, slave = -1;
+    REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+    std::string screen;
+    std::thread reader([&] {
+        for (int i = 0; i < 400; ++i) {
+            std::string got = drain(master);
+            screen += got;
+            if (screen.find("summary") != std::string::npos) break;
+        }
+    });
+    with_stderr(slave, [&] {
+        sky::ComputePool pool{{.nodes = 2, .display = sky::Display::spinner}};
+        sky::compute<sleep_ms>(400) >> pool;
+        sky::compute<say_and_return>(1) >> pool;
+    });
+    reader.join();
+    ::close(slave);
+    ::close(master);
+    CHECK(screen.find("\x1b[") != std::string::npos);          // cursor movement: in place
+    CHECK(screen.find("running 1 call") != std::string::npos);  // the live state of a node
+    CHECK(screen.find("[node ") != std::string::npos);          // remote output above the block
+    CHECK(screen.find("summary") != std::string::npos);
+}
+
+TEST_CASE("spinner display prints plain lines when stderr is not a terminal", "[local][display]") {
+    char path[] = "/tmp/sky-e2e-spinner-XXXXXX";
+    int fd = ::mkstemp(path);
+    with_stderr(fd, [&] {
+        sky::ComputePool pool{{.nodes = 2, .display = sky::Display::spinner}};
+        sky::compute<add>(1, 2) >> pool;
+    });
+    ::close(fd);
+    std::ifstream f(path);
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    ::unlink(path);
+    CHECK(text.find("\x1b[") == std::string::npos);
+    CHECK(text.find("node 0 (local-") != std::string::npos);
+    CHECK(text.find("): ready") != std::string::npos);
+    CHECK(text.find("summary") != std::string::npos);
 }

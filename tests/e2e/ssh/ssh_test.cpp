@@ -351,6 +351,17 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
             }
         });
     }
+    threads.emplace_back([&] {
+        try {
+            auto blob = random_bytes(8u << 20, 99);
+            s.upload(std::span<const std::byte>(blob), "/tmp/sky-concurrent.bin", 0644);
+            auto r = s.exec("sha256sum /tmp/sky-concurrent.bin; rm -f /tmp/sky-concurrent.bin");
+            if (r.out.find(sha256_hex(blob)) == std::string::npos) ++failures;
+        } catch (const std::exception& e) {
+            UNSCOPED_INFO("upload: " << e.what());
+            ++failures;
+        }
+    });
     for (int i = 0; i < 5; ++i)
         CHECK(s.exec("echo " + std::to_string(i)).out == std::to_string(i) + "\n");
     for (auto& th : threads) th.join();
@@ -508,6 +519,29 @@ TEST_CASE("test hosts: nothing is left behind", "[ssh][e2e][hosts]") {
     // This run's names embed the netns tag; none of its links may remain.
     std::string tag = netns[0].substr(4, netns[0].size() - 4 - 2);
     CHECK(links.output.find(tag) == std::string::npos);
+}
+
+TEST_CASE("ssh: an idle session does not spin", "[ssh][e2e]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    Session s(options_for(hosts, 0));
+    start_echo_server(s, 7100);
+    auto t = s.open_tunnel("127.0.0.1", 7100);
+    std::thread reader([&] {
+        std::byte b[16];
+        t->read_some(b);
+    });
+    auto cpu = [] {
+        timespec ts{};
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+    };
+    double c0 = cpu();
+    std::this_thread::sleep_for(milliseconds(1500));
+    double used = cpu() - c0;
+    t->shutdown();
+    reader.join();
+    CHECK(used < 0.2);  // seconds of CPU over 1.5 s of waiting
 }
 
 // A C++ echo server on 127.0.0.1:port inside a test host's namespace, served by this process:

@@ -1,0 +1,137 @@
+#include "pool/display.hpp"
+
+#include <fmt/format.h>
+
+namespace sky::detail {
+
+namespace {
+constexpr const char* spin[] = {"|", "/", "-", "\\"};
+
+}  // namespace
+
+DisplayRenderer::DisplayRenderer(Display mode, std::FILE* out, bool terminal)
+    : mode_(mode), out_(out), terminal_(terminal) {}
+
+void DisplayRenderer::print(const std::string& text) {
+    if (mode_ == Display::spinner && terminal_) clear_block();
+    std::fwrite(text.data(), 1, text.size(), out_);
+    if (mode_ == Display::spinner && terminal_ && !closed_) redraw();
+    std::fflush(out_);
+}
+
+void DisplayRenderer::clear_block() {
+    if (drawn_lines_ == 0) return;
+    // Up to the block's first line, then clear everything below.
+    std::string s = fmt::format("\x1b[{}F\x1b[J", drawn_lines_);
+    std::fwrite(s.data(), 1, s.size(), out_);
+    drawn_lines_ = 0;
+}
+
+void DisplayRenderer::redraw() {
+    if (nodes_.empty()) return;
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::string s = fmt::format("{} sky pool {} | {} node{} | ${:.4f} (${:.3f}/h) | {:.0f}s\n",
+                                spin[frame_ % 4], pool_id_.empty() ? "starting" : pool_id_,
+                                nodes_.size(), nodes_.size() == 1 ? "" : "s", cost_, rate_, secs);
+    for (auto& [i, n] : nodes_) {
+        std::string what = n.phase;
+        if (n.phase == "ready" && n.running > 0)
+            what = fmt::format("running {} call{}", n.running, n.running == 1 ? "" : "s");
+        s += fmt::format("  node {:<3} {:<28} {}\n", i, n.instance_id, what);
+    }
+    std::fwrite(s.data(), 1, s.size(), out_);
+    drawn_lines_ = static_cast<int>(nodes_.size()) + 1;
+}
+
+void DisplayRenderer::tick(const std::vector<int>& running) {
+    if (mode_ != Display::spinner || !terminal_ || closed_) return;
+    for (std::size_t i = 0; i < running.size(); ++i) {
+        auto it = nodes_.find(static_cast<int>(i));
+        if (it != nodes_.end()) it->second.running = running[i];
+    }
+    ++frame_;
+    clear_block();
+    redraw();
+    std::fflush(out_);
+}
+
+void DisplayRenderer::close() {
+    if (closed_) return;
+    if (mode_ == Display::spinner && terminal_) {
+        clear_block();
+        std::fflush(out_);
+    }
+    closed_ = true;
+}
+
+void DisplayRenderer::phase(int node, const std::string& id, const std::string& what) {
+    auto& n = nodes_[node];
+    if (!id.empty()) n.instance_id = id;
+    if (n.phase == what) return;
+    n.phase = what;
+    if (mode_ == Display::spinner && !terminal_)
+        print(fmt::format("sky: node {} ({}): {}\n", node, n.instance_id, what));
+    else if (mode_ == Display::spinner)
+        print("");
+}
+
+void DisplayRenderer::summary(const CostFinal& c) {
+    if (nodes_.empty()) return;  // nothing started
+    std::map<std::string, int> types;
+    for (auto& [i, n] : nodes_) ++types[n.instance_type.empty() ? "-" : n.instance_type];
+    std::string t;
+    for (auto& [k, v] : types) t += fmt::format("{}{} x {}", t.empty() ? "" : ", ", v, k);
+    std::string s = fmt::format(
+        "sky: pool {} summary\n"
+        "  {:<6} {:<30} {:>10} {:>11} {:>10} {:>11}\n"
+        "  {:<6} {:<30} {:>9.2f}s {:>11} {:>10} {:>11}\n",
+        pool_id_, "nodes", "instance types", "time", "cost", "$/hour", "saved", nodes_.size(), t,
+        c.total_seconds, fmt::format("${:.4f}", c.total_cost), fmt::format("${:.3f}", c.hourly_rate),
+        fmt::format("${:.4f}", c.savings_vs_ondemand));
+    print(s);
+}
+
+void DisplayRenderer::show(const Event& e) {
+    if (mode_ == Display::quiet) return;
+    // State the live block needs, whatever the mode.
+    if (auto* p = std::get_if<InstanceProvisioned>(&e)) {
+        nodes_[p->node].instance_type = p->instance_type.value_or(p->provider);
+        if (mode_ == Display::spinner) phase(p->node, p->instance_id, "provisioned");
+    } else if (auto* ps = std::get_if<PoolStarted>(&e)) {
+        pool_id_ = ps->pool_id;
+        if (mode_ == Display::spinner)
+            for (auto& [i, n] : nodes_) phase(i, "", "ready");
+    } else if (auto* b = std::get_if<BootstrapProgress>(&e)) {
+        for (auto& [i, n] : nodes_)
+            if (n.instance_id == b->instance_id && mode_ == Display::spinner)
+                phase(i, "", "bootstrap: " + b->step);
+    } else if (auto* r = std::get_if<InstanceReplaced>(&e)) {
+        if (mode_ == Display::spinner) phase(r->node, r->new_instance_id, "ready");
+    } else if (auto* s = std::get_if<InstanceStopping>(&e)) {
+        for (auto& [i, n] : nodes_)
+            if (n.instance_id == s->instance_id && mode_ == Display::spinner) phase(i, "", "stopping");
+    } else if (auto* c = std::get_if<CostUpdate>(&e)) {
+        cost_ = c->accumulated_cost;
+        rate_ = c->hourly_rate;
+    }
+
+    if (auto* l = std::get_if<LogLine>(&e)) {
+        print(fmt::format("[node {}] {}\n", l->node, l->line));
+        return;
+    }
+    if (auto* c = std::get_if<CostFinal>(&e)) {
+        close();
+        summary(*c);
+        return;
+    }
+    if (mode_ == Display::log) {
+        print(fmt::format("sky: {}\n", describe(e)));
+        return;
+    }
+    // Spinner: errors and pool-level events as lines; node states live in the block.
+    if (std::holds_alternative<ErrorEvent>(e) || std::holds_alternative<PoolStarted>(e) ||
+        std::holds_alternative<PoolStopping>(e) || std::holds_alternative<InstancePreempted>(e))
+        print(fmt::format("sky: {}\n", describe(e)));
+}
+
+}  // namespace sky::detail
