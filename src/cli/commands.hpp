@@ -10,4 +10,8 @@ namespace sky::cli {
 /// Returns the process exit code (0 offers shown, 1 none match, 2 usage error).
 int catalog_command(const std::vector<std::string>& args);
 
+/// `sky doctor [--offline]`: which credentials are set (never their values) and which
+/// providers' endpoints answer.
+int doctor_command(const std::vector<std::string>& args);
+
 }  // namespace sky::cli

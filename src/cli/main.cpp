@@ -12,6 +12,7 @@ constexpr const char* usage =
     "\n"
     "commands:\n"
     "  catalog   offers that match an accelerator, cheapest first\n"
+    "  doctor    which providers have credentials, which endpoints answer\n"
     "  help      this text\n"
     "\n"
     "options:\n"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     std::string cmd = args[0];
     args.erase(args.begin());
     if (cmd == "catalog") return sky::cli::catalog_command(args);
+    if (cmd == "doctor") return sky::cli::doctor_command(args);
     std::fprintf(stderr, "sky: unknown command '%s'\n\n%s", cmd.c_str(), usage);
     return 2;
 }
