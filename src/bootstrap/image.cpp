@@ -128,9 +128,12 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
         }
     }
     s += "phase env\n";
-    s += "{\n";
-    for (auto& [k, v] : env) s += fmt::format("  echo {}\n", shell_quote("export " + k + "=" + shell_quote(v)));
-    s += "} > \"$SKY_HOME/env.sh\"\n";
+    // Written aside and renamed: nodes bootstrapping at once never read half a file.
+    s += "env_tmp=\"$SKY_HOME/env.sh.$$\"\n";
+    s += ": > \"$env_tmp\"\n";
+    for (auto& [k, v] : env)
+        s += fmt::format("echo {} >> \"$env_tmp\"\n", shell_quote("export " + k + "=" + shell_quote(v)));
+    s += "mv -f \"$env_tmp\" \"$SKY_HOME/env.sh\"\n";
     if (!files.empty()) {
         s += "phase files\n";
         for (auto& f : files) {

@@ -34,6 +34,8 @@ public:
     /// Acquires every instance (cloud: launch and wait; Local: nothing). Throws typed errors;
     /// whatever it started is released by stop_all().
     virtual void provision(int nodes, const std::function<void(Event)>& emit) = 0;
+    /// Node 0's address as the other nodes reach it (after provision()).
+    [[nodiscard]] virtual std::string head_address() const { return "127.0.0.1"; }
     /// Prepares node `node` and connects to its worker (called in parallel for the nodes).
     virtual NodeStart connect(int node, const std::function<void(Event)>& emit) = 0;
     /// After the node's connection ended: why.

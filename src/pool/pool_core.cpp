@@ -12,9 +12,11 @@
 namespace sky::detail {
 
 std::unique_ptr<Backend> make_local_backend(const PoolSpec& spec, const std::string& pool_id);
+std::unique_ptr<Backend> make_ssh_backend(const PoolSpec& spec, const std::string& pool_id);
 
 std::unique_ptr<Backend> make_backend(const PoolSpec& spec, const std::string& pool_id) {
     if (spec.provider.get<Local>()) return make_local_backend(spec, pool_id);
+    if (spec.provider.get<SSH>()) return make_ssh_backend(spec, pool_id);
     throw ConfigError(fmt::format(
         "PoolSpec::provider: the '{}' provider is not available in this build of sky yet",
         spec.provider.name()));
@@ -152,7 +154,7 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     ch.node = n.index;
     ch.total_nodes = spec_.nodes;
     ch.concurrency = spec_.concurrency;
-    ch.head_addr = nodes_[0]->instance.private_ip.value_or("127.0.0.1");
+    ch.head_addr = backend_->head_address();
     ch.head_port = 29500;
     if (spec_.accelerator)
         for (int k = 0; k < spec_.accelerator->count; ++k)

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <malloc.h>
 #include <sys/prctl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -194,6 +196,7 @@ private:
                 return 4;
             }
             last_heard_.store(now_s());
+            touch_heartbeat();
             switch (f.header.type) {
                 case MsgType::call:
                     if (concurrency_ == 1) {
@@ -215,6 +218,16 @@ private:
                     say(fmt::format("ignoring an unexpected {} frame", msg_type_name(f.header.type)));
             }
         }
+    }
+
+    // For the node's watchdog (a separate process): the file's mtime is when the client was
+    // last heard from. Touched at most once a second.
+    void touch_heartbeat() {
+        if (heartbeat_file_.empty()) return;
+        double now = now_s();
+        if (now - last_touch_ < 1.0) return;
+        last_touch_ = now;
+        ::utimensat(AT_FDCWD, heartbeat_file_.c_str(), nullptr, 0);
     }
 
     void executor(int slot) {
@@ -336,6 +349,10 @@ private:
                 ::_exit(0);
             }
             double now = now_s();
+            // A call in progress counts as contact: the node's watchdog must not stop a long
+            // call (the hard timeout still bounds it).
+            if (running_.load() > 0 && !heartbeat_file_.empty())
+                ::utimensat(AT_FDCWD, heartbeat_file_.c_str(), nullptr, 0);
             if (now - start > static_cast<double>(hard_timeout_.count())) {
                 say(fmt::format("hard timeout of {} s reached; exiting", hard_timeout_.count()));
                 ::_exit(0);
@@ -404,6 +421,10 @@ private:
     bool stop_ = false;
     std::atomic<int> running_{0};
     std::atomic<double> last_heard_{now_s()};
+    std::string heartbeat_file_ = std::getenv("SKY_WORKER_HEARTBEAT_FILE")
+                                      ? std::getenv("SKY_WORKER_HEARTBEAT_FILE")
+                                      : "";
+    double last_touch_ = 0;
 };
 
 }  // namespace
@@ -494,6 +515,21 @@ void init(int argc, char** argv) {
     const char* fd_s = std::getenv("SKY_WORKER_FD");
     const char* listen = std::getenv("SKY_WORKER_LISTEN");
     const char* token = std::getenv("SKY_WORKER_TOKEN");
+    std::string token_from_file;
+    if (const char* tf = std::getenv("SKY_WORKER_TOKEN_FILE")) {
+        // A remote worker reads its token from a 0600 file (not the command line), then
+        // removes it.
+        if (FILE* f = std::fopen(tf, "r")) {
+            char buf[256] = {};
+            if (std::fgets(buf, sizeof buf, f)) token_from_file = buf;
+            std::fclose(f);
+            while (!token_from_file.empty() &&
+                   (token_from_file.back() == '\n' || token_from_file.back() == '\r'))
+                token_from_file.pop_back();
+            ::unlink(tf);
+        }
+        if (!token_from_file.empty()) token = token_from_file.c_str();
+    }
     if ((!fd_s && !listen) || !token) {
         std::fprintf(stderr,
                      "sky worker: SKY_WORKER_TOKEN and SKY_WORKER_FD or SKY_WORKER_LISTEN must be "

@@ -172,6 +172,18 @@ struct Session::Impl {
     std::string label;  // "root@10.0.0.2:22"
     std::string fingerprint;
     int sock = -1;
+    // Socket I/O goes through these buffers (libssh2 send/recv callbacks, installed once the
+    // session is non-blocking): libssh2 writes one packet per send() and reads 16 KiB per recv();
+    // batching packets into one send per pump step and reading 256 KiB at a time cuts system
+    // calls on both ends of the connection.
+    std::vector<char> wbuf;
+    std::size_t whead = 0;
+    std::unique_ptr<char[]> rbuf;
+    std::size_t rhead = 0;
+    std::size_t rtail = 0;
+    int sock_error = 0;
+    static constexpr std::size_t kWriteCap = 1u << 20;
+    static constexpr std::size_t kReadBuf = 256u << 10;
     int wake_fd = -1;
     LIBSSH2_SESSION* s = nullptr;
     LIBSSH2_SFTP* sftp = nullptr;
@@ -213,6 +225,60 @@ struct Session::Impl {
     }
 
     // Pump thread: notes an EAGAIN so the poll waits for the right direction.
+    [[nodiscard]] std::size_t pending_out() const { return wbuf.size() - whead; }
+
+    // Pump thread: sends what the buffer holds, as far as the socket takes it.
+    void flush() {
+        while (pending_out() > 0 && sock_error == 0) {
+            ssize_t n = ::send(sock, wbuf.data() + whead, pending_out(), MSG_NOSIGNAL);
+            if (n > 0) {
+                whead += static_cast<std::size_t>(n);
+            } else if (n < 0 && errno == EINTR) {
+                continue;
+            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                break;
+            } else {
+                sock_error = n < 0 ? errno : EPIPE;
+            }
+        }
+        if (whead == wbuf.size()) {
+            wbuf.clear();
+            whead = 0;
+        } else if (whead >= kWriteCap) {
+            wbuf.erase(wbuf.begin(), wbuf.begin() + static_cast<std::ptrdiff_t>(whead));
+            whead = 0;
+        }
+    }
+
+    static ssize_t send_cb(libssh2_socket_t, const void* buf, std::size_t len, int,
+                           void** abstract) {
+        auto* im = static_cast<Impl*>(*abstract);
+        if (im->sock_error) return -im->sock_error;
+        if (im->pending_out() >= kWriteCap) {
+            im->flush();
+            if (im->sock_error) return -im->sock_error;
+            if (im->pending_out() >= kWriteCap) return -EAGAIN;  // libssh2 retries it later
+        }
+        const char* p = static_cast<const char*>(buf);
+        im->wbuf.insert(im->wbuf.end(), p, p + len);
+        return static_cast<ssize_t>(len);
+    }
+
+    static ssize_t recv_cb(libssh2_socket_t, void* buf, std::size_t len, int, void** abstract) {
+        auto* im = static_cast<Impl*>(*abstract);
+        if (im->rhead == im->rtail) {
+            ssize_t n = ::recv(im->sock, im->rbuf.get(), kReadBuf, 0);
+            if (n < 0) return -errno;
+            if (n == 0) return 0;
+            im->rhead = 0;
+            im->rtail = static_cast<std::size_t>(n);
+        }
+        std::size_t n = std::min(len, im->rtail - im->rhead);
+        std::memcpy(buf, im->rbuf.get() + im->rhead, n);
+        im->rhead += n;
+        return static_cast<ssize_t>(n);
+    }
+
     /// Returns true when a packet is left half sent: the caller must repeat the same call
     /// before any other libssh2 call may send.
     bool eagain() {
@@ -1145,6 +1211,7 @@ void Session::Impl::run() {
                     continue;
                 }
                 Step st = op->step(*this);
+                flush();
                 bool blocked_out =
                     (libssh2_session_block_directions(s) & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
                 if (st == Step::done) {
@@ -1189,9 +1256,17 @@ void Session::Impl::run() {
             }
             break;
         }
+        flush();
+        if (sock_error != 0) {
+            death = {Failure::lost, "ssh " + label + ": connection lost (send: " +
+                                        std::strerror(sock_error) + ")"};
+            dead = true;
+            break;
+        }
         pollfd p[2] = {{wake_fd, POLLIN, 0}, {sock, 0, 0}};
         if (round_dirs & LIBSSH2_SESSION_BLOCK_INBOUND) p[1].events |= POLLIN;
         if (round_dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) p[1].events |= POLLOUT;
+        if (pending_out() > 0) p[1].events |= POLLOUT;
         if (round_eagain && p[1].events == 0) p[1].events |= POLLIN;
         if (!(p[1].events & POLLIN)) p[1].events |= POLLRDHUP;
         int timeout = 1000;
@@ -1223,7 +1298,16 @@ void Session::Impl::teardown(std::vector<std::shared_ptr<Op>>& ops) {
     if (death.kind == Failure::none && !send_owner) {
         libssh2_session_disconnect(s, "sky: session closed");
     }
+    // Push out what is buffered (the goodbye), bounded, then end the socket for good.
+    auto deadline = Clock::now() + milliseconds(500);
+    for (int i = 0; i < 50 && pending_out() > 0 && sock_error == 0; ++i) {
+        flush();
+        if (pending_out() == 0 || Clock::now() > deadline) break;
+        pollfd p{sock, POLLOUT, 0};
+        ::poll(&p, 1, 10);
+    }
     ::shutdown(sock, SHUT_RDWR);
+    if (sock_error == 0) sock_error = EPIPE;  // later sends fail at once
     if (sftp) {
         libssh2_sftp_shutdown(sftp);
         sftp = nullptr;
@@ -1289,7 +1373,7 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
             continue;
         }
         tune_socket(fd, o.keepalive_interval);
-        LIBSSH2_SESSION* s = libssh2_session_init();
+        LIBSSH2_SESSION* s = libssh2_session_init_ex(nullptr, nullptr, nullptr, &im);
         if (!s) {
             ::close(fd);
             throw SshError("ssh " + im.label + ": cannot allocate a libssh2 session");
@@ -1354,6 +1438,12 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
         libssh2_keepalive_config(
             s, 1, static_cast<unsigned>(std::max<long>(o.keepalive_interval.count(), 0)));
         libssh2_session_set_blocking(s, 0);
+        // Only now: in blocking mode libssh2 would wait for answers to bytes still buffered.
+        im.rbuf.reset(new char[Impl::kReadBuf]);
+        libssh2_session_callback_set(s, LIBSSH2_CALLBACK_SEND,
+                                     reinterpret_cast<void*>(&Impl::send_cb));
+        libssh2_session_callback_set(s, LIBSSH2_CALLBACK_RECV,
+                                     reinterpret_cast<void*>(&Impl::recv_cb));
         im.s = s;
         im.sock = fd;
         im.fingerprint = actual;

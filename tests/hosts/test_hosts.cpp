@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -444,7 +445,6 @@ void TestHosts::setup(int n) {
 }
 
 void TestHosts::start_sshd(Host& h, int i) {
-    (void)i;
     int nsfd = ::open(("/run/netns/" + h.netns).c_str(), O_RDONLY | O_CLOEXEC);
     if (nsfd < 0) throw std::runtime_error("test hosts: cannot open netns " + h.netns);
     int logfd = ::open(h.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -454,6 +454,11 @@ void TestHosts::start_sshd(Host& h, int i) {
     }
     std::string cfg = h.config.string();
     const char* argv[] = {kSshd, "-D", "-e", "-f", cfg.c_str(), nullptr};
+    // Each host gets its own empty /root (a private mount namespace): sessions never run this
+    // machine's ~/.bashrc (which may be slow or take locks) nor touch its real home.
+    std::string home = (dir_ / ("root" + std::to_string(i))).string();
+    std::filesystem::create_directory(home);
+    std::filesystem::permissions(home, std::filesystem::perms::owner_all);
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -461,6 +466,9 @@ void TestHosts::start_sshd(Host& h, int i) {
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the listener dies with the test process
         if (::getppid() != parent) ::_exit(127);
         if (::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(126);
+        if (::unshare(CLONE_NEWNS) != 0) ::_exit(125);
+        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(124);
+        if (::mount(home.c_str(), "/root", nullptr, MS_BIND, nullptr) != 0) ::_exit(123);
         int devnull = ::open("/dev/null", O_RDONLY);
         ::dup2(devnull, 0);
         ::dup2(logfd, 1);

@@ -1,6 +1,8 @@
 #pragma once
 // Test hosts: N network namespaces on a private bridge, each running a real OpenSSH sshd with a
-// per-run ed25519 host key, reachable from this (the root) namespace. Tests get real SSH, real
+// per-run ed25519 host key, reachable from this (the root) namespace. Each sshd also has its own
+// mount namespace with an empty /root, so a host's root sessions start clean; the rest of the
+// file system (/tmp included) is this machine's. Tests get real SSH, real
 // SFTP and real direct-tcpip tunnels without a cloud. Needs root, `ip` and `/usr/sbin/sshd`;
 // callers check available() and skip with its reason otherwise.
 //

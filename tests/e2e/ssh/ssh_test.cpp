@@ -101,22 +101,25 @@ while True:
 )PY";
 
 // Uploads and starts the echo server on 127.0.0.1:port of the node; waits until it accepts.
-void start_echo_server(Session& s, std::uint16_t port) {
-    s.upload(std::string_view(kEchoServer), "/tmp/sky_echo.py", 0644);
-    auto r = s.exec("nohup python3 /tmp/sky_echo.py " + std::to_string(port) +
-                    " >/tmp/sky_echo.log 2>&1 &");
+// Returns its pid. Relative paths land in the host's private home.
+long start_echo_server(Session& s, std::uint16_t port) {
+    s.upload(std::string_view(kEchoServer), "sky_echo.py", 0644);
+    auto r = s.exec("nohup python3 sky_echo.py " + std::to_string(port) +
+                    " >sky_echo.log 2>&1 </dev/null & echo $!");
     REQUIRE(r.exit_status == 0);
+    long pid = std::stol(r.out);
     auto deadline = Clock::now() + std::chrono::seconds(10);
     for (int i = 0; i < 200; ++i) {
         try {
             auto t = s.open_tunnel("127.0.0.1", port, std::chrono::seconds(5));
-            return;
+            return pid;
         } catch (const ChannelError&) {
             if (Clock::now() > deadline) throw;
             std::this_thread::sleep_for(milliseconds(50));
         }
     }
-    FAIL("echo server did not start");
+    FAIL("echo server did not start: " << s.exec("cat sky_echo.log").out);
+    return 0;
 }
 
 // Sends `data` through the transport while a second thread reads it back; returns what came back.
@@ -318,7 +321,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(1);
     Session s(options_for(hosts, 0));
-    start_echo_server(s, 7100);
+    long echo_pid = start_echo_server(s, 7100);
 
     auto t = s.open_tunnel("127.0.0.1", 7100);
     CHECK(t->describe().find("127.0.0.1:7100") != std::string::npos);
@@ -354,8 +357,8 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     threads.emplace_back([&] {
         try {
             auto blob = random_bytes(8u << 20, 99);
-            s.upload(std::span<const std::byte>(blob), "/tmp/sky-concurrent.bin", 0644);
-            auto r = s.exec("sha256sum /tmp/sky-concurrent.bin; rm -f /tmp/sky-concurrent.bin");
+            s.upload(std::span<const std::byte>(blob), "concurrent.bin", 0644);
+            auto r = s.exec("sha256sum concurrent.bin; rm -f concurrent.bin");
             if (r.out.find(sha256_hex(blob)) == std::string::npos) ++failures;
         } catch (const std::exception& e) {
             UNSCOPED_INFO("upload: " << e.what());
@@ -380,7 +383,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
 
     // The worker dying shows as end of stream on its tunnel, not as a session failure.
     auto t3 = s.open_tunnel("127.0.0.1", 7100);
-    CHECK(s.exec("pkill -KILL -f '[s]ky_echo.py'").exit_status == 0);
+    CHECK(s.exec("kill -KILL " + std::to_string(echo_pid)).exit_status == 0);
     t0 = Clock::now();
     CHECK(t3->read_some(buf) == 0);
     CHECK(Clock::now() - t0 < std::chrono::seconds(5));

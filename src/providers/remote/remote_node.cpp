@@ -1,0 +1,338 @@
+#include "providers/remote/remote_node.hpp"
+
+#include <openssl/evp.h>
+#include <sys/utsname.h>
+
+#include <array>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "pool/pool_core.hpp"
+
+namespace sky::detail {
+
+namespace {
+
+std::string quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string sha256_file(const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+    std::vector<char> buf(1 << 20);
+    while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0) {
+        EVP_DigestUpdate(ctx, buf.data(), static_cast<std::size_t>(f.gcount()));
+        if (!f) break;
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    EVP_MD_CTX_free(ctx);
+    std::string hex;
+    for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
+    return hex;
+}
+
+// Newest GLIBC_2.N a file's symbol versions name.
+void glibc_needs(const std::filesystem::path& p, int& major, int& minor) {
+    std::ifstream f(p, std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(f)), {});
+    static const std::regex re("GLIBC_([0-9]+)\\.([0-9]+)");
+    for (auto it = std::sregex_iterator(data.begin(), data.end(), re); it != std::sregex_iterator(); ++it) {
+        int a = std::stoi((*it)[1]), b = std::stoi((*it)[2]);
+        if (a > major || (a == major && b > minor)) {
+            major = a;
+            minor = b;
+        }
+    }
+}
+
+bool is_c_library(const std::string& name) {
+    for (const char* c : {"libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so",
+                          "ld-linux", "linux-vdso", "libresolv.so", "libutil.so", "libmvec.so"})
+        if (name.find(c) != std::string::npos) return true;
+    return false;
+}
+
+}  // namespace
+
+const ShippedProgram& shipped_program() {
+    static const ShippedProgram p = [] {
+        ShippedProgram s;
+        s.exe = std::filesystem::read_symlink("/proc/self/exe");
+        s.hash = sha256_file("/proc/self/exe").substr(0, 16);
+        // The ldd closure minus the C library: what a stock image may lack.
+        std::string out;
+        if (FILE* f = ::popen("ldd /proc/self/exe 2>/dev/null", "r")) {
+            char buf[4096];
+            while (std::fgets(buf, sizeof buf, f)) out += buf;
+            ::pclose(f);
+        }
+        static const std::regex line(R"(^\s*(\S+)\s+=>\s+(/\S+))");
+        std::istringstream is(out);
+        for (std::string l; std::getline(is, l);) {
+            std::smatch m;
+            if (std::regex_search(l, m, line) && !is_c_library(m[1].str())) s.libs.emplace_back(m[2].str());
+        }
+        glibc_needs("/proc/self/exe", s.glibc_major, s.glibc_minor);
+        for (auto& lib : s.libs) glibc_needs(lib, s.glibc_major, s.glibc_minor);
+        return s;
+    }();
+    return p;
+}
+
+void RemoteNode::fail(const std::string& phase, const std::string& message,
+                      std::vector<std::string> output) const {
+    throw BootstrapError(node_, instance_id_, phase, message, std::move(output));
+}
+
+std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const PoolSpec& spec,
+                                              const std::string& pool_id, int node,
+                                              const std::string& instance_id,
+                                              const std::function<void(Event)>& emit) {
+    std::unique_ptr<RemoteNode> n(new RemoteNode());
+    n->where_ = where;
+    n->spec_ = spec;
+    n->node_ = node;
+    n->instance_id_ = instance_id;
+    ssh::SessionOptions o;
+    o.host = where.host;
+    o.port = where.port;
+    o.user = where.user;
+    o.private_key_file = where.private_key_file;
+    o.host_key = where.host_key;
+    o.connect_timeout = where.connect_timeout;
+    o.connect_attempts = where.connect_attempts;
+    n->session_ = std::make_unique<ssh::Session>(o);
+    auto& s = *n->session_;
+    emit(BootstrapStarting{instance_id});
+
+    // check: architecture and C library.
+    emit(BootstrapProgress{instance_id, "check"});
+    auto r = s.exec("uname -m; (ldd --version 2>&1 || true) | head -n1; echo \"$HOME\"",
+                    {.timeout = std::chrono::seconds(30)});
+    std::istringstream is(r.out);
+    std::string arch, libc, home;
+    std::getline(is, arch);
+    std::getline(is, libc);
+    std::getline(is, home);
+    utsname u{};
+    ::uname(&u);
+    if (r.exit_status != 0 || home.empty())
+        n->fail("check", fmt::format("could not inspect the node (exit status {})", r.exit_status),
+                {r.out, r.err});
+    if (arch != u.machine)
+        n->fail("check", fmt::format("the node is {} but this program is built for {}", arch, u.machine));
+    const auto& prog = shipped_program();
+    std::smatch m;
+    static const std::regex ver(R"((\d+)\.(\d+)\s*$)");
+    if (!std::regex_search(libc, m, ver))
+        n->fail("check", "the node has no GNU C library (ldd --version said: " + libc + ")");
+    int maj = std::stoi(m[1]), min = std::stoi(m[2]);
+    if (maj < prog.glibc_major || (maj == prog.glibc_major && min < prog.glibc_minor))
+        n->fail("check", fmt::format("the node's C library is glibc {}.{}, but this program needs "
+                                     "glibc {}.{} or newer: build it on an older system or use a "
+                                     "newer image",
+                                     maj, min, prog.glibc_major, prog.glibc_minor));
+    n->home_ = home;
+
+    // upload: content-addressed, so a second pool on the same node skips it.
+    const std::string cache = fmt::format("{}/.sky/bin/{}", home, prog.hash);
+    n->exe_path_ = cache + "/" + prog.exe.filename().string();
+    n->lib_dir_ = cache + "/lib";
+    auto present = s.exec(fmt::format("test -f {}/.complete && echo present", quote(cache)),
+                          {.timeout = std::chrono::seconds(30)});
+    if (present.out.find("present") == std::string::npos) {
+        emit(BootstrapProgress{instance_id, "upload"});
+        // Upload into a private directory, then rename: nodes that share a file system (or two
+        // pools at once) never see half a program.
+        std::string tmp = fmt::format("{}/.sky/bin/.tmp-{}", home, random_hex(12));
+        auto mk = s.exec(fmt::format("mkdir -p {}/lib", quote(tmp)), {.timeout = std::chrono::seconds(30)});
+        if (mk.exit_status != 0) n->fail("upload", "cannot create " + tmp, {mk.err});
+        try {
+            s.upload(prog.exe, tmp + "/" + prog.exe.filename().string(), 0755);
+            for (auto& lib : prog.libs) s.upload(lib, tmp + "/lib/" + lib.filename().string(), 0755);
+        } catch (const std::exception& e) {
+            s.exec("rm -rf " + quote(tmp));
+            n->fail("upload", e.what());
+        }
+        auto mv = s.exec(fmt::format("touch {0}/.complete && mkdir -p {1} && "
+                                     "(mv -T {0} {2} 2>/dev/null || rm -rf {0}); test -f {2}/.complete",
+                                     quote(tmp), quote(home + "/.sky/bin"), quote(cache)),
+                         {.timeout = std::chrono::seconds(60)});
+        if (mv.exit_status != 0) n->fail("upload", "could not put the program in place", {mv.err});
+    } else {
+        emit(BootstrapProgress{instance_id, "cached"});
+    }
+
+    // bootstrap: the image's idempotent script, phase by phase.
+    n->image_home_ = fmt::format("{}/.sky/image-{}", home, spec.image.content_hash());
+    n->run_dir_ = fmt::format("{}/.sky/run/{}/{}", home, pool_id, node);
+    auto mk = s.exec(fmt::format("mkdir -p {} {} && chmod 700 {}", quote(n->image_home_),
+                                 quote(n->run_dir_), quote(n->run_dir_)),
+                     {.timeout = std::chrono::seconds(30)});
+    if (mk.exit_status != 0) n->fail("bootstrap", "cannot create " + n->run_dir_, {mk.err});
+    const std::string script = spec.image.bootstrap(spec.timeout);
+    s.upload(std::string_view(script), n->run_dir_ + "/bootstrap.sh", 0700);
+    std::string phase = "bootstrap";
+    std::deque<std::string> tail;
+    std::mutex tail_m;
+    auto keep = [&](std::string_view line) {
+        std::lock_guard lk(tail_m);
+        tail.emplace_back(line);
+        if (tail.size() > 20) tail.pop_front();
+    };
+    ssh::ExecOptions eo;
+    eo.timeout = std::chrono::minutes(30);
+    eo.on_stdout = [&](std::string_view line) {
+        if (line.rfind("::sky-phase ", 0) == 0) {
+            phase = std::string(line.substr(12));
+            emit(BootstrapProgress{instance_id, phase});
+        } else {
+            keep(line);
+        }
+    };
+    eo.on_stderr = keep;
+    auto b = s.exec(fmt::format("SKY_HOME={} bash {}/bootstrap.sh", quote(n->image_home_),
+                                quote(n->run_dir_)),
+                    eo);
+    if (b.exit_status != 0)
+        n->fail(phase, fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
+                std::vector<std::string>(tail.begin(), tail.end()));
+
+    n->start_worker(emit);
+    emit(BootstrapCompleted{instance_id});
+    return n;
+}
+
+void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
+    auto& s = *session_;
+    emit(BootstrapProgress{instance_id_, "worker"});
+    token_ = random_hex(32);
+    const std::string token_line = token_ + "\n";
+    s.upload(std::string_view(token_line), run_dir_ + "/token", 0600);
+    std::string env;
+    for (auto& [k, v] : spec_.env) env += fmt::format("export {}={}; ", k, quote(v));
+    const std::string script = fmt::format(
+        "cd {run} && rm -f port exit && touch heartbeat && "
+        "[ -f {img}/env.sh ] && . {img}/env.sh; {env}"
+        "export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} "
+        "SKY_WORKER_LISTEN=127.0.0.1:0 SKY_WORKER_PORT_FILE={run}/port "
+        "SKY_WORKER_TOKEN_FILE={run}/token SKY_WORKER_HEARTBEAT_FILE={run}/heartbeat "
+        "SKY_WORKER_ACCEPT_TIMEOUT={accept}; "
+        "{exe} --sky-worker >> {run}/worker.log 2>&1; echo $? > {run}/exit",
+        fmt::arg("run", quote(run_dir_)), fmt::arg("img", quote(image_home_)), fmt::arg("env", env),
+        fmt::arg("lib", quote(lib_dir_)), fmt::arg("accept", spec_.idle_timeout.count()),
+        fmt::arg("exe", quote(exe_path_)));
+    // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
+    auto r = s.exec(fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $!", quote(script)),
+                    {.timeout = std::chrono::seconds(30)});
+    pgid_ = r.out.substr(0, r.out.find('\n'));
+    if (r.exit_status != 0 || pgid_.empty() || pgid_.find_first_not_of("0123456789") != std::string::npos)
+        fail("worker", "could not start the worker", {r.out, r.err});
+    auto port = s.exec(fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
+                                   "[ -f exit ] && break; sleep 0.1; done; tail -n 20 worker.log; exit 1",
+                                   quote(run_dir_)),
+                       {.timeout = std::chrono::seconds(30)});
+    if (port.exit_status != 0) {
+        std::vector<std::string> lines;
+        std::istringstream is(port.out);
+        for (std::string l; std::getline(is, l);) lines.push_back(l);
+        fail("worker", "the worker did not start listening", lines);
+    }
+    worker_port_ = static_cast<std::uint16_t>(std::stoi(port.out));
+
+    // The watchdog: a process of its own, independent of the worker and of this client. It ends
+    // the worker when the client has not been heard from for idle_timeout or when the hard
+    // timeout passes, then removes this pool's files; on a cloud instance it powers it off.
+    emit(BootstrapProgress{instance_id_, "watchdog"});
+    const auto deadline_cmd = fmt::format("$(( $(date +%s) + {} ))", spec_.timeout.count());
+    const std::string power_off =
+        where_.power_off_on_expiry ? "(sudo -n shutdown -h now || shutdown -h now) 2>/dev/null; " : "";
+    const std::string watchdog = fmt::format(
+        "deadline={deadline}; while kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
+        "hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo $now); "
+        "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then "
+        "echo \"sky watchdog: stopping the worker at $(date)\" >> {run}/watchdog.log; "
+        "kill -TERM -- -{pg} 2>/dev/null; sleep 2; kill -KILL -- -{pg} 2>/dev/null; "
+        "rm -rf {run}; {off}exit 0; fi; sleep 1; done",
+        fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_), fmt::arg("run", quote(run_dir_)),
+        fmt::arg("idle", spec_.idle_timeout.count()), fmt::arg("off", power_off));
+    auto w = s.exec(fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > {}/watchdog.pid",
+                                quote(watchdog), quote(run_dir_)),
+                    {.timeout = std::chrono::seconds(30)});
+    if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
+}
+
+std::unique_ptr<Transport> RemoteNode::connect_worker() {
+    return session_->open_tunnel("127.0.0.1", worker_port_, std::chrono::seconds(30));
+}
+
+void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
+    session_->exec(fmt::format("kill -KILL -- -{} 2>/dev/null; kill $(cat {}/watchdog.pid 2>/dev/null) 2>/dev/null; true",
+                               pgid_, quote(run_dir_)),
+                   {.timeout = std::chrono::seconds(30)});
+    start_worker(emit);
+}
+
+NodeExit RemoteNode::exit_reason() {
+    if (!session_ || !session_->alive())
+        return {NodeLostError::Reason::unreachable, fmt::format("the SSH connection to {} was lost", where_.host)};
+    try {
+        auto r = session_->exec(
+            fmt::format("for i in $(seq 20); do [ -f {0}/exit ] && break; sleep 0.1; done; "
+                        "cat {0}/exit 2>/dev/null || echo running",
+                        quote(run_dir_)),
+            {.timeout = std::chrono::seconds(10)});
+        std::string what = r.out.substr(0, r.out.find('\n'));
+        if (what == "running")
+            return {NodeLostError::Reason::unreachable, "the tunnel to the worker closed"};
+        int code = std::stoi(what);
+        if (code > 128)
+            return {NodeLostError::Reason::worker_crashed,
+                    fmt::format("the worker on {} was killed by signal {} ({})", where_.host,
+                                code - 128, strsignal(code - 128))};
+        if (code != 0)
+            return {NodeLostError::Reason::worker_crashed,
+                    fmt::format("the worker on {} exited with status {}", where_.host, code)};
+        return {NodeLostError::Reason::unreachable, fmt::format("the worker on {} exited", where_.host)};
+    } catch (const std::exception& e) {
+        return {NodeLostError::Reason::unreachable, e.what()};
+    }
+}
+
+bool RemoteNode::reachable() const { return session_ && session_->alive(); }
+
+void RemoteNode::stop() noexcept {
+    if (!session_) return;
+    try {
+        if (session_->alive() && !run_dir_.empty())
+            session_->exec(
+                fmt::format("kill $(cat {run}/watchdog.pid 2>/dev/null) 2>/dev/null; "
+                            "{killpg}"
+                            "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
+                            "rm -rf {run}; rmdir {pool} 2>/dev/null; true",
+                            fmt::arg("run", quote(run_dir_)),
+                            fmt::arg("pool", quote(std::filesystem::path(run_dir_).parent_path().string())),
+                            fmt::arg("killpg", pgid_.empty() ? "" : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep 0.2; kill -KILL -- -{0} 2>/dev/null; ", pgid_))),
+                {.timeout = std::chrono::seconds(15)});
+    } catch (...) {
+    }
+    try {
+        session_->close();
+    } catch (...) {
+    }
+}
+
+RemoteNode::~RemoteNode() { stop(); }
+
+}  // namespace sky::detail

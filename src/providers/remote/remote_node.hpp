@@ -1,0 +1,83 @@
+#pragma once
+// A node reached over SSH: the path every remote provider ends in. Ships the program (and the
+// shared libraries a stock image may lack), runs the image's bootstrap script, starts the worker
+// on 127.0.0.1 of the node and a watchdog beside it, and tunnels the worker connection through
+// the same SSH session.
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "pool/backend.hpp"
+#include "ssh/session.hpp"
+
+namespace sky::detail {
+
+struct RemoteNodeSpec {
+    std::string host;  ///< address the client connects to
+    std::uint16_t port = 22;
+    std::string user = "root";
+    std::filesystem::path private_key_file;
+    ssh::HostKeyPin host_key;
+    /// Cloud instances: the watchdog also powers the machine off (the provider terminates it on
+    /// shutdown). Never for sky::SSH hosts, which the user owns.
+    bool power_off_on_expiry = false;
+    std::chrono::milliseconds connect_timeout{15000};
+    int connect_attempts = 5;
+};
+
+class RemoteNode {
+public:
+    /// Connects, ships, bootstraps and starts the worker; emits BootstrapStarting, one
+    /// BootstrapProgress per phase and BootstrapCompleted. Throws BootstrapError naming the
+    /// phase (or an ssh::SshError when the node cannot be reached).
+    static std::unique_ptr<RemoteNode> start(const RemoteNodeSpec& where, const PoolSpec& spec,
+                                             const std::string& pool_id, int node,
+                                             const std::string& instance_id,
+                                             const std::function<void(Event)>& emit);
+    ~RemoteNode();
+
+    /// A new transport to the worker (an SSH direct-tcpip channel to 127.0.0.1:port).
+    std::unique_ptr<Transport> connect_worker();
+    [[nodiscard]] const std::string& token() const noexcept { return token_; }
+    /// Starts a fresh worker after the last one ended (the upload and bootstrap stay).
+    void restart_worker(const std::function<void(Event)>& emit);
+    /// Why the worker's connection ended.
+    NodeExit exit_reason();
+    [[nodiscard]] bool reachable() const;
+    /// Stops the worker and the watchdog and removes this pool's files from the node (the
+    /// content-addressed program cache stays for the next pool). Never throws.
+    void stop() noexcept;
+
+private:
+    RemoteNode() = default;
+    void start_worker(const std::function<void(Event)>& emit);
+    [[noreturn]] void fail(const std::string& phase, const std::string& message,
+                           std::vector<std::string> output = {}) const;
+
+    RemoteNodeSpec where_;
+    PoolSpec spec_;
+    int node_ = 0;
+    std::string instance_id_;
+    std::unique_ptr<ssh::Session> session_;
+    std::string home_;      // $HOME on the node
+    std::string exe_path_;  // the program on the node
+    std::string lib_dir_;   // shipped shared libraries
+    std::string image_home_;
+    std::string run_dir_;   // this pool's files for this node
+    std::string token_;
+    std::string pgid_;      // the worker's process group
+    std::uint16_t worker_port_ = 0;
+};
+
+/// The local program as it will be shipped: its content hash, the shared libraries to ship, the
+/// newest glibc symbol version it needs. Computed once per process.
+struct ShippedProgram {
+    std::filesystem::path exe;
+    std::string hash;                            // 16 hex chars of SHA-256
+    std::vector<std::filesystem::path> libs;     // ldd closure minus the C library itself
+    int glibc_major = 2, glibc_minor = 0;        // newest GLIBC_x.y the files need
+};
+const ShippedProgram& shipped_program();
+
+}  // namespace sky::detail

@@ -1,0 +1,117 @@
+// sky::SSH: machines the user already has. Node i is hosts[i]; nothing is rented or returned,
+// and the watchdog never powers a machine off.
+#include <cstdlib>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "pool/backend.hpp"
+#include "providers/remote/remote_node.hpp"
+
+namespace sky::detail {
+
+namespace {
+
+std::string home_path(const char* rel) {
+    const char* h = std::getenv("HOME");
+    return std::string(h ? h : "/root") + "/" + rel;
+}
+
+class SshBackend final : public Backend {
+public:
+    SshBackend(const PoolSpec& spec, std::string pool_id)
+        : spec_(spec), cfg_(*spec.provider.get<SSH>()), pool_id_(std::move(pool_id)) {}
+    ~SshBackend() override { stop_all(); }
+
+    std::string provider_name() const override { return "ssh"; }
+    std::string head_address() const override { return cfg_.hosts.at(0); }
+
+    void provision(int nodes, const std::function<void(Event)>& emit) override {
+        std::lock_guard lk(m_);
+        nodes_.resize(static_cast<std::size_t>(nodes));
+        emit(InstanceLaunching{nodes, "ssh", "ssh"});
+    }
+
+    NodeStart connect(int node, const std::function<void(Event)>& emit) override {
+        const std::string& host = cfg_.hosts.at(static_cast<std::size_t>(node));
+        std::string id = fmt::format("ssh-{}-{}", node, host);
+        RemoteNode* existing = nullptr;
+        {
+            std::lock_guard lk(m_);
+            existing = nodes_.at(static_cast<std::size_t>(node)).get();
+        }
+        if (existing && existing->reachable()) {
+            // A replacement: same machine, fresh worker.
+            existing->restart_worker(emit);
+        } else {
+            RemoteNodeSpec where;
+            where.host = host;
+            where.port = static_cast<std::uint16_t>(cfg_.port);
+            where.user = cfg_.user;
+            where.private_key_file =
+                cfg_.identity_file.empty() ? home_path(".ssh/id_ed25519") : cfg_.identity_file;
+            // Host keys are pinned: known_hosts decides, there is no trust on first use.
+            where.host_key = ssh::HostKeyPin::known_hosts(
+                cfg_.known_hosts.empty() ? home_path(".ssh/known_hosts") : cfg_.known_hosts);
+            emit(InstanceProvisioned{id, node, false, "ssh", host, std::string("ssh"), 0.0, std::nullopt});
+            auto n = RemoteNode::start(where, spec_, pool_id_, node, id, emit);
+            std::lock_guard lk(m_);
+            nodes_.at(static_cast<std::size_t>(node)) = std::move(n);
+            existing = nodes_.at(static_cast<std::size_t>(node)).get();
+        }
+        NodeStart s;
+        s.instance.id = id;
+        s.instance.node = node;
+        s.instance.provider = "ssh";
+        s.instance.instance_type = "ssh";
+        s.instance.public_ip = host;
+        s.instance.private_ip = host;
+        s.token = existing->token();
+        s.transport = existing->connect_worker();
+        return s;
+    }
+
+    NodeExit exit_reason(int node) override {
+        RemoteNode* n = nullptr;
+        {
+            std::lock_guard lk(m_);
+            n = nodes_.at(static_cast<std::size_t>(node)).get();
+        }
+        if (!n) return {NodeLostError::Reason::unreachable, "the node was never started"};
+        return n->exit_reason();
+    }
+
+    bool can_restart(int node) const override {
+        std::lock_guard lk(m_);
+        auto& n = nodes_.at(static_cast<std::size_t>(node));
+        return n && n->reachable();
+    }
+
+    void stop_all() noexcept override {
+        std::vector<std::unique_ptr<RemoteNode>> all;
+        {
+            std::lock_guard lk(m_);
+            for (auto& n : nodes_) all.push_back(std::move(n));
+        }
+        // In parallel: each stop is a round trip or two over its own session.
+        std::vector<std::thread> threads;
+        for (auto& n : all)
+            if (n) threads.emplace_back([p = n.get()] { p->stop(); });
+        for (auto& t : threads) t.join();
+    }
+
+private:
+    PoolSpec spec_;
+    SSH cfg_;
+    std::string pool_id_;
+    mutable std::mutex m_;
+    std::vector<std::unique_ptr<RemoteNode>> nodes_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_ssh_backend(const PoolSpec& spec, const std::string& pool_id) {
+    return std::make_unique<SshBackend>(spec, pool_id);
+}
+
+}  // namespace sky::detail

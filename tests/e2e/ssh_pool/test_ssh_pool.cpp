@@ -1,0 +1,273 @@
+// sky::SSH end to end: 4 test hosts, each a network namespace with its own address and sshd.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "hosts/test_hosts.hpp"
+#include "sky/sky.hpp"
+
+extern char** environ;
+using sky::test::TestHosts;
+
+namespace ssh_pool {
+
+int node_index() { return sky::instance_info().node; }
+sky::InstanceInfo info() { return sky::instance_info(); }
+int add(int a, int b) { return a + b; }
+int talk(int n) {
+    for (int i = 0; i < n; ++i) std::cout << "remote line " << i << std::endl;
+    return n;
+}
+int fail(int x) { throw std::out_of_range("remote failure " + std::to_string(x)); }
+int sleep_ms(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return sky::instance_info().node;
+}
+std::string getenv_of(std::string k) {
+    const char* v = std::getenv(k.c_str());
+    return v ? v : "<unset>";
+}
+std::vector<float> echo(std::vector<float> v) { return v; }
+
+sky::PoolSpec spec_for(const TestHosts& h, int nodes) {
+    sky::SSH ssh;
+    for (int i = 0; i < h.size(); ++i) ssh.hosts.push_back(h.address(i));
+    ssh.user = h.user();
+    ssh.port = h.port(0);
+    ssh.identity_file = h.client_key_path().string();
+    ssh.known_hosts = h.known_hosts_file().string();
+    return {.provider = ssh, .nodes = nodes, .display = sky::Display::quiet};
+}
+
+// Worker processes started from the shipped program cache.
+int remote_workers() {
+    auto r = sky::test::run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
+    int n = 0;
+    std::istringstream is(r.output);
+    for (std::string l; std::getline(is, l);)
+        if (!l.empty()) ++n;
+    return n;
+}
+
+bool wait_for(const std::function<bool()>& ok, std::chrono::seconds limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (ok()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return ok();
+}
+
+// A client that is SIGKILLed while its pool runs (the watchdog test). Reads hosts from a file.
+int orphan_client(const char* spec_file) {
+    std::ifstream f(spec_file);
+    sky::SSH ssh;
+    std::string host;
+    f >> ssh.identity_file >> ssh.known_hosts >> ssh.port;
+    while (f >> host) ssh.hosts.push_back(host);
+    sky::ComputePool pool{{.provider = ssh,
+                           .nodes = static_cast<int>(ssh.hosts.size()),
+                           .idle_timeout = std::chrono::seconds(3),
+                           .display = sky::Display::quiet}};
+    sky::compute<add>(1, 1) | pool;
+    std::ofstream(std::string(spec_file) + ".ready") << "ready\n";
+    std::this_thread::sleep_for(std::chrono::seconds(120));
+    return 0;
+}
+
+}  // namespace ssh_pool
+
+using namespace ssh_pool;
+
+#define SKIP_WITHOUT_HOSTS()                \
+    do {                                    \
+        std::string why_;                   \
+        if (!TestHosts::available(&why_)) { \
+            WARN("skipped: " << why_);      \
+            return;                         \
+        }                                   \
+    } while (0)
+
+TEST_CASE("ssh pool: every operator on 4 hosts, with distinct nodes and remote output",
+          "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(4);
+    std::mutex m;
+    std::vector<std::string> lines;
+    std::set<std::string> steps;
+    auto spec = spec_for(hosts, 4);
+    spec.env = {{"SKY_SSH_TEST", "yes"}};
+    spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+        std::lock_guard lk(m);
+        if (auto* l = std::get_if<sky::LogLine>(&e)) lines.push_back(l->line);
+        if (auto* b = std::get_if<sky::BootstrapProgress>(&e)) steps.insert(b->step);
+        return std::nullopt;
+    };
+    {
+        sky::ComputePool pool{spec};
+        CHECK((sky::compute<add>(2, 3) >> pool) == 5);
+        auto infos = sky::compute<info>() | pool;
+        REQUIRE(infos.size() == 4);
+        for (int i = 0; i < 4; ++i) {
+            CHECK(infos[static_cast<std::size_t>(i)].node == i);
+            CHECK(infos[static_cast<std::size_t>(i)].total_nodes == 4);
+            CHECK(infos[static_cast<std::size_t>(i)].head_addr == hosts.address(0));
+        }
+        auto [a, b] = (sky::compute<add>(1, 1) & sky::compute<getenv_of>("SKY_SSH_TEST")) >> pool;
+        CHECK(a == 2);
+        CHECK(b == "yes");
+        std::vector<sky::PendingCompute<int>> many;
+        for (int i = 0; i < 200; ++i) many.push_back(sky::compute<add>(i, i));
+        auto out = sky::gather(std::move(many)) >> pool;
+        for (int i = 0; i < 200; ++i) CHECK(out[static_cast<std::size_t>(i)] == 2 * i);
+        CHECK((sky::compute<talk>(3) >> pool) == 3);
+        try {
+            sky::compute<fail>(7) >> pool;
+            FAIL("no exception");
+        } catch (const sky::RemoteError& e) {
+            CHECK(e.type_name() == "std::out_of_range");
+            CHECK(e.message() == "remote failure 7");
+        }
+        std::vector<float> big(4 << 20, 2.5f);
+        CHECK((sky::compute<echo>(big) >> pool) == big);
+        auto inst = pool.instances();
+        REQUIRE(inst.size() == 4);
+        std::set<std::string> ips;
+        for (auto& i : inst) ips.insert(i.public_ip.value_or(""));
+        CHECK(ips.size() == 4);
+        CHECK(remote_workers() == 4);
+    }
+    std::lock_guard lk(m);
+    CHECK(std::count(lines.begin(), lines.end(), "remote line 2") == 1);
+    for (const char* s : {"check", "env", "worker", "watchdog"}) CHECK(steps.count(s) == 1);
+    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("ssh pool: a second pool reuses the uploaded program", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    for (int round = 0; round < 2; ++round) {
+        std::mutex m;
+        std::multiset<std::string> steps;
+        auto spec = spec_for(hosts, 2);
+        spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+            std::lock_guard lk(m);
+            if (auto* b = std::get_if<sky::BootstrapProgress>(&e)) steps.insert(b->step);
+            return std::nullopt;
+        };
+        {
+            sky::ComputePool pool{spec};
+            CHECK((sky::compute<add>(1, 2) >> pool) == 3);
+        }
+        std::lock_guard lk(m);
+        if (round == 1) {
+            CHECK(steps.count("cached") == 2);
+            CHECK(steps.count("upload") == 0);
+        }
+    }
+}
+
+TEST_CASE("ssh pool: a host key that does not match is refused", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    // Swap the keys: each address pinned to the other host's key.
+    std::string wrong = hosts.address(0) + " " + hosts.host_public_key(1) + "\n" +
+                        hosts.address(1) + " " + hosts.host_public_key(0) + "\n";
+    auto path = hosts.dir() / "wrong_known_hosts";
+    std::ofstream(path) << wrong;
+    auto spec = spec_for(hosts, 2);
+    std::get<sky::SSH>(const_cast<sky::Provider::Config&>(spec.provider.config())).known_hosts =
+        path.string();
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("the pool started with a wrong host key");
+    } catch (const sky::Error& e) {
+        std::string what = e.what();
+        bool names_a_key = what.find(hosts.host_key_fingerprint(0)) != std::string::npos ||
+                           what.find(hosts.host_key_fingerprint(1)) != std::string::npos;
+        INFO(what);
+        CHECK(names_a_key);
+    }
+    CHECK(remote_workers() == 0);
+}
+
+TEST_CASE("ssh pool: a bad apt package is a BootstrapError naming the phase", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    auto spec = spec_for(hosts, 1);
+    spec.image.apt = {"sky-no-such-package-xyz"};
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("bootstrap succeeded");
+    } catch (const sky::BootstrapError& e) {
+        CHECK(e.phase() == "apt");
+        CHECK(e.node() == 0);
+        CHECK_FALSE(e.output().empty());
+    }
+    CHECK(remote_workers() == 0);
+}
+
+TEST_CASE("ssh pool: losing a node mid-call fails that call, the others finish", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(4);
+    sky::ComputePool pool{spec_for(hosts, 4)};
+    std::vector<sky::Future<int>> calls;
+    for (int i = 0; i < 4; ++i) calls.push_back(pool.submit(sky::compute<sleep_ms>(1500)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    hosts.kill_all_processes(1);  // sshd and the worker of host 1
+    int ok = 0, lost = 0;
+    for (auto& f : calls) {
+        try {
+            f.get();
+            ++ok;
+        } catch (const sky::NodeLostError& e) {
+            CHECK(e.node() == 1);
+            ++lost;
+        }
+    }
+    CHECK(lost == 1);
+    CHECK(ok == 3);
+    // The pool goes on with the other nodes.
+    std::vector<sky::PendingCompute<int>> more;
+    for (int i = 0; i < 20; ++i) more.push_back(sky::compute<add>(i, 1));
+    CHECK((sky::gather(std::move(more)) >> pool).size() == 20);
+}
+
+TEST_CASE("ssh pool: the watchdog stops the workers of a client that died", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    std::string spec_file = (hosts.dir() / "orphan-spec").string();
+    {
+        std::ofstream f(spec_file);
+        f << hosts.client_key_path().string() << " " << hosts.known_hosts_file().string() << " "
+          << hosts.port(0);
+        for (int i = 0; i < hosts.size(); ++i) f << " " << hosts.address(i);
+        f << "\n";
+    }
+    char buf[4096];
+    auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    std::string exe(buf, static_cast<std::size_t>(n));
+    char* argv[] = {exe.data(), const_cast<char*>("--orphan-ssh-client"), spec_file.data(), nullptr};
+    pid_t client = 0;
+    REQUIRE(::posix_spawn(&client, exe.c_str(), nullptr, nullptr, argv, environ) == 0);
+    bool ready = wait_for([&] { return std::filesystem::exists(spec_file + ".ready"); },
+                          std::chrono::seconds(60));
+    REQUIRE(ready);
+    CHECK(remote_workers() == 2);
+    ::kill(client, SIGKILL);
+    int st;
+    ::waitpid(client, &st, 0);
+    // idle_timeout is 3 s; the watchdog checks every second.
+    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(20)));
+    auto runs = sky::test::run_command({"bash", "-c", "ls -A /root/.sky/run 2>/dev/null | wc -l"});
+    INFO(runs.output);
+}
