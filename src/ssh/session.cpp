@@ -183,6 +183,7 @@ struct Session::Impl {
     std::size_t rtail = 0;
     int sock_error = 0;
     static constexpr std::size_t kWriteCap = 1u << 20;
+    static constexpr std::size_t kFlushAt = 64u << 10;
     static constexpr std::size_t kReadBuf = 256u << 10;
     int wake_fd = -1;
     LIBSSH2_SESSION* s = nullptr;
@@ -261,6 +262,9 @@ struct Session::Impl {
         }
         const char* p = static_cast<const char*>(buf);
         im->wbuf.insert(im->wbuf.end(), p, p + len);
+        // Batch a few packets per send, not a whole step's worth: the server works on the
+        // first ones while libssh2 encrypts the next.
+        if (im->pending_out() >= kFlushAt) im->flush();
         return static_cast<ssize_t>(len);
     }
 

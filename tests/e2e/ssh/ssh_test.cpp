@@ -298,7 +298,8 @@ TEST_CASE("ssh: upload files and buffers with their mode", "[ssh][e2e]") {
         f.write(reinterpret_cast<const char*>(data.data()),
                 static_cast<std::streamsize>(data.size()));
     }
-    std::string remote = "/tmp/sky-upload-" + std::to_string(::getpid());
+    // In the host's private home (absolute, as the bootstrap will use).
+    std::string remote = "/root/sky-upload";
     s.upload(local, remote, 0750);
     auto r = s.exec("stat -c '%a %s' " + remote + " && sha256sum " + remote);
     REQUIRE(r.exit_status == 0);
