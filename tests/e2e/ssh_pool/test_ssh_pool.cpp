@@ -242,7 +242,7 @@ TEST_CASE("ssh pool: losing a node mid-call fails that call, the others finish",
     CHECK((sky::gather(std::move(more)) >> pool).size() == 20);
 }
 
-TEST_CASE("ssh pool: the watchdog stops the workers of a client that died", "[ssh_pool]") {
+TEST_CASE("ssh pool: the workers of a SIGKILLed client end", "[ssh_pool]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(2);
     std::string spec_file = (hosts.dir() / "orphan-spec").string();
@@ -270,4 +270,19 @@ TEST_CASE("ssh pool: the watchdog stops the workers of a client that died", "[ss
     CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(20)));
     auto runs = sky::test::run_command({"bash", "-c", "ls -A /root/.sky/run 2>/dev/null | wc -l"});
     INFO(runs.output);
+}
+
+TEST_CASE("ssh pool: the node's own watchdog ends a worker that stopped answering", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    auto spec = spec_for(hosts, 1);
+    spec.idle_timeout = std::chrono::seconds(3);
+    sky::ComputePool pool{spec};
+    CHECK((sky::compute<add>(1, 1) >> pool) == 2);
+    REQUIRE(remote_workers() == 1);
+    // Freeze the worker (its own idle check with it): only the separate watchdog process, which
+    // no longer sees the heartbeat file change, can end it.
+    auto r = sky::test::run_command({"pkill", "-STOP", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
+    CHECK(r.status == 0);
+    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(20)));
 }
