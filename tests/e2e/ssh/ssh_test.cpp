@@ -251,6 +251,17 @@ TEST_CASE("ssh: host keys are pinned", "[ssh][e2e]") {
         CHECK(Session(o).exec("true").exit_status == 0);
         CHECK(fingerprint_of_public_key(hosts.known_hosts_line(1)) ==
               hosts.host_key_fingerprint(1));
+        // Hashed entries (`ssh-keygen -H`, HashKnownHosts) match too.
+        auto hashed = hosts.dir() / "hashed_known_hosts";
+        std::filesystem::copy_file(hosts.known_hosts_file(), hashed);
+        auto r = sky::test::run_command({"ssh-keygen", "-q", "-H", "-f", hashed.string()});
+        REQUIRE(r.status == 0);
+        std::ifstream in(hashed);
+        std::string first;
+        std::getline(in, first);
+        REQUIRE(first.rfind("|1|", 0) == 0);
+        o.host_key = HostKeyPin::known_hosts(hashed);
+        CHECK(Session(o).exec("true").exit_status == 0);
     }
     SECTION("a known_hosts file without the host is a mismatch") {
         auto file = hosts.dir() / "other_known_hosts";
