@@ -1,5 +1,6 @@
 #pragma once
 /// \file The typed errors sky throws (api.md §3). No message ever contains a credential.
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -7,10 +8,18 @@
 
 namespace sky {
 
-/// Base of every error sky throws.
+/// Base of every error sky throws. It is also the `Error{message, instance_id}` event of
+/// api.md §9 (the same name is both there): as an event, read `message` and `instance_id`.
 class Error : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit Error(const std::string& what) : std::runtime_error(what), message(what) {}
+    explicit Error(const char* what) : Error(std::string(what)) {}
+    /// The event form: what went wrong, and on which instance when it concerns one.
+    Error(std::string what, std::optional<std::string> instance)
+        : std::runtime_error(what), message(std::move(what)), instance_id(std::move(instance)) {}
+
+    std::string message;                     ///< as for what()
+    std::optional<std::string> instance_id;  ///< set when the error concerns one instance
 };
 
 /// A bad option value; the message names the option and the value.

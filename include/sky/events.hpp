@@ -2,6 +2,8 @@
 /// \file Events and callbacks (api.md §9): what a pool reports while it lives.
 #include <functional>
 #include <optional>
+
+#include "sky/errors.hpp"
 #include <string>
 #include <variant>
 #include <vector>
@@ -105,12 +107,9 @@ struct CostFinal {
     double savings_vs_ondemand = 0;
 };
 /// Something went wrong that did not (yet) fail a call: a node lost, a bad frame, ...
-/// (api.md names this event `Error`, which is also the exception base sky::Error; the event is
-/// sky::ErrorEvent, also reachable as sky::events::Error.)
-struct ErrorEvent {
-    std::string message;
-    std::optional<std::string> instance_id;
-};
+/// api.md names this event `Error{message, instance_id}`; it is sky::Error itself (the base of
+/// sky's exceptions carries both fields), so `std::get_if<sky::Error>(&event)` works.
+using ErrorEvent = Error;
 
 /// Every event a pool can report.
 using Event = std::variant<InfraCreating, InfraCreated, InstanceLaunching, InstanceProvisioned,
@@ -176,7 +175,7 @@ using sky::LogLine;
 using sky::Metrics;
 using sky::PoolStarted;
 using sky::PoolStopping;
-using Error = sky::ErrorEvent;
+using sky::Error;
 }  // namespace events
 
 }  // namespace sky

@@ -30,6 +30,10 @@ struct Image {
     /// The idempotent bootstrap script; `ttl` is the node's hard lifetime (0: none). Each phase
     /// prints a marker line `::sky-phase <name>` so the pool can report progress.
     [[nodiscard]] std::string bootstrap(std::chrono::seconds ttl = std::chrono::seconds{0}) const;
+    /// Same, with the lifetime in seconds (as the product documents write it).
+    [[nodiscard]] std::string bootstrap(long long ttl_seconds) const {
+        return bootstrap(std::chrono::seconds{ttl_seconds});
+    }
     /// Throws sky::ConfigError for a value that cannot be right (bad package or variable name).
     void validate() const;
 };

@@ -76,3 +76,19 @@ TEST_CASE("every event type has a readable description", "[events]") {
     for (auto& e : all) CHECK_FALSE(sky::describe(e).empty());
     CHECK(sky::describe(sky::LogLine{1, "i", "hello", 0}) == "[node 1] hello");
 }
+
+TEST_CASE("the Error event is sky::Error, as api.md names both", "[events]") {
+    sky::Event e = sky::Error{"node 1 lost", "i-1"};
+    auto* err = std::get_if<sky::Error>(&e);
+    REQUIRE(err);
+    CHECK(err->message == "node 1 lost");
+    CHECK(err->instance_id == "i-1");
+    CHECK(std::string(err->what()) == "node 1 lost");
+    // And it is the base of every exception sky throws.
+    try {
+        throw sky::ConfigError("PoolSpec::nodes must be in [1, 4096], got 0");
+    } catch (const sky::Error& x) {
+        CHECK(x.message == x.what());
+        CHECK_FALSE(x.instance_id);
+    }
+}

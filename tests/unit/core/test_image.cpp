@@ -27,7 +27,8 @@ TEST_CASE("bootstrap reports phases and runs twice without harm", "[image]") {
     sky::Image img{.env = {{"GREETING", "it's \"quoted\" $HOME"}},
                    .setup = {"echo setup-ran >> \"$SKY_HOME/log\""},
                    .files = {{"/tmp/sky-test-image-file.txt", "content\nwith 'quotes'\n", 0600}}};
-    auto script = img.bootstrap(std::chrono::seconds(60));
+    auto script = img.bootstrap(60);
+    CHECK(script == img.bootstrap(std::chrono::minutes(1)));
     // Run it for real, twice, in a scratch SKY_HOME.
     char tmpl[] = "/tmp/sky-image-test-XXXXXX";
     std::string dir = ::mkdtemp(tmpl);
