@@ -23,7 +23,8 @@ struct function_traits;
 template <class R, class... A>
 struct function_traits<R (*)(A...)> {
     using result = R;
-    using args = std::tuple<std::decay_t<A>...>;
+    using args = std::tuple<std::decay_t<A>...>;  // what travels
+    using params = std::tuple<A...>;              // as declared (values, references)
     static constexpr std::size_t arity = sizeof...(A);
 };
 template <class R, class... A>
@@ -53,13 +54,16 @@ decltype(auto) as_param(A&& a) {
 
 template <auto F, class Tuple, std::size_t... I>
 void invoke_impl(std::span<const std::byte> in, Buffer& out, std::index_sequence<I...>) {
+    using T = function_traits<decltype(F)>;
     Tuple args;
     if constexpr (sizeof...(I) > 0) load_from(in, std::get<I>(args)...);
-    using R = std::decay_t<typename function_traits<decltype(F)>::result>;
+    // Each decoded argument as its parameter wants it: moved into a value or an rvalue
+    // reference, bound to an lvalue reference otherwise.
+    using R = std::decay_t<typename T::result>;
     if constexpr (std::is_void_v<R>) {
-        std::invoke(F, std::move(std::get<I>(args))...);
+        std::invoke(F, std::forward<std::tuple_element_t<I, typename T::params>>(std::get<I>(args))...);
     } else {
-        R r = std::invoke(F, std::move(std::get<I>(args))...);
+        R r = std::invoke(F, std::forward<std::tuple_element_t<I, typename T::params>>(std::get<I>(args))...);
         save_to(out, r);
     }
 }

@@ -98,3 +98,10 @@ TempDir::TempDir() {
 TempDir::~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
 
 }  // namespace e2e
+
+namespace e2e {
+std::string by_ref(const std::string& a, std::vector<int>& b, std::string&& c) {
+    b.push_back(1);
+    return a + std::to_string(b.size()) + c;
+}
+}  // namespace e2e

@@ -48,3 +48,7 @@ struct TempDir {
 };
 
 }  // namespace e2e
+
+namespace e2e {
+std::string by_ref(const std::string& a, std::vector<int>& b, std::string&& c);
+}  // namespace e2e

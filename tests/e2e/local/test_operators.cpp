@@ -158,3 +158,10 @@ TEST_CASE("MultiPool provisions pools in parallel", "[local][operators]") {
     CHECK(b.instance_count() == 2);
     CHECK((sky::compute<add>(1, 1) >> multi[1]) == 2);
 }
+
+TEST_CASE("parameters by const reference, lvalue reference and rvalue reference", "[local][operators]") {
+    sky::ComputePool pool{quiet(1)};
+    std::vector<int> v{1, 2};
+    CHECK((sky::compute<by_ref>(std::string("a"), v, std::string("c")) >> pool) == "a3c");
+    CHECK(v.size() == 2);  // the remote call changed its own copy
+}
