@@ -62,6 +62,13 @@ struct MetricsSample {
     std::optional<double> gpu_memory_used_mb;
     std::optional<double> gpu_memory_total_mb;
     std::optional<double> gpu_temperature;
+
+    /// The payload of a metrics frame.
+    template <class Archive>
+    void serialize(Archive& ar) {
+        ar(cpu_percent, memory_percent, memory_used_mb, memory_total_mb, gpu_utilization,
+           gpu_memory_used_mb, gpu_memory_total_mb, gpu_temperature);
+    }
 };
 
 /// Runs `program` with `args` (split on spaces), returning its stdout when it exits 0 within

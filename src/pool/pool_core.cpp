@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "metrics/metrics.hpp"
 #include "runtime/worker.hpp"
 #include "sky/detail/serialize.hpp"
 
@@ -13,10 +14,12 @@ namespace sky::detail {
 
 std::unique_ptr<Backend> make_local_backend(const PoolSpec& spec, const std::string& pool_id);
 std::unique_ptr<Backend> make_ssh_backend(const PoolSpec& spec, const std::string& pool_id);
+std::unique_ptr<Backend> make_aws_backend(const PoolSpec& spec, const std::string& pool_id);
 
 std::unique_ptr<Backend> make_backend(const PoolSpec& spec, const std::string& pool_id) {
     if (spec.provider.get<Local>()) return make_local_backend(spec, pool_id);
     if (spec.provider.get<SSH>()) return make_ssh_backend(spec, pool_id);
+    if (spec.provider.get<AWS>()) return make_aws_backend(spec, pool_id);
     throw ConfigError(fmt::format(
         "PoolSpec::provider: the '{}' provider is not available in this build of sky yet",
         spec.provider.name()));
@@ -401,7 +404,7 @@ void PoolCore::reader_loop(NodeSlot* n) {
                 }
                 case MsgType::heartbeat: break;
                 case MsgType::metrics: {
-                    MetricsMsg m;
+                    MetricsSample m;
                     try {
                         load_from(f.payload, m);
                     } catch (const std::exception& e) {

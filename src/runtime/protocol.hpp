@@ -31,7 +31,7 @@ enum class MsgType : std::uint8_t {
     result = 3,     // worker -> client: result bytes
     error = 4,      // worker -> client: ErrorMsg
     log = 5,        // worker -> client: LogMsg (call id 0: not inside a call)
-    metrics = 6,    // worker -> client: MetricsMsg
+    metrics = 6,    // worker -> client: MetricsSample
     heartbeat = 7,  // both ways, empty
     cancel = 8,     // client -> worker, empty: drop the call if it has not started
     shutdown = 9,   // client -> worker, empty: finish and exit
@@ -150,23 +150,7 @@ struct ErrorMsg {
     }
 };
 
-/// Metrics payload: one sample of the node (GPU fields empty without a GPU).
-struct MetricsMsg {
-    double cpu_percent = 0;
-    double memory_percent = 0;
-    double memory_used_mb = 0;
-    double memory_total_mb = 0;
-    std::optional<double> gpu_utilization;
-    std::optional<double> gpu_memory_used_mb;
-    std::optional<double> gpu_memory_total_mb;
-    std::optional<double> gpu_temperature;
-
-    template <class A>
-    void serialize(A& ar) {
-        ar(cpu_percent, memory_percent, memory_used_mb, memory_total_mb, gpu_utilization,
-           gpu_memory_used_mb, gpu_memory_total_mb, gpu_temperature);
-    }
-};
+/// Metrics payload: a cereal MetricsSample (metrics/metrics.hpp).
 
 /// The client's hello: who the worker is in the pool.
 struct ClientHello {

@@ -372,11 +372,8 @@ private:
         for (;;) {
             std::this_thread::sleep_for(metrics_interval_);
             MetricsSample s = sampler.sample();
-            MetricsMsg m{s.cpu_percent,     s.memory_percent,     s.memory_used_mb,
-                         s.memory_total_mb, s.gpu_utilization,    s.gpu_memory_used_mb,
-                         s.gpu_memory_total_mb, s.gpu_temperature};
             Buffer p;
-            save_to(p, m);
+            save_to(p, s);
             try {
                 writer_.append(MsgType::metrics, 0, p.span());
                 writer_.flush();
