@@ -14,4 +14,8 @@ int catalog_command(const std::vector<std::string>& args);
 /// providers' endpoints answer.
 int doctor_command(const std::vector<std::string>& args);
 
+/// `sky ls --provider aws [--region R] [--all]`: the instances sky launched (tag sky:pool), as a
+/// table; never prints a credential. Returns 0, 1 on a provider error, 2 on a usage error.
+int ls_command(const std::vector<std::string>& args);
+
 }  // namespace sky::cli

@@ -13,6 +13,7 @@ constexpr const char* usage =
     "commands:\n"
     "  catalog   offers that match an accelerator, cheapest first\n"
     "  doctor    which providers have credentials, which endpoints answer\n"
+    "  ls        instances sky launched and the provider still has (--provider aws)\n"
     "  help      this text\n"
     "\n"
     "options:\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (cmd == "catalog") return sky::cli::catalog_command(args);
     if (cmd == "doctor") return sky::cli::doctor_command(args);
+    if (cmd == "ls") return sky::cli::ls_command(args);
     std::fprintf(stderr, "sky: unknown command '%s'\n\n%s", cmd.c_str(), usage);
     return 2;
 }

@@ -416,26 +416,7 @@ void TestHosts::setup(int n) {
         }
         h.config = dir_ / ("sshd" + std::to_string(i) + ".conf");
         h.log = dir_ / ("sshd" + std::to_string(i) + ".log");
-        write_file(h.config, "ListenAddress " + h.address + ":22\n" + "HostKey " + key.string() +
-                                 "\n"
-                                 "PidFile none\n"
-                                 "AuthorizedKeysFile " +
-                                 (dir_ / "authorized_keys").string() +
-                                 "\n"
-                                 "PermitRootLogin prohibit-password\n"
-                                 "PubkeyAuthentication yes\n"
-                                 "PasswordAuthentication no\n"
-                                 "KbdInteractiveAuthentication no\n"
-                                 "UsePAM no\n"
-                                 "StrictModes no\n"
-                                 "AllowTcpForwarding yes\n"
-                                 "X11Forwarding no\n"
-                                 "PrintMotd no\n"
-                                 "UseDNS no\n"
-                                 "MaxSessions 64\n"
-                                 "MaxStartups 64:30:128\n"
-                                 "LogLevel VERBOSE\n"
-                                 "Subsystem sftp internal-sftp\n");
+        write_sshd_config(h, key, dir_ / "authorized_keys");
         start_sshd(h, i);
     }
     for (auto& h : hosts_) wait_listening(h, std::chrono::seconds(15));
@@ -444,7 +425,31 @@ void TestHosts::setup(int n) {
     write_file(known_hosts_file(), known);
 }
 
-void TestHosts::start_sshd(Host& h, int i) {
+void TestHosts::write_sshd_config(Host& h, const std::filesystem::path& host_key,
+                                  const std::filesystem::path& authorized_keys) {
+    write_file(h.config, "ListenAddress " + h.address + ":22\n" + "HostKey " + host_key.string() +
+                             "\n"
+                             "PidFile none\n"
+                             "AuthorizedKeysFile " +
+                             authorized_keys.string() +
+                             "\n"
+                             "PermitRootLogin prohibit-password\n"
+                             "PubkeyAuthentication yes\n"
+                             "PasswordAuthentication no\n"
+                             "KbdInteractiveAuthentication no\n"
+                             "UsePAM no\n"
+                             "StrictModes no\n"
+                             "AllowTcpForwarding yes\n"
+                             "X11Forwarding no\n"
+                             "PrintMotd no\n"
+                             "UseDNS no\n"
+                             "MaxSessions 64\n"
+                             "MaxStartups 64:30:128\n"
+                             "LogLevel VERBOSE\n"
+                             "Subsystem sftp internal-sftp\n");
+}
+
+void TestHosts::start_sshd(Host& h, int i, bool die_with_parent) {
     int nsfd = ::open(("/run/netns/" + h.netns).c_str(), O_RDONLY | O_CLOEXEC);
     if (nsfd < 0) throw std::runtime_error("test hosts: cannot open netns " + h.netns);
     int logfd = ::open(h.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -463,7 +468,10 @@ void TestHosts::start_sshd(Host& h, int i) {
     pid_t pid = ::fork();
     if (pid == 0) {
         // Only async-signal-safe calls between fork and exec.
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the listener dies with the test process
+        // The listener dies with the test process. Not when started from a short-lived thread
+        // (restart_sshd from a server's request thread): the death signal follows the thread;
+        // teardown, or the next run's sweep, ends those.
+        if (die_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (::getppid() != parent) ::_exit(127);
         if (::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(126);
         if (::unshare(CLONE_NEWNS) != 0) ::_exit(125);
@@ -564,6 +572,40 @@ void TestHosts::kill_all_processes(int i) {
         ::waitpid(h.sshd_pid, nullptr, 0);
         h.sshd_pid = -1;
     }
+}
+
+void TestHosts::restart_sshd(int i, const std::string& host_private_key,
+                             const std::string& authorized_keys) {
+    Host& h = hosts_.at(static_cast<std::size_t>(i));
+    kill_all_processes(i);
+    const std::string n = std::to_string(i);
+    auto key = dir_ / ("host" + n + "_assigned_ed25519");
+    auto auth = dir_ / ("authorized_keys" + n);
+    std::string priv = host_private_key;
+    if (!priv.empty() && priv.back() != '\n') priv += '\n';
+    {
+        std::error_code ec;
+        std::filesystem::remove(key, ec);
+        int fd = ::open(key.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) throw std::runtime_error("test hosts: cannot write " + key.string());
+        ::close(fd);
+    }
+    write_file(key, priv);
+    write_file(auth, authorized_keys.empty() || authorized_keys.back() == '\n'
+                         ? authorized_keys
+                         : authorized_keys + "\n");
+    auto pub = run_command({"ssh-keygen", "-y", "-f", key.string()});
+    if (pub.status != 0) throw std::runtime_error("test hosts: not an OpenSSH private key");
+    h.public_key = pub.output;
+    while (!h.public_key.empty() && h.public_key.back() == '\n') h.public_key.pop_back();
+    write_file(key.string() + ".pub", h.public_key + "\n");
+    auto fp = run_command({"ssh-keygen", "-l", "-E", "sha256", "-f", key.string() + ".pub"});
+    std::istringstream fs(fp.output);
+    std::string bits;
+    fs >> bits >> h.fingerprint;
+    write_sshd_config(h, key, auth);
+    start_sshd(h, i, false);
+    wait_listening(h, std::chrono::seconds(15));
 }
 
 void TestHosts::enter_netns(int i) const {

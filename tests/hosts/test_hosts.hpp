@@ -61,6 +61,11 @@ public:
     void kill_sshd(int i);
     /// Kills every process in host i's namespace (sshd, and whatever a test started there).
     void kill_all_processes(int i);
+    /// Plays a cloud's first boot: kills every process in host i's namespace, then starts its
+    /// sshd with this host private key (OpenSSH format) and these authorized keys (for root).
+    /// host_public_key(i) and host_key_fingerprint(i) follow the new key.
+    void restart_sshd(int i, const std::string& host_private_key,
+                      const std::string& authorized_keys);
     /// Moves the calling thread (only it) into host i's network namespace, e.g. to serve a
     /// socket on the host's 127.0.0.1 from the test process. Threads it starts inherit it.
     void enter_netns(int i) const;
@@ -84,7 +89,9 @@ private:
     };
     void setup(int n);
     void teardown() noexcept;
-    void start_sshd(Host& h, int i);
+    void start_sshd(Host& h, int i, bool die_with_parent = true);
+    void write_sshd_config(Host& h, const std::filesystem::path& host_key,
+                           const std::filesystem::path& authorized_keys);
     void wait_listening(Host& h, std::chrono::milliseconds timeout);
 
     std::string tag_;     // pid (base 32) + "x" + counter (base 32)

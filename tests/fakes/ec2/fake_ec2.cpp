@@ -8,8 +8,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <ctime>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
+#include "hosts/test_hosts.hpp"
 #include "http/http_client.hpp"
 #include "providers/aws/sigv4.hpp"
 
@@ -604,6 +607,7 @@ json FakeEc2::dispatch(const std::string& action, const json& params) {
     if (action == "DescribeSecurityGroups") return describe_security_groups(params);
     if (action == "AuthorizeSecurityGroupIngress") return authorize_ingress(params);
     if (action == "DescribeImages") return describe_images(params);
+    if (action == "DeleteSecurityGroup") return delete_security_group(params);
     fail(400, "UnsupportedOperation", fmt::format("The fake EC2 does not implement {}", action));
 }
 
@@ -678,6 +682,47 @@ json FakeEc2::run_instances(const json& params) {
             ? params["Placement"]["AvailabilityZone"].get<std::string>()
             : options_.region + "a";
 
+    // Test hosts: each instance is a free host, set up as cloud-init would from the user-data.
+    std::vector<int> hosts;
+    if (options_.hosts) {
+        host_used_.resize(static_cast<std::size_t>(options_.hosts->size()), false);
+        for (int h = 0;
+             h < options_.hosts->size() && static_cast<long long>(hosts.size()) < max_count; ++h)
+            if (!host_used_[static_cast<std::size_t>(h)]) hosts.push_back(h);
+        if (static_cast<long long>(hosts.size()) < min_count) {
+            fail(500, "InsufficientInstanceCapacity",
+                 fmt::format("We currently do not have sufficient {} capacity in the Availability "
+                             "Zone you requested ({}). Our system will be working on provisioning "
+                             "additional capacity.",
+                             type, az));
+        }
+        // Only the host key's heredoc is read from the script; the script never runs here (the
+        // namespaces share this machine's file system).
+        std::string host_key;
+        if (options_.install_host_key) {
+            const std::string open = "<<'SKY_HOST_KEY'\n", close = "\nSKY_HOST_KEY";
+            if (auto b = user_data.find(open); b != std::string::npos) {
+                b += open.size();
+                if (auto e = user_data.find(close, b); e != std::string::npos)
+                    host_key = user_data.substr(b, e - b);
+            }
+        }
+        std::string authorized;
+        if (auto it = key_material_.find(key_name); it != key_material_.end())
+            authorized = it->second;
+        for (int h : hosts) {
+            std::string key = host_key;
+            if (key.empty()) {  // no key in the user-data: the host keeps its own
+                std::ifstream in(options_.hosts->dir() / ("host" + std::to_string(h) + "_ed25519"));
+                std::stringstream ss;
+                ss << in.rdbuf();
+                key = ss.str();
+            }
+            options_.hosts->restart_sshd(h, key, authorized);
+            host_used_[static_cast<std::size_t>(h)] = true;
+        }
+    }
+
     const std::string reservation_id = new_id("r");
     json instances = json::array();
     json ids = json::array();
@@ -685,6 +730,11 @@ json FakeEc2::run_instances(const json& params) {
         std::string id = new_id("i");
         unsigned long long seq = next_id_;
         std::string private_ip = fmt::format("10.0.{}.{}", (seq / 250) % 250, seq % 250 + 4);
+        if (options_.hosts) {
+            const int h = hosts.at(static_cast<std::size_t>(n));
+            instance_host_[id] = h;
+            private_ip = options_.hosts->address(h);
+        }
         json instance = {
             {"InstanceId", id},
             {"ImageId", image},
@@ -747,6 +797,8 @@ void FakeEc2::advance_states() {
             instance.erase("StateReason");
             unsigned long long n = std::hash<std::string>{}(id) % 250 + 2;
             instance["PublicIpAddress"] = fmt::format("203.0.113.{}", n);
+            if (auto h = instance_host_.find(id); h != instance_host_.end())
+                instance["PublicIpAddress"] = options_.hosts->address(h->second);
             instance["PublicDnsName"] = fmt::format("ec2-203-0-113-{}.compute-1.amazonaws.com", n);
         } else if (name == "shutting-down") {
             instance["State"] = state(48, "terminated");
@@ -803,8 +855,10 @@ json FakeEc2::terminate_instances(const json& params) {
         json& instance = instances_.at(id.get<std::string>());
         json previous = instance["State"];
         const std::string name = previous["Name"];
-        if (name != "terminated" && name != "shutting-down")
+        if (name != "terminated" && name != "shutting-down") {
             instance["State"] = state(32, "shutting-down");
+            release_host(id.get<std::string>());
+        }
         changes.push_back(
             {{"InstanceId", id}, {"CurrentState", instance["State"]}, {"PreviousState", previous}});
     }
@@ -864,6 +918,7 @@ json FakeEc2::import_key_pair(const json& params) {
                  {"KeyType", kind == "ssh-rsa" ? "rsa" : "ed25519"},
                  {"Tags", tags}};
     key_pairs_[name] = info;
+    key_material_[name] = material;
     return info;
 }
 
@@ -886,6 +941,7 @@ json FakeEc2::describe_key_pairs(const json& params) {
 
 json FakeEc2::delete_key_pair(const json& params) {
     std::lock_guard lock(mutex_);
+    key_material_.erase(params.value("KeyName", ""));
     key_pairs_.erase(params.value("KeyName", ""));  // deleting a missing key succeeds, as on EC2
     return {{"Return", true}};
 }
@@ -992,6 +1048,68 @@ json FakeEc2::describe_images(const json& params) {
         if (ok) out.push_back(image);
     }
     return {{"Images", out}};
+}
+
+}  // namespace sky::test
+
+namespace sky::test {
+
+void FakeEc2::release_host(const std::string& instance_id) {
+    auto it = instance_host_.find(instance_id);
+    if (it == instance_host_.end()) return;
+    // The machine is gone: everything on it stops (sshd too, until the host is handed out again).
+    options_.hosts->kill_all_processes(it->second);
+    host_used_.at(static_cast<std::size_t>(it->second)) = false;
+    instance_host_.erase(it);
+}
+
+int FakeEc2::host_of(const std::string& instance_id) const {
+    std::lock_guard lock(mutex_);
+    auto it = instance_host_.find(instance_id);
+    return it == instance_host_.end() ? -1 : it->second;
+}
+
+void FakeEc2::set_instance_state(const std::string& instance_id, const std::string& name,
+                                 const std::string& reason_code) {
+    std::lock_guard lock(mutex_);
+    auto it = instances_.find(instance_id);
+    if (it == instances_.end()) return;
+    static const std::map<std::string, int> codes = {{"pending", 0},        {"running", 16},
+                                                     {"shutting-down", 32}, {"terminated", 48},
+                                                     {"stopping", 64},      {"stopped", 80}};
+    it->second["State"] = json{{"Code", codes.count(name) ? codes.at(name) : 0}, {"Name", name}};
+    if (!reason_code.empty())
+        it->second["StateReason"] = {{"Code", reason_code}, {"Message", reason_code}};
+    if (name == "terminated" || name == "shutting-down") {
+        it->second.erase("PublicIpAddress");
+        release_host(instance_id);
+    }
+}
+
+json FakeEc2::delete_security_group(const json& params) {
+    std::lock_guard lock(mutex_);
+    std::string id = params.value("GroupId", "");
+    if (id.empty()) {
+        for (const auto& [gid, group] : security_groups_)
+            if (group["GroupName"] == params.value("GroupName", "")) id = gid;
+    }
+    if (!security_groups_.count(id)) {
+        fail(400, "InvalidGroup.NotFound",
+             fmt::format("The security group '{}' does not exist", id));
+    }
+    // As on EC2: not while a live instance uses it.
+    for (const auto& [iid, instance] : instances_) {
+        const std::string st = instance["State"]["Name"];
+        if (st == "terminated") continue;
+        for (const auto& g : instance.value("SecurityGroups", json::array())) {
+            if (g.value("GroupId", "") == id) {
+                fail(400, "DependencyViolation",
+                     fmt::format("resource {} has a dependent object", id));
+            }
+        }
+    }
+    security_groups_.erase(id);
+    return {{"Return", true}};
 }
 
 }  // namespace sky::test

@@ -19,6 +19,8 @@
 
 namespace sky::test {
 
+class TestHosts;
+
 struct FakeEc2Options {
     std::string access_key_id = "AKIDFAKEEC2EXAMPLE";
     std::string secret_access_key;  ///< required
@@ -26,6 +28,14 @@ struct FakeEc2Options {
     /// botocore's service-2.json for EC2.
     std::string model_path;
     unsigned short port = 0;  ///< 0 = any free port
+    /// When set, every instance is one of these test hosts (its address is the instance's public
+    /// and private IP): RunInstances plays cloud-init (installs the host key from the user-data
+    /// and the key pair as authorized key, never running the script), TerminateInstances kills
+    /// the host's processes and frees it, and no free host is InsufficientInstanceCapacity.
+    TestHosts* hosts = nullptr;
+    /// With hosts: false leaves each host its own host key (an instance whose user-data did not
+    /// run, or a man in the middle): the client's pin must refuse it.
+    bool install_host_key = true;
 };
 
 /// A fault the next matching requests get instead of their answer.
@@ -67,6 +77,12 @@ public:
     [[nodiscard]] std::vector<nlohmann::json> instances() const;
     /// Decoded user data of an instance ("" if none or unknown).
     [[nodiscard]] std::string user_data(const std::string& instance_id) const;
+    /// The test host index an instance runs on (-1 when none or unknown).
+    [[nodiscard]] int host_of(const std::string& instance_id) const;
+    /// Sets an instance's state as EC2 would on its own (e.g. "terminated" with state reason
+    /// "Server.SpotInstanceTermination" for a spot reclaim); frees its host when it ends.
+    void set_instance_state(const std::string& instance_id, const std::string& state,
+                            const std::string& reason_code = {});
     /// Requests answered so far, and how many were rejected for their signature.
     [[nodiscard]] int request_count() const { return requests_; }
     [[nodiscard]] int auth_failures() const { return auth_failures_; }
@@ -91,6 +107,8 @@ private:
     nlohmann::json describe_security_groups(const nlohmann::json& params);
     nlohmann::json authorize_ingress(const nlohmann::json& params);
     nlohmann::json describe_images(const nlohmann::json& params);
+    nlohmann::json delete_security_group(const nlohmann::json& params);
+    void release_host(const std::string& instance_id);  // caller holds mutex_
     void advance_states();
     std::string new_id(const std::string& prefix);
 
@@ -115,6 +133,9 @@ private:
     std::map<std::string, nlohmann::json> key_pairs_;        // name -> KeyPairInfo
     std::map<std::string, nlohmann::json> security_groups_;  // id -> SecurityGroup
     std::vector<nlohmann::json> images_;
+    std::map<std::string, std::string> key_material_;  // key name -> OpenSSH public key line
+    std::map<std::string, int> instance_host_;         // instance id -> test host index
+    std::vector<bool> host_used_;
     unsigned long long next_id_ = 1;
 };
 

@@ -1,0 +1,608 @@
+// sky::AWS end to end: the real backend against the fake EC2, whose instances are test hosts with
+// a real sshd, so the pinned host key, the imported key pair and the shipped worker are all real.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "fakes/ec2/fake_ec2.hpp"
+#include "hosts/test_hosts.hpp"
+#include "providers/aws/ec2_client.hpp"
+#include "sky/sky.hpp"
+
+using sky::test::Ec2Fault;
+using sky::test::FakeEc2;
+using sky::test::TestHosts;
+
+namespace aws_pool {
+
+int node_index() { return sky::instance_info().node; }
+
+const std::string kKey = "AKIDSKYAWSE2ETEST001";
+const std::string kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSKYE2ESECRET";
+
+std::string model_path() {
+    const char* dir = std::getenv("SKY_TESTDATA_DIR");
+    return std::string(dir && *dir ? dir : SKY_TESTDATA_DIR) + "/ec2-model/service-2.json";
+}
+
+// Sets the process environment for the duration of a test (the pool reads it).
+struct Env {
+    Env() {
+        ::setenv("AWS_ACCESS_KEY_ID", kKey.c_str(), 1);
+        ::setenv("AWS_SECRET_ACCESS_KEY", kSecret.c_str(), 1);
+        ::unsetenv("AWS_SESSION_TOKEN");
+        ::setenv("SKY_AWS_SSH_USER", "root", 1);  // test hosts authorize root
+    }
+    ~Env() {
+        ::unsetenv("AWS_ACCESS_KEY_ID");
+        ::unsetenv("AWS_SECRET_ACCESS_KEY");
+        ::unsetenv("SKY_AWS_SSH_USER");
+    }
+};
+
+FakeEc2 make_fake(TestHosts* hosts, bool install_host_key = true) {
+    sky::test::FakeEc2Options o;
+    o.install_host_key = install_host_key;
+    o.access_key_id = kKey;
+    o.secret_access_key = kSecret;
+    o.model_path = model_path();
+    o.hosts = hosts;
+    return FakeEc2(o);
+}
+
+// Every event as text, to search for secrets.
+struct Recorder {
+    std::mutex m;
+    std::vector<std::string> lines;
+    std::vector<sky::Event> events;
+    sky::Callback callback() {
+        return [this](const sky::Event& e) -> std::optional<sky::Event> {
+            std::lock_guard lk(m);
+            lines.push_back(sky::describe(e));
+            events.push_back(e);
+            return std::nullopt;
+        };
+    }
+    template <class T>
+    int count() {
+        std::lock_guard lk(m);
+        int n = 0;
+        for (auto& e : events) n += std::holds_alternative<T>(e) ? 1 : 0;
+        return n;
+    }
+    void check_no_secrets() {
+        std::lock_guard lk(m);
+        for (const auto& l : lines) {
+            CHECK(l.find(kSecret) == std::string::npos);
+            CHECK(l.find("PRIVATE KEY") == std::string::npos);
+        }
+    }
+};
+
+sky::PoolSpec spec_for(const FakeEc2& fake, int nodes, Recorder& rec) {
+    sky::PoolSpec spec;
+    spec.provider = sky::AWS{.region = "us-east-1", .endpoint = fake.endpoint()};
+    spec.nodes = nodes;
+    spec.accelerator = "A100";
+    spec.display = sky::Display::quiet;
+    spec.on_event = rec.callback();
+    return spec;
+}
+
+// Instances that have not reached shutting-down or terminated.
+int live_instances(const FakeEc2& fake) {
+    int n = 0;
+    for (const auto& i : fake.instances()) {
+        std::string s = i["State"]["Name"];
+        if (s != "terminated" && s != "shutting-down") ++n;
+    }
+    return n;
+}
+
+int remote_workers() {
+    auto r = sky::test::run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
+    int n = 0;
+    std::istringstream is(r.output);
+    for (std::string l; std::getline(is, l);)
+        if (!l.empty()) ++n;
+    return n;
+}
+
+bool wait_for(const std::function<bool()>& ok, std::chrono::seconds limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (ok()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return ok();
+}
+
+// Asks the fake as any EC2 client would (to inspect key pairs and security groups).
+nlohmann::json ask(const FakeEc2& fake, const std::string& action,
+                   const sky::detail::aws::QueryParams& p = {}) {
+    sky::detail::aws::Ec2ClientConfig cc;
+    cc.endpoint = fake.endpoint();
+    cc.credentials = {kKey, kSecret, ""};
+    return sky::detail::aws::Ec2Client(cc).call_json(action, p);
+}
+
+std::vector<std::string> sky_key_pairs(const FakeEc2& fake) {
+    std::vector<std::string> names;
+    auto r = ask(fake, "DescribeKeyPairs");
+    if (r.contains("keySet") && r["keySet"].is_array())
+        for (const auto& k : r["keySet"]) names.push_back(k.value("keyName", ""));
+    return names;
+}
+
+std::vector<nlohmann::json> sky_groups(const FakeEc2& fake) {
+    std::vector<nlohmann::json> groups;
+    auto r = ask(fake, "DescribeSecurityGroups");
+    if (r.contains("securityGroupInfo") && r["securityGroupInfo"].is_array())
+        for (const auto& g : r["securityGroupInfo"])
+            if (g.value("groupName", "").rfind("sky-", 0) == 0) groups.push_back(g);
+    return groups;
+}
+
+std::string launch(const FakeEc2& fake, const std::string& type, const std::string& pool,
+                   bool spot);
+
+std::vector<sky::Offer> a100_offers(sky::Spot spot) {
+    return sky::Catalog::embedded().select(
+        {.accelerator = sky::Accelerator("A100"), .region = "us-east-1", .spot = spot}, "aws");
+}
+
+}  // namespace aws_pool
+
+using namespace aws_pool;
+
+#define SKIP_WITHOUT_HOSTS()                                                            \
+    do {                                                                                \
+        std::string why_;                                                               \
+        if (!TestHosts::available(&why_)) {                                             \
+            WARN("skipped: " << why_);                                                  \
+            return;                                                                     \
+        }                                                                               \
+        if (!std::filesystem::exists(model_path())) {                                   \
+            WARN("skipped: no EC2 model at " << model_path() << " (SKY_TESTDATA_DIR)"); \
+            return;                                                                     \
+        }                                                                               \
+    } while (0)
+
+TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(2);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    {
+        sky::ComputePool pool{spec_for(fake, 2, rec)};
+        auto nodes = sky::compute<node_index>() | pool;
+        std::sort(nodes.begin(), nodes.end());
+        CHECK(nodes == std::vector<int>{0, 1});
+        auto inst = pool.instances();
+        REQUIRE(inst.size() == 2);
+        std::set<std::string> addresses;
+        for (const auto& i : inst) {
+            CHECK(i.provider == "aws");
+            CHECK(i.instance_type == a100_offers(sky::Spot{}).at(0).instance_type);
+            CHECK(i.spot);  // the default strategy is Always
+            CHECK(i.hourly_price > 0);
+            CHECK(i.on_demand_price > 0);
+            addresses.insert(i.public_ip.value_or(""));
+        }
+        CHECK(addresses == std::set<std::string>{hosts.address(0), hosts.address(1)});
+        CHECK(live_instances(fake) == 2);
+        // The pool's key pair and its SSH-only security group exist while it runs.
+        auto keys = sky_key_pairs(fake);
+        REQUIRE(keys.size() == 1);
+        CHECK(keys[0].rfind("sky-", 0) == 0);
+        auto groups = sky_groups(fake);
+        REQUIRE(groups.size() == 1);
+        CHECK(groups[0]["groupName"] == keys[0]);
+        REQUIRE(groups[0]["ipPermissions"].size() == 1);
+        CHECK(groups[0]["ipPermissions"][0]["fromPort"] == "22");
+        CHECK(groups[0]["ipPermissions"][0]["toPort"] == "22");
+        // The host key each node got came from the client's user-data; the private half is
+        // there only.
+        for (const auto& i : inst) {
+            std::string ud = fake.user_data(i.id);
+            CHECK(ud.find("BEGIN OPENSSH PRIVATE KEY") != std::string::npos);
+            int h = fake.host_of(i.id);
+            REQUIRE(h >= 0);
+            std::istringstream pub(hosts.host_public_key(h));
+            std::string kind, blob;
+            pub >> kind >> blob;
+            CHECK(ud.find(blob) != std::string::npos);
+        }
+        for (const auto& i : fake.instances()) {
+            bool tagged = false;
+            for (const auto& t : i["Tags"]) tagged = tagged || t["Key"] == "sky:pool";
+            CHECK(tagged);
+            CHECK(i.value("InstanceLifecycle", "") == "spot");
+        }
+    }
+    CHECK(live_instances(fake) == 0);
+    CHECK(sky_key_pairs(fake).empty());
+    CHECK(sky_groups(fake).empty());
+    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(rec.count<sky::InfraCreating>() == 1);
+    CHECK(rec.count<sky::InfraCreated>() == 1);
+    CHECK(rec.count<sky::InstanceLaunching>() >= 1);
+    CHECK(rec.count<sky::InstanceProvisioned>() == 2);
+    for (auto& e : rec.events) {
+        if (auto* p = std::get_if<sky::InstanceProvisioned>(&e)) {
+            CHECK(p->price_on_demand.value_or(0) > 0);
+            CHECK(p->price_spot.has_value());
+        }
+    }
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: leaving the scope by an exception terminates the instances", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(3);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    try {
+        sky::ComputePool pool{spec_for(fake, 2, rec)};
+        CHECK((sky::compute<node_index>() | pool).size() == 2);
+        CHECK(live_instances(fake) == 2);
+        // An instance of this pool the backend never heard of (its RunInstances answer lost):
+        // found by its tag and terminated too.
+        auto keys = sky_key_pairs(fake);
+        REQUIRE(keys.size() == 1);
+        (void)launch(fake, "p4d.24xlarge", keys[0].substr(4), false);
+        CHECK(live_instances(fake) == 3);
+        throw std::runtime_error("user code failed");
+    } catch (const std::runtime_error& e) {
+        CHECK(std::string(e.what()) == "user code failed");
+    }
+    CHECK(live_instances(fake) == 0);
+    CHECK(fake.instances().size() == 3);
+    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("aws pool: a capacity error on the first offer moves to the next", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    auto offers = a100_offers(sky::Spot{});
+    REQUIRE(offers.size() >= 2);
+    fake.inject_fault(Ec2Fault{.action = "RunInstances",
+                               .status = 500,
+                               .code = "InsufficientInstanceCapacity",
+                               .message = "We currently do not have sufficient capacity.",
+                               .count = 1});
+    {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        CHECK((sky::compute<node_index>() >> pool) == 0);
+        auto inst = pool.instances();
+        REQUIRE(inst.size() == 1);
+        CHECK(inst[0].instance_type == offers[1].instance_type);
+    }
+    CHECK(live_instances(fake) == 0);
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: ProvisionError lists every attempt when all offers fail", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    auto offers = a100_offers(sky::Spot::Never{});
+    fake.inject_fault(Ec2Fault{.action = "RunInstances",
+                               .status = 500,
+                               .code = "InsufficientInstanceCapacity",
+                               .message = "No capacity.",
+                               .count = 1000});
+    auto spec = spec_for(fake, 1, rec);
+    spec.spot = sky::Spot::Never{};
+    try {
+        sky::ComputePool pool{spec};
+        (void)(sky::compute<node_index>() >> pool);
+        FAIL("no ProvisionError");
+    } catch (const sky::ProvisionError& e) {
+        const std::string what = e.what();
+        REQUIRE(e.attempts().size() == offers.size());
+        for (std::size_t i = 0; i < offers.size(); ++i) {
+            CHECK(e.attempts()[i].instance_type == offers[i].instance_type);
+            CHECK(e.attempts()[i].provider == "aws");
+            CHECK_FALSE(e.attempts()[i].spot);
+            CHECK(e.attempts()[i].error.find("InsufficientInstanceCapacity") != std::string::npos);
+            CHECK(what.find(offers[i].instance_type) != std::string::npos);
+        }
+        CHECK(what.find(kSecret) == std::string::npos);
+    }
+    CHECK(live_instances(fake) == 0);
+    CHECK(sky_key_pairs(fake).empty());
+    CHECK(sky_groups(fake).empty());
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: throttling (RequestLimitExceeded) is retried", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    fake.inject_fault(Ec2Fault{.action = "RunInstances", .status = 503, .count = 2});
+    fake.inject_fault(Ec2Fault{.action = "DescribeInstances", .status = 503, .count = 1});
+    const int before = fake.request_count();
+    {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        CHECK((sky::compute<node_index>() >> pool) == 0);
+        auto inst = pool.instances();
+        REQUIRE(inst.size() == 1);
+        CHECK(inst[0].instance_type == a100_offers(sky::Spot{}).at(0).instance_type);
+    }
+    CHECK(fake.request_count() > before);
+    CHECK(fake.instances().size() == 1);  // the retries reused the ClientToken: one instance
+    CHECK(live_instances(fake) == 0);
+}
+
+TEST_CASE("aws pool: a partial launch failure terminates what started", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);  // two nodes wanted, room for one: the second launch has no capacity
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    auto spec = spec_for(fake, 2, rec);
+    spec.spot = sky::Spot::Never{};
+    CHECK_THROWS_AS(sky::ComputePool{spec}, sky::ProvisionError);
+    auto all = fake.instances();
+    CHECK(all.size() >= 1);  // the first node of each offer did start
+    CHECK(live_instances(fake) == 0);
+    CHECK(sky_key_pairs(fake).empty());
+    CHECK(sky_groups(fake).empty());
+    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: missing credentials are a clear error without secrets", "[aws_pool]") {
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/sky-credentials", 1);
+    sky::PoolSpec spec;
+    spec.provider = sky::AWS{.endpoint = "http://127.0.0.1:1"};
+    spec.accelerator = "A100";
+    spec.display = sky::Display::quiet;
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("no error");
+    } catch (const sky::Error& e) {
+        std::string what = e.what();
+        CHECK(what.find("credentials") != std::string::npos);
+        CHECK(what.find("AWS_ACCESS_KEY_ID") != std::string::npos);
+    }
+    ::unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+}
+
+namespace aws_pool {
+
+// Launches one instance straight through the EC2 client (no pool), tagged when pool is given.
+std::string launch(const FakeEc2& fake, const std::string& type, const std::string& pool,
+                   bool spot) {
+    namespace aws = sky::detail::aws;
+    aws::Ec2ClientConfig cc;
+    cc.endpoint = fake.endpoint();
+    cc.credentials = {kKey, kSecret, ""};
+    aws::Ec2Client client(cc);
+    aws::QueryParams p;
+    p.set("ImageId", "ami-0ubuntu000000001");
+    p.set("InstanceType", type);
+    p.set("MinCount", 1);
+    p.set("MaxCount", 1);
+    if (!pool.empty()) {
+        p.set("TagSpecification.1.ResourceType", "instance");
+        p.set("TagSpecification.1.Tag.1.Key", "sky:pool");
+        p.set("TagSpecification.1.Tag.1.Value", pool);
+    }
+    if (spot) p.set("InstanceMarketOptions.MarketType", "spot");
+    return client.call("RunInstances", p)
+        .child("instancesSet")
+        ->child("item")
+        ->child_text("instanceId");
+}
+
+}  // namespace aws_pool
+
+TEST_CASE("sky ls --provider aws lists the tagged instances, never a credential", "[aws_ls]") {
+    if (!std::filesystem::exists(model_path())) {
+        WARN("skipped: no EC2 model at " << model_path() << " (SKY_TESTDATA_DIR)");
+        return;
+    }
+    Env env;
+    FakeEc2 fake = make_fake(nullptr);
+    const std::string a = launch(fake, "p4d.24xlarge", "pool0001", true);
+    const std::string b = launch(fake, "g5.xlarge", "pool0002", false);
+    const std::string untagged = launch(fake, "t3.micro", "", false);
+    const std::string gone = launch(fake, "g5.xlarge", "pool0003", false);
+    fake.set_instance_state(gone, "terminated");
+    ::setenv("AWS_ENDPOINT_URL_EC2", fake.endpoint().c_str(), 1);
+    auto r = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "aws"});
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("INSTANCE") != std::string::npos);
+    CHECK(r.output.find("POOL") != std::string::npos);
+    // One row per tagged live instance, with its facts.
+    std::istringstream lines(r.output);
+    std::map<std::string, std::vector<std::string>> rows;
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream words(line);
+        std::vector<std::string> w;
+        for (std::string x; words >> x;) w.push_back(x);
+        if (!w.empty()) rows[w[0]] = w;
+    }
+    REQUIRE(rows.count(a));
+    REQUIRE(rows.count(b));
+    CHECK_FALSE(rows.count(untagged));
+    CHECK_FALSE(rows.count(gone));
+    REQUIRE(rows[a].size() == 7);
+    CHECK(rows[a][1] == "pool0001");
+    CHECK(rows[a][2] == "p4d.24xlarge");
+    CHECK(rows[a][3] == "running");
+    CHECK(rows[a][4].rfind("203.0.113.", 0) == 0);
+    CHECK(rows[a][5] == "yes");
+    CHECK(rows[b][1] == "pool0002");
+    CHECK(rows[b][5] == "no");
+    CHECK(r.output.find(kSecret) == std::string::npos);
+    CHECK(r.output.find(kKey) == std::string::npos);
+
+    auto with_all = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "aws", "--all"});
+    CHECK(with_all.output.find(gone) != std::string::npos);
+
+    // A refused signature: an error naming the failure, still without the secret.
+    ::setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-0123456789", 1);
+    auto bad = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "aws"});
+    CHECK(bad.status == 1);
+    CHECK(bad.output.find("SignatureDoesNotMatch") != std::string::npos);
+    CHECK(bad.output.find("wrong-secret-value-0123456789") == std::string::npos);
+    CHECK(bad.output.find(kSecret) == std::string::npos);
+    ::unsetenv("AWS_ENDPOINT_URL_EC2");
+
+    auto usage = sky::test::run_command({SKY_CLI_PATH, "ls"});
+    CHECK(usage.status == 2);
+}
+
+namespace aws_pool {
+int sleep_ms(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return sky::instance_info().node;
+}
+}  // namespace aws_pool
+
+TEST_CASE("aws pool: a spot reclaim seen in DescribeInstances is a preempted node", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        const std::string id = pool.instances().at(0).id;
+        REQUIRE(pool.instances().at(0).spot);
+        auto call =
+            std::async(std::launch::async, [&] { return sky::compute<sleep_ms>(30000) >> pool; });
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        // AWS reclaims the capacity: the instance ends and its machine with it.
+        fake.set_instance_state(id, "terminated", "Server.SpotInstanceTermination");
+        REQUIRE(call.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+        try {
+            (void)call.get();
+            FAIL("the call survived its node");
+        } catch (const sky::NodeLostError& e) {
+            CHECK(e.reason() == sky::NodeLostError::Reason::preempted);
+            CHECK(e.instance_id() == id);
+        }
+    }
+    CHECK(live_instances(fake) == 0);
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: if-available falls back to on-demand, a fraction mixes spot and on-demand",
+          "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(2);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    const std::string first = a100_offers(sky::Spot::IfAvailable{}).at(0).instance_type;
+    {
+        // No spot capacity for the first launch: the node runs on-demand on the same offer.
+        fake.inject_fault(Ec2Fault{.action = "RunInstances",
+                                   .status = 500,
+                                   .code = "InsufficientInstanceCapacity",
+                                   .message = "No spot capacity.",
+                                   .count = 1});
+        auto spec = spec_for(fake, 1, rec);
+        spec.spot = "if-available";
+        sky::ComputePool pool{spec};
+        CHECK((sky::compute<node_index>() >> pool) == 0);
+        auto inst = pool.instances().at(0);
+        CHECK(inst.instance_type == first);
+        CHECK_FALSE(inst.spot);
+        CHECK(inst.hourly_price == inst.on_demand_price);
+    }
+    CHECK(live_instances(fake) == 0);
+    {
+        auto spec = spec_for(fake, 2, rec);
+        spec.spot = 0.5;
+        sky::ComputePool pool{spec};
+        CHECK((sky::compute<node_index>() | pool).size() == 2);
+        int spot = 0;
+        for (const auto& i : pool.instances()) spot += i.spot ? 1 : 0;
+        CHECK(spot == 1);
+        int lifecycle_spot = 0;
+        for (const auto& i : fake.instances()) {
+            std::string st = i["State"]["Name"];
+            if (st == "running" && i.value("InstanceLifecycle", "") == "spot") ++lifecycle_spot;
+        }
+        CHECK(lifecycle_spot == 1);
+    }
+    CHECK(live_instances(fake) == 0);
+}
+
+TEST_CASE("aws pool: credentials from a profile, the endpoint from AWS_ENDPOINT_URL_EC2",
+          "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+    auto file = hosts.dir() / "aws-credentials";
+    {
+        std::ofstream out(file);
+        out << "[default]\naws_access_key_id = AKIDWRONGDEFAULT\naws_secret_access_key = nope\n"
+            << "[sky-e2e]\naws_access_key_id = " << kKey << "\naws_secret_access_key = " << kSecret
+            << "\n";
+    }
+    ::setenv("AWS_SHARED_CREDENTIALS_FILE", file.c_str(), 1);
+    ::setenv("AWS_ENDPOINT_URL_EC2", fake.endpoint().c_str(), 1);
+    auto spec = spec_for(fake, 1, rec);
+    spec.provider = sky::AWS{.profile = "sky-e2e"};  // no endpoint: the env names the fake
+    {
+        sky::ComputePool pool{spec};
+        CHECK((sky::compute<node_index>() >> pool) == 0);
+    }
+    CHECK(live_instances(fake) == 0);
+    CHECK(fake.auth_failures() == 0);
+    ::unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+    ::unsetenv("AWS_ENDPOINT_URL_EC2");
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: a node that does not present the pinned host key is refused", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts, /*install_host_key=*/false);
+    Recorder rec;
+    ::setenv("SKY_AWS_BOOT_WAIT_S", "3", 1);
+    try {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        FAIL("connected to a host with another key");
+    } catch (const sky::Error& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(what.find(hosts.host_key_fingerprint(0)) != std::string::npos);
+        CHECK(what.find(kSecret) == std::string::npos);
+        CHECK(what.find("PRIVATE KEY") == std::string::npos);
+    }
+    ::unsetenv("SKY_AWS_BOOT_WAIT_S");
+    CHECK(live_instances(fake) == 0);
+    CHECK(sky_key_pairs(fake).empty());
+    rec.check_no_secrets();
+}
