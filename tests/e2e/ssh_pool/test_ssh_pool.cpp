@@ -286,3 +286,27 @@ TEST_CASE("ssh pool: the node's own watchdog ends a worker that stopped answerin
     CHECK(r.status == 0);
     CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(20)));
 }
+
+TEST_CASE("ssh pool: a node whose C library is too old is refused before anything runs",
+          "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    // The host's home is its own: give its shell an `ldd` that reports an old glibc.
+    auto spec = spec_for(hosts, 1);
+    std::string setup =
+        "mkdir -p ~/bin && printf '#!/bin/sh\\necho \"ldd (GNU libc) 2.17\"\\n' > ~/bin/ldd && "
+        "chmod +x ~/bin/ldd && echo 'export PATH=$HOME/bin:$PATH' > ~/.bashrc";
+    auto r = sky::test::run_command({"ssh", "-o", "BatchMode=yes", "-o",
+                                     "UserKnownHostsFile=" + hosts.known_hosts_file().string(),
+                                     "-i", hosts.client_key_path().string(), "root@" + hosts.address(0),
+                                     setup});
+    REQUIRE(r.status == 0);
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("the pool started on a node with glibc 2.17");
+    } catch (const sky::BootstrapError& e) {
+        CHECK(e.phase() == "check");
+        CHECK(std::string(e.what()).find("glibc 2.17") != std::string::npos);
+    }
+    CHECK(remote_workers() == 0);
+}
