@@ -547,7 +547,9 @@ private:
             "/etc/ssh/sshd_config.d/00-sky-hostkey.conf\n"
             "systemctl restart ssh 2>/dev/null || systemctl restart sshd 2>/dev/null || "
             "service ssh restart\n"
-            "shutdown -h +{minutes} 'sky: pool hard timeout' 2>/dev/null || true\n",
+            "shutdown -h +{minutes} 'sky: pool hard timeout' 2>/dev/null || true\n"
+            "# The node's watchdog may power this machine off only where this marker exists.\n"
+            "mkdir -p /etc/sky && touch /etc/sky/power-off-on-expiry\n",
             fmt::arg("pool", pool_id_), fmt::arg("priv", trim(host_private)),
             fmt::arg("pub", trim(host_public)), fmt::arg("minutes", minutes));
     }
@@ -558,7 +560,7 @@ private:
                                            const std::string& token,
                                            const std::vector<std::string>& data) {
         const std::string ami = image_for(offer);
-        // One user-data per call: every node of the group shares the host key it carries.
+        // One node per call (count 1 from try_offer): each user-data carries its node's host key.
         QueryParams p;
         p.set("ImageId", ami);
         p.set("InstanceType", offer.instance_type);

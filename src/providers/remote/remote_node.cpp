@@ -256,8 +256,13 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     // timeout passes, then removes this pool's files; on a cloud instance it powers it off.
     emit(BootstrapProgress{instance_id_, "watchdog"});
     const auto deadline_cmd = fmt::format("$(( $(date +%s) + {} ))", spec_.timeout.count());
+    // Powering off also needs a marker that only the instance's own launch data creates: a
+    // machine that merely looks like a cloud node (a test host, a user's server) is never shut down.
     const std::string power_off =
-        where_.power_off_on_expiry ? "(sudo -n shutdown -h now || shutdown -h now) 2>/dev/null; " : "";
+        where_.power_off_on_expiry
+            ? "[ -f /etc/sky/power-off-on-expiry ] && "
+              "{ sudo -n shutdown -h now || shutdown -h now; } 2>/dev/null; "
+            : "";
     const std::string watchdog = fmt::format(
         "deadline={deadline}; while kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
         "hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo $now); "
