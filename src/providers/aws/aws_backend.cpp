@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -220,10 +221,12 @@ public:
                              .region = region,
                              .spot = spec_.spot,
                              .machine = spec_.machine};
-        std::vector<Offer> offers = Catalog::embedded().select(req, "aws");
+        Catalog catalog = Catalog::embedded();
+        if (wants_spot(spec_.spot)) catalog.merge(live_spot_prices(catalog, req, emit));
+        std::vector<Offer> offers = catalog.select(req, "aws");
         if (offers.empty()) {
             throw ProvisionError("AWS: no instance type matches: " +
-                                 explain_no_match(Catalog::embedded().offers("aws"), req));
+                                 explain_no_match(catalog.offers("aws"), req));
         }
 
         emit(InfraCreating{});
@@ -521,6 +524,54 @@ private:
         }
         cached = best;
         return best;
+    }
+
+    // Today's spot prices for the instance types that could serve the request: the newest price
+    // per type, the cheapest zone. They replace the catalog's (dated) spot prices, so the offers
+    // are ranked by what spot costs now. A failure leaves the catalog's prices in place.
+    std::vector<Offer> live_spot_prices(const Catalog& catalog, SelectionRequest req,
+                                        const std::function<void(Event)>& emit) {
+        req.spot = Spot::Never{};  // every candidate, whatever its spot price
+        std::vector<Offer> candidates = catalog.select(req, "aws");
+        if (candidates.empty()) return {};
+        QueryParams p;
+        std::vector<std::string> types;
+        for (const auto& o : candidates)
+            if (std::find(types.begin(), types.end(), o.instance_type) == types.end() &&
+                types.size() < 100)
+                types.push_back(o.instance_type);
+        p.set_list("InstanceType", types);
+        p.set("ProductDescription.1", "Linux/UNIX");
+        const double now_s = std::chrono::duration<double>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+        p.set("StartTime", aws::format_iso8601(now_s));
+        std::map<std::string, double> best;
+        try {
+            json r = client_->call_json("DescribeSpotPriceHistory", p);
+            for (const auto& item : list_of(r, "spotPriceHistorySet")) {
+                std::string type = str_of(item, "instanceType");
+                double price = std::stod(str_of(item, "spotPrice"));
+                auto it = best.find(type);
+                if (it == best.end() || price < it->second) best[type] = price;
+            }
+        } catch (const std::exception& e) {
+            emit(ErrorEvent{std::string("AWS: spot prices unavailable, using the catalog's: ") +
+                                e.what(),
+                            std::nullopt});
+            return {};
+        }
+        std::vector<Offer> live;
+        const std::string today = aws::format_iso8601(now_s).substr(0, 10);
+        for (auto o : candidates) {
+            auto it = best.find(o.instance_type);
+            if (it == best.end()) continue;
+            o.spot_price = it->second;
+            o.spot_available = true;
+            o.prices_date = today;
+            live.push_back(std::move(o));
+        }
+        return live;
     }
 
     // The user-data of one node: installs the host key generated here (and pinned by the

@@ -193,6 +193,8 @@ TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "
             CHECK(i.provider == "aws");
             CHECK(i.instance_type == a100_offers(sky::Spot{}).at(0).instance_type);
             CHECK(i.spot);  // the default strategy is Always
+            // Ranked and priced by the live spot price (DescribeSpotPriceHistory), not the catalog.
+            CHECK(i.hourly_price == Approx(9.8306));
             CHECK(i.hourly_price > 0);
             CHECK(i.on_demand_price > 0);
             addresses.insert(i.public_ip.value_or(""));

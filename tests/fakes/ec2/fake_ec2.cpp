@@ -263,7 +263,8 @@ std::string spot_price_for(const std::string& type) {
     static const std::map<std::string, double> kKnown = {
         {"g4dn.xlarge", 0.1578}, {"g5.xlarge", 0.3852},  {"g5.2xlarge", 0.4573},
         {"g6.xlarge", 0.2943},   {"p3.2xlarge", 0.9180}, {"p4d.24xlarge", 9.8306},
-        {"p5.48xlarge", 31.464}, {"t3.micro", 0.0031},   {"m5.large", 0.0342}};
+        {"p5.48xlarge", 31.464}, {"t3.micro", 0.0031},   {"m5.large", 0.0342},
+        {"p4de.24xlarge", 12.2911}};
     auto it = kKnown.find(type);
     double price =
         it != kKnown.end() ? it->second : 0.05 + (std::hash<std::string>{}(type) % 500) / 1000.0;
