@@ -496,6 +496,8 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
                     n->index, n->instance.id, ex.reason, "every node of the pool is lost"));
             });
     }
+    if (ex.reason == NodeLostError::Reason::preempted)
+        emit(InstancePreempted{n->instance.id, n->index, ex.detail});
     emit(ErrorEvent{fmt::format("node {} lost: {}{}", n->index, ex.detail,
                                 restart ? "; starting a replacement" : ""),
                     n->instance.id});

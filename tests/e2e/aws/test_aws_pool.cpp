@@ -508,6 +508,7 @@ TEST_CASE("aws pool: a spot reclaim seen in DescribeInstances is a preempted nod
             CHECK(e.instance_id() == id);
         }
     }
+    CHECK(rec.count<sky::InstancePreempted>() == 1);
     CHECK(live_instances(fake) == 0);
     rec.check_no_secrets();
 }
