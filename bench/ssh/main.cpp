@@ -139,7 +139,7 @@ struct OpenSshPath {
     std::size_t call(const sky::PendingCompute<R>& p) {
         d::Buffer frame;
         auto& c = p.desc();
-        std::size_t len = 10 + c.function.size() + c.args->size();
+        std::size_t len = d::call_header_size(c.function.size()) + c.args->size();
         frame.resize(d::frame_header_size);
         d::encode_header(frame.data(), d::MsgType::call, next_id++, len);
         d::append_call_header(frame, c.function, c.signature);

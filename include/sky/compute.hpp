@@ -56,7 +56,7 @@ template <auto F, class Tuple, std::size_t... I>
 void invoke_impl(std::span<const std::byte> in, Buffer& out, std::index_sequence<I...>) {
     using T = function_traits<decltype(F)>;
     Tuple args;
-    if constexpr (sizeof...(I) > 0) load_from(in, std::get<I>(args)...);
+    if constexpr (sizeof...(I) > 0) load_each(in, std::get<I>(args)...);
     // Each decoded argument as its parameter wants it: moved into a value or an rvalue
     // reference, bound to an lvalue reference otherwise.
     using R = std::decay_t<typename T::result>;

@@ -266,7 +266,7 @@ void PoolCore::assign_locked(NodeSlot& n, Task&& t, Outgoing& out) {
     const std::uint64_t id = ++next_call_id_;
     const auto& c = t.call;
     const std::size_t args = c.args ? c.args->size() : 0;
-    const std::size_t len = 10 + c.function.size() + args;
+    const std::size_t len = call_header_size(c.function.size()) + args;
     std::size_t at = out.small.size();
     out.small.resize(at + frame_header_size);
     encode_header(out.small.data() + at, MsgType::call, id, len);

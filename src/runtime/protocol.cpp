@@ -125,18 +125,21 @@ void append_call_header(Buffer& out, std::string_view function, std::uint64_t si
     auto n = static_cast<std::uint16_t>(function.size());
     out.append(&n, 2);
     out.append(function.data(), n);
+    static constexpr std::byte zeros[8] = {};
+    out.append(zeros, call_header_size(n) - 8 - 2 - n);
     out.append(&signature, 8);
 }
 
 CallHeader decode_call(std::span<const std::byte> p) {
-    if (p.size() < 10) throw ProtocolError("call frame too short for its header");
+    if (p.size() < 2) throw ProtocolError("call frame too short for its header");
     std::uint16_t n = 0;
     std::memcpy(&n, p.data(), 2);
-    if (p.size() < 10u + n) throw ProtocolError("call frame too short for its function name");
+    const std::size_t header = call_header_size(n);
+    if (p.size() < header) throw ProtocolError("call frame too short for its function name");
     CallHeader c;
     c.function = {reinterpret_cast<const char*>(p.data() + 2), n};
-    std::memcpy(&c.signature, p.data() + 2 + n, 8);
-    c.args = p.subspan(10u + n);
+    std::memcpy(&c.signature, p.data() + header - 8, 8);
+    c.args = p.subspan(header);
     return c;
 }
 

@@ -110,7 +110,12 @@ private:
     std::size_t pos_ = 0;
 };
 
-/// Call payload: [u16 name length][name][u64 signature][argument bytes].
+/// Call payload: [u16 name length][name][0-7 zero bytes][u64 signature][argument bytes]; the
+/// padding puts the signature and the arguments at a multiple of 8 bytes, so large numeric
+/// arguments can be read in place.
+inline constexpr std::size_t call_header_size(std::size_t name_length) noexcept {
+    return (2 + name_length + 7) / 8 * 8 + 8;
+}
 struct CallHeader {
     std::string_view function;
     std::uint64_t signature = 0;

@@ -101,7 +101,7 @@ R take(const Outcome& o) {
     if (o.error) std::rethrow_exception(o.error);
     if constexpr (!std::is_void_v<R>) {
         R r{};
-        load_from(o.result.span(), r);
+        load_each(o.result.span(), r);
         return r;
     }
 }

@@ -1,6 +1,9 @@
 #pragma once
 // cereal binary serialization into sky::detail::Buffer, and the concept that names what can travel.
+#include <cstdint>
+#include <cstring>
 #include <istream>
+#include <string>
 #include <ostream>
 #include <span>
 #include <type_traits>
@@ -53,6 +56,51 @@ void load_from(std::span<const std::byte> bytes, Ts&... values) {
     std::istream is(&sb);
     cereal::BinaryInputArchive ar(is);
     ar(values...);
+}
+
+/// A std::vector of numbers: cereal writes it as a 64-bit count and the raw elements.
+template <class T>
+struct is_flat_vector : std::false_type {};
+template <class T, class A>
+struct is_flat_vector<std::vector<T, A>>
+    : std::bool_constant<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>> {};
+
+/// Loads one value from the front of `bytes` and returns how many bytes it took. A vector of
+/// numbers whose elements are aligned in `bytes` is built straight from them: one pass, where
+/// cereal would zero-fill the vector first and then copy into it.
+template <class T>
+std::size_t load_one(std::span<const std::byte> bytes, T& value) {
+    if constexpr (is_flat_vector<T>::value) {
+        using E = typename T::value_type;
+        std::uint64_t n = 0;
+        if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
+        const std::byte* first = bytes.data() + 8;
+        // A count the bytes cannot hold is refused before anything is allocated.
+        if (bytes.size() < 8 || (bytes.size() - 8) / sizeof(E) < n)
+            throw cereal::Exception("a vector of " + std::to_string(n) +
+                                    " elements does not fit in the " +
+                                    std::to_string(bytes.size()) + " bytes left");
+        if (reinterpret_cast<std::uintptr_t>(first) % alignof(E) == 0) {
+            const E* p = reinterpret_cast<const E*>(first);
+            value.assign(p, p + n);
+            return 8 + static_cast<std::size_t>(n) * sizeof(E);
+        }
+    }
+    SpanReader sb(bytes);
+    std::istream is(&sb);
+    cereal::BinaryInputArchive ar(is);
+    ar(value);
+    return bytes.size() - sb.remaining();
+}
+
+/// Like load_from, taking the fast path of load_one for vectors of numbers.
+template <class... Ts>
+void load_each(std::span<const std::byte> bytes, Ts&... values) {
+    if constexpr ((is_flat_vector<Ts>::value || ...)) {
+        ((bytes = bytes.subspan(load_one(bytes, values))), ...);
+    } else {
+        load_from(bytes, values...);
+    }
 }
 
 }  // namespace detail

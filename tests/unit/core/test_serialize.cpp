@@ -99,3 +99,30 @@ TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable
     // .local runs here with no serialization.
     CHECK(sky::compute<mid>.local(Point{0, 0, "a"}, Point{2, 4, "b"}) == Point{1, 2, "ab"});
 }
+
+TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwise", "[serialize]") {
+    std::vector<double> v(1000);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i) / 3;
+    Buffer b;
+    sky::detail::save_to(b, v, std::string("tail"));
+    std::vector<double> out;
+    std::string tail;
+    sky::detail::load_each(b.span(), out, tail);  // aligned: the fast path
+    CHECK(out == v);
+    CHECK(tail == "tail");
+    Buffer shifted;  // the same bytes one byte off alignment: cereal's path
+    shifted.push_back(std::byte{0});
+    shifted.append(b.data(), b.size());
+    std::vector<double> out2;
+    std::string tail2;
+    sky::detail::load_each(shifted.span().subspan(1), out2, tail2);
+    CHECK(out2 == v);
+    CHECK(tail2 == "tail");
+    // A count that claims more than the bytes hold is refused, never read past the end.
+    Buffer lying;
+    std::uint64_t n = 1u << 30;
+    lying.append(&n, 8);
+    lying.append(v.data(), 64);
+    std::vector<double> bad;
+    CHECK_THROWS(sky::detail::load_each(lying.span(), bad));
+}
