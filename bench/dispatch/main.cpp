@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -104,6 +105,20 @@ int start_echo_server(int& port, bool drain = false) {
     return pid;
 }
 
+// Like read_all, but polls for up to 50 us before blocking: what sky's caller does while it
+// waits for a result, so the comparison is about the dispatch path, not about wake-ups.
+void read_all_polling(int fd, char* p, std::size_t n) {
+    auto until = Clock::now() + std::chrono::microseconds(50);
+    while (n) {
+        bool spin = Clock::now() < until;
+        ssize_t r = ::recv(fd, p, n, spin ? MSG_DONTWAIT : 0);
+        if (r < 0 && spin && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (r <= 0) throw std::runtime_error("recv failed");
+        p += r;
+        n -= static_cast<std::size_t>(r);
+    }
+}
+
 int connect_to(int port) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -131,7 +146,7 @@ int main(int argc, char** argv) {
     int port = 0;
     pid_t server = start_echo_server(port);
     int fd = connect_to(port);
-    std::vector<double> raw_rt, sky_rt;
+    std::vector<double> raw_rt, poll_rt, sky_rt;
     double gather_s = 0, sky_echo_s = 0, first_echo_s = 0, raw_bulk_s = 0;
     const std::size_t bytes = payload_floats * sizeof(float);
     {
@@ -144,6 +159,12 @@ int main(int argc, char** argv) {
                 write_all(fd, msg, sizeof msg);
                 read_all(fd, msg, sizeof msg);
                 if (i >= 10) raw_rt.push_back(us(Clock::now() - t0));
+            }
+            for (int i = 0; i < per_round + 10; ++i) {
+                auto t0 = Clock::now();
+                write_all(fd, msg, sizeof msg);
+                read_all_polling(fd, msg, sizeof msg);
+                if (i >= 10) poll_rt.push_back(us(Clock::now() - t0));
             }
             for (int i = 0; i < per_round + 10; ++i) {
                 auto t0 = Clock::now();
@@ -201,7 +222,7 @@ int main(int argc, char** argv) {
             }
     }
 
-    auto raw = stats(raw_rt), sky_s = stats(sky_rt);
+    auto raw = stats(raw_rt), polled = stats(poll_rt), sky_s = stats(sky_rt);
     double mb = static_cast<double>(bytes) / (1 << 20);
     double raw_mbs = mb / raw_bulk_s, sky_mbs = 2 * mb / sky_echo_s;
     double cps = gather_n / gather_s;
@@ -209,9 +230,11 @@ int main(int argc, char** argv) {
                 static_cast<int>(std::thread::hardware_concurrency()), quick ? " [quick]" : "");
     std::printf("%-34s %14s %14s %8s %10s\n", "measure", "sky", "baseline", "ratio", "target");
     std::printf("%-34s %12.1fus %12.1fus %7.2fx %10s\n", ">> no-op round trip, median",
-                sky_s.median, raw.median, sky_s.median / raw.median, "<= 1.5x");
+                sky_s.median, polled.median, sky_s.median / polled.median, "<= 1.5x");
     std::printf("%-34s %12.1fus %12.1fus %7.2fx %10s\n", ">> no-op round trip, p99", sky_s.p99,
-                raw.p99, sky_s.p99 / raw.p99, "");
+                polled.p99, sky_s.p99 / polled.p99, "");
+    std::printf("%-34s %12.1fus %12.1fus %7.2fx %10s\n", "  vs a blocking TCP client, median",
+                sky_s.median, raw.median, sky_s.median / raw.median, "");
     std::printf("%-34s %12.0f/s %14s %8s %10s\n",
                 (std::string("gather of ") + std::to_string(gather_n) + " calls, 2 nodes").c_str(),
                 cps, "(Ray ~8000/s)", "", ">= 100000");
@@ -220,8 +243,9 @@ int main(int argc, char** argv) {
                 raw_mbs, sky_mbs / raw_mbs, ">= 0.5x");
     std::printf("%-34s %10.0fMB/s %10.0fMB/s %7.2fx %10s\n", "  the same, first call (cold memory)",
                 2 * mb / first_echo_s, raw_mbs, 2 * mb / first_echo_s / raw_mbs, "");
-    std::printf("(baselines: a 32-byte TCP echo between two processes, interleaved with sky's round\n"
-                " trips; raw loopback TCP bulk throughput, one way, into a process that drains it. The echo's MB/s counts the bytes\n"
+    std::printf("(baselines: a 32-byte TCP echo between two processes, its client polling 50 us\n"
+                " before it blocks as sky's caller does (and, one row, a plain blocking client),\n"
+                " interleaved with sky's round trips; raw loopback TCP bulk throughput, one way, into a process that drains it. The echo's MB/s counts the bytes\n"
                 " moved both ways: an RPC must receive all of its argument before it can answer.)\n");
     return 0;
 }
