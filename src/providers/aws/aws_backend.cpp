@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "catalog/names.hpp"
 #include "pool/backend.hpp"
 #include "providers/aws/ec2_client.hpp"
 #include "providers/remote/remote_node.hpp"
@@ -222,6 +224,7 @@ public:
                              .spot = spec_.spot,
                              .machine = spec_.machine};
         Catalog catalog = Catalog::embedded();
+        catalog.merge(live_instance_types(catalog, req, emit));
         if (wants_spot(spec_.spot)) catalog.merge(live_spot_prices(catalog, req, emit));
         std::vector<Offer> offers = catalog.select(req, "aws");
         if (offers.empty()) {
@@ -280,6 +283,7 @@ public:
             where.private_key_file = dir_ / "key";
             where.host_key = ssh::HostKeyPin::public_key(n->host_public_key);
             where.power_off_on_expiry = true;  // shutdown terminates (InstanceInitiatedShutdown)
+            if (n->spot) where.preemption_probe = preemption_probe();
             where.connect_attempts = 10;
             // A fresh instance may still present its image's host key until user-data has run:
             // a mismatch then is retried for a while, never accepted.
@@ -526,6 +530,125 @@ private:
         return best;
     }
 
+    // The candidates' facts as EC2 describes them today (DescribeInstanceTypes): vCPUs, memory,
+    // accelerators and whether a spot market exists, named and sized as the catalog names them.
+    // They replace the catalog's facts; the catalog's prices stay. The candidates are the catalog's
+    // rows that could serve the request by shape alone (any accelerator count or memory of the
+    // asked model), so live facts can both add and remove a match. A failure leaves the catalog's
+    // facts in place.
+    std::vector<Offer> live_instance_types(const Catalog& catalog, SelectionRequest req,
+                                           const std::function<void(Event)>& emit) {
+        req.spot = Spot::Never{};
+        if (!req.machine && req.accelerator) {
+            Accelerator loose;
+            loose.name = req.accelerator->name;  // any count, any memory variant
+            req.accelerator = loose;
+            req.cpu.reset();
+            req.memory.reset();
+        }
+        std::vector<Offer> candidates = catalog.select(req, "aws");
+        if (candidates.empty()) return {};
+        std::vector<std::string> types;
+        for (const auto& o : candidates)
+            if (std::find(types.begin(), types.end(), o.instance_type) == types.end() &&
+                types.size() < 100)
+                types.push_back(o.instance_type);
+        std::map<std::string, json> described;
+        try {
+            std::string token;
+            for (int page = 0; page < 20; ++page) {  // 100 types a page: 1 or 2 pages
+                QueryParams p;
+                // A filter, not InstanceType.N: a type this region lacks is then left out
+                // instead of failing the whole call (InvalidInstanceType).
+                p.set("Filter.1.Name", "instance-type");
+                p.set_list("Filter.1.Value", types);
+                p.set("MaxResults", "100");
+                if (!token.empty()) p.set("NextToken", token);
+                json r = client_->call_json("DescribeInstanceTypes", p);
+                for (const auto& info : list_of(r, "instanceTypeSet")) {
+                    std::string type = str_of(info, "instanceType");
+                    if (!type.empty()) described[type] = info;
+                }
+                token = str_of(r, "nextToken");
+                if (token.empty()) break;
+            }
+        } catch (const std::exception& e) {
+            emit(ErrorEvent{
+                std::string("AWS: instance types unavailable, using the catalog's facts: ") +
+                    e.what(),
+                std::nullopt});
+            return {};
+        }
+        std::vector<Offer> live;
+        for (auto o : candidates) {
+            auto it = described.find(o.instance_type);
+            if (it == described.end()) continue;
+            try {
+                apply_instance_type(it->second, o);
+            } catch (const std::exception& e) {
+                emit(ErrorEvent{fmt::format("AWS: instance type {} not understood, using the "
+                                            "catalog's facts: {}",
+                                            o.instance_type, e.what()),
+                                std::nullopt});
+                continue;
+            }
+            live.push_back(std::move(o));
+        }
+        return live;
+    }
+
+    // One InstanceTypeInfo (xml_to_json of EC2's answer) over a catalog offer's facts. An
+    // accelerator the catalog does not know by name leaves the offer's accelerator as it is.
+    static void apply_instance_type(const json& info, Offer& o) {
+        auto number = [](const json& j, const char* key) -> std::optional<double> {
+            std::string text = str_of(j, key);
+            if (text.empty()) return std::nullopt;
+            return std::stod(text);
+        };
+        if (info.contains("vCpuInfo"))
+            if (auto v = number(info["vCpuInfo"], "defaultVCpus")) o.vcpus = static_cast<int>(*v);
+        if (info.contains("memoryInfo"))
+            if (auto mib = number(info["memoryInfo"], "sizeInMiB")) o.memory_gb = *mib / 1024.0;
+        if (info.contains("supportedUsageClasses") && info["supportedUsageClasses"].is_array()) {
+            const json& classes = info["supportedUsageClasses"];
+            o.spot_available = std::find(classes.begin(), classes.end(), "spot") != classes.end();
+            if (!o.spot_available) o.spot_price.reset();
+        }
+        // The device list: GPUs, else Neuron devices (Inferentia, Trainium).
+        const json* devices = nullptr;
+        if (info.contains("gpuInfo")) {
+            devices = &list_of(info["gpuInfo"], "gpus");
+        } else if (info.contains("neuronInfo")) {
+            devices = &list_of(info["neuronInfo"], "neuronDevices");
+        }
+        if (!devices || devices->empty()) return;
+        const json& d = devices->front();
+        const std::string name = str_of(d, "name");
+        const int count = static_cast<int>(number(d, "count").value_or(0));
+        const double mib = d.contains("memoryInfo") ? number(d["memoryInfo"], "sizeInMiB").value_or(0)
+                                                    : 0;
+        std::optional<Accelerator> acc = accelerator_from_device_name(name, mib, count);
+        if (!acc) {
+            if (auto canonical = canonical_accelerator_name(name)) {
+                acc = Accelerator{};
+                acc->name = *canonical;
+            }
+        }
+        if (!acc || count < 1) return;
+        o.accelerator = acc->name;
+        o.accelerator_count = count;
+        if (mib > 0) {
+            // The catalog keeps the marketed size (A10G: 24 GB; EC2 says 22888 MiB): the nearest
+            // size the model is sold in when EC2's figure is within 10% of it, else EC2's.
+            const double gib = mib / 1024.0;
+            double best = 0;
+            for (int v : accelerator_info(acc->name).memory_gb)
+                if (best == 0 || std::fabs(v - gib) < std::fabs(best - gib)) best = v;
+            o.gpu_memory_gb =
+                best > 0 && std::fabs(best - gib) / best <= 0.10 ? best : std::round(gib);
+        }
+    }
+
     // Today's spot prices for the instance types that could serve the request: the newest price
     // per type, the cheapest zone. They replace the catalog's (dated) spot prices, so the offers
     // are ranked by what spot costs now. A failure leaves the catalog's prices in place.
@@ -572,6 +695,19 @@ private:
             live.push_back(std::move(o));
         }
         return live;
+    }
+
+    // How a spot node learns it is being reclaimed: the instance metadata's
+    // spot/instance-action (IMDSv2) answers 200 about two minutes before. Only on machines our
+    // own user-data marked (never a test host or anyone else's machine); SKY_AWS_PREEMPTION_PROBE
+    // replaces the command (the project's tests use a file on the test host).
+    static std::string preemption_probe() {
+        if (const char* p = std::getenv("SKY_AWS_PREEMPTION_PROBE"); p && *p) return p;
+        return "[ -f /etc/sky/power-off-on-expiry ] && "
+               "t=$(curl -s -m 2 -X PUT http://169.254.169.254/latest/api/token "
+               "-H 'X-aws-ec2-metadata-token-ttl-seconds: 60') && "
+               "curl -s -f -m 2 -H \"X-aws-ec2-metadata-token: $t\" "
+               "http://169.254.169.254/latest/meta-data/spot/instance-action";
     }
 
     // The user-data of one node: installs the host key generated here (and pinned by the

@@ -263,15 +263,25 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
             ? "[ -f /etc/sky/power-off-on-expiry ] && "
               "{ sudo -n shutdown -h now || shutdown -h now; } 2>/dev/null; "
             : "";
+    const std::string probe =
+        where_.preemption_probe.empty()
+            ? std::string()
+            : fmt::format("tick=$((tick + 1)); if [ $((tick % 5)) -eq 0 ] && ( {} ) >/dev/null 2>&1; "
+                          "then echo \"sky watchdog: the provider is reclaiming this machine\" >> "
+                          "{run}/watchdog.log; echo preempted > {run}/preempted; "
+                          "kill -TERM -- -{pg} 2>/dev/null; sleep 1; kill -KILL -- -{pg} 2>/dev/null; "
+                          "exit 0; fi; ",
+                          where_.preemption_probe, fmt::arg("run", quote(run_dir_)), fmt::arg("pg", pgid_));
     const std::string watchdog = fmt::format(
-        "deadline={deadline}; while kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
+        "deadline={deadline}; tick=0; while kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
         "hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo $now); "
         "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then "
         "echo \"sky watchdog: stopping the worker at $(date)\" >> {run}/watchdog.log; "
         "kill -TERM -- -{pg} 2>/dev/null; sleep 2; kill -KILL -- -{pg} 2>/dev/null; "
-        "rm -rf {run}; {off}exit 0; fi; sleep 1; done",
+        "rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done",
         fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_), fmt::arg("run", quote(run_dir_)),
-        fmt::arg("idle", spec_.idle_timeout.count()), fmt::arg("off", power_off));
+        fmt::arg("idle", spec_.idle_timeout.count()), fmt::arg("off", power_off),
+        fmt::arg("probe", probe));
     auto w = s.exec(fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > {}/watchdog.pid",
                                 quote(watchdog), quote(run_dir_)),
                     {.timeout = std::chrono::seconds(30)});
@@ -294,11 +304,16 @@ NodeExit RemoteNode::exit_reason() {
         return {NodeLostError::Reason::unreachable, fmt::format("the SSH connection to {} was lost", where_.host)};
     try {
         auto r = session_->exec(
-            fmt::format("for i in $(seq 20); do [ -f {0}/exit ] && break; sleep 0.1; done; "
+            fmt::format("[ -f {0}/preempted ] && echo preempted && exit 0; "
+                        "for i in $(seq 20); do [ -f {0}/exit ] && break; sleep 0.1; done; "
+                        "[ -f {0}/preempted ] && echo preempted && exit 0; "
                         "cat {0}/exit 2>/dev/null || echo running",
                         quote(run_dir_)),
             {.timeout = std::chrono::seconds(10)});
         std::string what = r.out.substr(0, r.out.find('\n'));
+        if (what == "preempted")
+            return {NodeLostError::Reason::preempted,
+                    fmt::format("the provider reclaimed {} (seen on the node)", where_.host)};
         if (what == "running")
             return {NodeLostError::Reason::unreachable, "the tunnel to the worker closed"};
         int code = std::stoi(what);

@@ -22,6 +22,10 @@ struct RemoteNodeSpec {
     /// Cloud instances: the watchdog also powers the machine off (the provider terminates it on
     /// shutdown). Never for sky::SSH hosts, which the user owns.
     bool power_off_on_expiry = false;
+    /// A shell command the watchdog runs every 5 s; exit status 0 means the provider is taking
+    /// the machine back (a spot reclaim). The watchdog then ends the worker and leaves a
+    /// `preempted` mark, so the node is reported lost as preempted. Empty: none.
+    std::string preemption_probe;
     std::chrono::milliseconds connect_timeout{15000};
     int connect_attempts = 5;
 };
