@@ -625,8 +625,8 @@ private:
         const json& d = devices->front();
         const std::string name = str_of(d, "name");
         const int count = static_cast<int>(number(d, "count").value_or(0));
-        const double mib = d.contains("memoryInfo") ? number(d["memoryInfo"], "sizeInMiB").value_or(0)
-                                                    : 0;
+        const double mib =
+            d.contains("memoryInfo") ? number(d["memoryInfo"], "sizeInMiB").value_or(0) : 0;
         std::optional<Accelerator> acc = accelerator_from_device_name(name, mib, count);
         if (!acc) {
             if (auto canonical = canonical_accelerator_name(name)) {

@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -47,8 +48,19 @@ struct Env {
     }
 };
 
-FakeEc2 make_fake(TestHosts* hosts, bool install_host_key = true) {
+std::string instance_types_path() {
+    const char* dir = std::getenv("SKY_TESTDATA_DIR");
+    return std::string(dir && *dir ? dir : SKY_TESTDATA_DIR) +
+           "/ec2-instance-types/accelerated-instance-types.json";
+}
+
+// overrides: JSON merge patches over the test data's DescribeInstanceTypes answers, by type.
+FakeEc2 make_fake(TestHosts* hosts, bool install_host_key = true,
+                  std::map<std::string, nlohmann::json> overrides = {}) {
     sky::test::FakeEc2Options o;
+    if (std::filesystem::exists(instance_types_path()))
+        o.instance_types_path = instance_types_path();
+    o.instance_type_overrides = std::move(overrides);
     o.install_host_key = install_host_key;
     o.access_key_id = kKey;
     o.secret_access_key = kSecret;
@@ -607,5 +619,123 @@ TEST_CASE("aws pool: a node that does not present the pinned host key is refused
     ::unsetenv("SKY_AWS_BOOT_WAIT_S");
     CHECK(live_instances(fake) == 0);
     CHECK(sky_key_pairs(fake).empty());
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: selection follows EC2's live instance types over the catalog's facts",
+          "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    if (!std::filesystem::exists(instance_types_path())) {
+        WARN("skipped: no instance types at " << instance_types_path());
+        return;
+    }
+    Env env;
+    // The catalog alone: p4d.24xlarge is the 40 GB A100 x8, p4de.24xlarge the 80 GB one, dearer.
+    auto catalog_pick = [](const char* accelerator) {
+        auto offers = sky::Catalog::embedded().select(
+            {.accelerator = sky::Accelerator(accelerator), .region = "us-east-1"}, "aws");
+        return offers.empty() ? std::string() : offers.front().instance_type;
+    };
+    REQUIRE(catalog_pick("A100-80GB") == "p4de.24xlarge");
+    REQUIRE(catalog_pick("A100:8") == "p4d.24xlarge");
+    auto gpus = [](int count, int mib) {
+        return nlohmann::json{{"GpuInfo",
+                               {{"Gpus",
+                                 {{{"Name", "A100"},
+                                   {"Manufacturer", "NVIDIA"},
+                                   {"Count", count},
+                                   {"MemoryInfo", {{"SizeInMiB", mib}}}}}},
+                                {"TotalGpuMemoryInMiB", count * mib}}}};
+    };
+    // Runs one pool of one node on a fake whose instance types carry `overrides`; returns the
+    // instance type the pool got (as the pool and the fake both say).
+    auto provisioned = [&](const char* accelerator, std::map<std::string, nlohmann::json> overrides,
+                           Recorder& rec, std::optional<Ec2Fault> fault = std::nullopt) {
+        TestHosts hosts(1);
+        FakeEc2 fake = make_fake(&hosts, true, std::move(overrides));
+        if (fault) fake.inject_fault(*fault);
+        std::string type;
+        {
+            auto spec = spec_for(fake, 1, rec);
+            spec.accelerator = accelerator;
+            sky::ComputePool pool{spec};
+            CHECK((sky::compute<node_index>() >> pool) == 0);
+            auto inst = pool.instances();
+            REQUIRE(inst.size() == 1);
+            type = inst[0].instance_type;
+            auto launched = fake.instances();
+            REQUIRE(launched.size() == 1);
+            CHECK(launched[0]["InstanceType"] == type);
+        }
+        CHECK(live_instances(fake) == 0);
+        rec.check_no_secrets();
+        return type;
+    };
+    auto said = [](Recorder& rec, const std::string& text) {
+        std::lock_guard lk(rec.m);
+        for (const auto& l : rec.lines)
+            if (l.find(text) != std::string::npos) return true;
+        return false;
+    };
+
+    // EC2 says p4d.24xlarge has 80 GB A100s: it now serves "A100-80GB", and is the cheaper one.
+    Recorder added;
+    CHECK(provisioned("A100-80GB", {{"p4d.24xlarge", gpus(8, 81920)}}, added) == "p4d.24xlarge");
+    CHECK_FALSE(said(added, "instance types unavailable"));
+
+    // EC2 says p4d.24xlarge has only 4 GPUs: the catalog's pick for "A100:8" is out.
+    Recorder removed;
+    CHECK(provisioned("A100:8", {{"p4d.24xlarge", gpus(4, 40960)}}, removed) == "p4de.24xlarge");
+
+    // DescribeInstanceTypes refused: an ErrorEvent, and the catalog's facts decide.
+    Recorder refused;
+    CHECK(provisioned("A100-80GB", {{"p4d.24xlarge", gpus(8, 81920)}}, refused,
+                      Ec2Fault{.action = "DescribeInstanceTypes",
+                               .status = 403,
+                               .code = "UnauthorizedOperation",
+                               .message = "You are not authorized to perform this operation.",
+                               .count = 100}) == "p4de.24xlarge");
+    CHECK(said(refused, "instance types unavailable, using the catalog's facts"));
+    CHECK(said(refused, "UnauthorizedOperation"));
+}
+
+TEST_CASE("aws pool: a spot reclaim seen on the node by its watchdog is a preempted node",
+          "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    // On EC2 the watchdog asks the instance metadata (spot/instance-action); a test host has
+    // none, so the probe is a file (test hosts share this machine's /tmp).
+    const std::string mark = "/tmp/sky-test-reclaim-" + std::to_string(::getpid());
+    std::filesystem::remove(mark);
+    ::setenv("SKY_AWS_PREEMPTION_PROBE", ("test -f " + mark).c_str(), 1);
+    struct Cleanup {  // also when an assertion ends the test early
+        std::string path;
+        ~Cleanup() {
+            ::unsetenv("SKY_AWS_PREEMPTION_PROBE");
+            std::error_code ec;
+            std::filesystem::remove(path, ec);
+        }
+    } cleanup{mark};
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        REQUIRE(pool.instances().at(0).spot);
+        auto call =
+            std::async(std::launch::async, [&] { return sky::compute<sleep_ms>(30000) >> pool; });
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        std::ofstream(mark) << "reclaim\n";
+        REQUIRE(call.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+        try {
+            (void)call.get();
+            FAIL("the call survived its node");
+        } catch (const sky::NodeLostError& e) {
+            CHECK(e.reason() == sky::NodeLostError::Reason::preempted);
+            CHECK(std::string(e.what()).find("reclaimed") != std::string::npos);
+        }
+    }
+    CHECK(rec.count<sky::InstancePreempted>() == 1);
+    CHECK(live_instances(fake) == 0);
     rec.check_no_secrets();
 }

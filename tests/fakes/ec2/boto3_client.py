@@ -3,10 +3,11 @@
 accepts every answer: the XML shapes, the error documents, the status codes.
 
 Reads SKY_FAKE_EC2_ENDPOINT, SKY_FAKE_EC2_REGION, SKY_FAKE_EC2_KEY and SKY_FAKE_EC2_SECRET from the
-environment. Prints what it checked (never the credentials) and "IDS <id>,<id>" last; exits
+environment, and SKY_FAKE_EC2_INSTANCE_TYPES (the fake's instance-types file) when it has one. Prints what it checked (never the credentials) and "IDS <id>,<id>" last; exits
 non-zero on the first failed check.
 """
 import datetime
+import json
 import os
 import sys
 
@@ -53,6 +54,55 @@ def error_code(call, **kwargs):
     return None, 200
 
 
+def check_instance_types(ec2):
+    path = os.environ.get("SKY_FAKE_EC2_INSTANCE_TYPES", "")
+    if not path:
+        print("skipped: describe_instance_types (no instance-types file)", flush=True)
+        return
+    with open(path, encoding="utf-8") as f:
+        expected = json.load(f)
+    gpu_types = sorted(name for name, info in expected.items() if "GpuInfo" in info)
+    check(len(gpu_types) >= 2, "the instance-types file has GPU types")
+    wanted = gpu_types[:2]
+    got = ec2.describe_instance_types(InstanceTypes=wanted)["InstanceTypes"]
+    check(sorted(t["InstanceType"] for t in got) == wanted, "describe_instance_types by name")
+    for info in got:
+        want = expected[info["InstanceType"]]
+        check(info["VCpuInfo"]["DefaultVCpus"] == want["VCpuInfo"]["DefaultVCpus"]
+              and isinstance(info["VCpuInfo"]["DefaultVCpus"], int), "VCpuInfo.DefaultVCpus")
+        check(info["MemoryInfo"]["SizeInMiB"] == want["MemoryInfo"]["SizeInMiB"],
+              "MemoryInfo.SizeInMiB")
+        gpu, want_gpu = info["GpuInfo"]["Gpus"][0], want["GpuInfo"]["Gpus"][0]
+        check(gpu["Name"] == want_gpu["Name"] and gpu["Manufacturer"] == want_gpu["Manufacturer"]
+              and gpu["Count"] == want_gpu["Count"]
+              and gpu["MemoryInfo"]["SizeInMiB"] == want_gpu["MemoryInfo"]["SizeInMiB"],
+              "GpuInfo.Gpus: name, manufacturer, count, memory")
+        check(info["GpuInfo"]["TotalGpuMemoryInMiB"] == want["GpuInfo"]["TotalGpuMemoryInMiB"],
+              "GpuInfo.TotalGpuMemoryInMiB")
+        check(info["SupportedUsageClasses"] == want["SupportedUsageClasses"],
+              "SupportedUsageClasses")
+
+    # Paging: botocore's paginator follows NextToken with MaxResults (PageSize) per page.
+    pages = ec2.get_paginator("describe_instance_types").paginate(PaginationConfig={"PageSize": 5})
+    sizes, names = [], []
+    for page in pages:
+        sizes.append(len(page["InstanceTypes"]))
+        names += [t["InstanceType"] for t in page["InstanceTypes"]]
+    check(sorted(names) == sorted(expected) and len(names) == len(set(names)),
+          "paging returns every instance type once")
+    check(max(sizes) <= 5 and len(sizes) == (len(expected) + 4) // 5, "pages of MaxResults")
+    whole = ec2.describe_instance_types()
+    check(len(whole["InstanceTypes"]) == min(100, len(expected)), "at most 100 per page")
+    filtered = ec2.describe_instance_types(
+        Filters=[{"Name": "instance-type", "Values": ["p4d.*", "no-such.type"]}])["InstanceTypes"]
+    check(sorted(t["InstanceType"] for t in filtered)
+          == sorted(n for n in expected if n.startswith("p4d.")), "the instance-type filter")
+    code, _ = error_code(ec2.describe_instance_types, InstanceTypes=["no-such.type"])
+    check(code == "InvalidInstanceType", "an unknown type is InvalidInstanceType")
+    code, _ = error_code(ec2.describe_instance_types, MaxResults=500)
+    check(code in ("InvalidParameterValue", "ParamValidation"), "MaxResults over 100 is refused")
+
+
 def main():
     ec2 = client()
 
@@ -73,6 +123,8 @@ def main():
     check(isinstance(history[0]["Timestamp"], datetime.datetime), "spot timestamps parse as dates")
     check(all(float(p["SpotPrice"]) > 0 for p in history), "spot prices are positive numbers")
     check(prices["ResponseMetadata"]["RetryAttempts"] == 1, "the throttled call was retried once")
+
+    check_instance_types(ec2)
 
     images = ec2.describe_images(
         Owners=["amazon"],

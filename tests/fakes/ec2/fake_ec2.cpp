@@ -1,6 +1,7 @@
 #include "fakes/ec2/fake_ec2.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/evp.h>
 #include <poll.h>
 
@@ -400,6 +401,24 @@ FakeEc2::FakeEc2(FakeEc2Options options)
                                                {"VpcId", "vpc-0fake0000000001"},
                                                {"IpPermissions", json::array()}};
 
+    if (!options_.instance_types_path.empty()) {
+        std::ifstream in(options_.instance_types_path, std::ios::binary);
+        if (!in) {
+            throw sky::ConfigError("fake EC2: cannot read " + options_.instance_types_path);
+        }
+        json all = json::parse(in);
+        if (!all.is_object()) {
+            throw sky::ConfigError("fake EC2: " + options_.instance_types_path +
+                                   " is not an object of instance types");
+        }
+        for (auto& [name, info] : all.items()) instance_types_[name] = std::move(info);
+    }
+    for (const auto& [name, patch] : options_.instance_type_overrides) {
+        json& info = instance_types_[name];
+        if (info.is_null()) info = json{{"InstanceType", name}};
+        info.merge_patch(patch);
+    }
+
     net_ = std::make_unique<Net>();
     boost::asio::ip::tcp::endpoint where(boost::asio::ip::make_address("127.0.0.1"), options_.port);
     net_->acceptor.open(where.protocol());
@@ -601,6 +620,7 @@ json FakeEc2::dispatch(const std::string& action, const json& params) {
     if (action == "DescribeInstances") return describe_instances(params);
     if (action == "TerminateInstances") return terminate_instances(params);
     if (action == "DescribeSpotPriceHistory") return describe_spot_price_history(params);
+    if (action == "DescribeInstanceTypes") return describe_instance_types(params);
     if (action == "ImportKeyPair") return import_key_pair(params);
     if (action == "DescribeKeyPairs") return describe_key_pairs(params);
     if (action == "DeleteKeyPair") return delete_key_pair(params);
@@ -887,6 +907,69 @@ json FakeEc2::describe_spot_price_history(const json& params) {
         }
     }
     return {{"SpotPriceHistory", history}, {"NextToken", ""}};
+}
+
+json FakeEc2::describe_instance_types(const json& params) {
+    // instance_types_ is fixed after construction: no lock needed.
+    const json names = params.value("InstanceTypes", json::array());
+    std::vector<std::string> missing;
+    for (const auto& name : names) {
+        if (!instance_types_.count(name.get<std::string>())) missing.push_back(name);
+    }
+    if (!missing.empty()) {
+        fail(400, "InvalidInstanceType",
+             fmt::format("The following supplied instance types do not exist: [{}]",
+                         fmt::join(missing, ", ")));
+    }
+    long long page = 100;  // EC2's most per page, and its default
+    if (params.contains("MaxResults")) {
+        page = params["MaxResults"].get<long long>();
+        if (page < 5 || page > 100) {
+            invalid(
+                fmt::format("Invalid value '{}' for MaxResults: must be between 5 and 100", page));
+        }
+    }
+    std::size_t start = 0;
+    if (auto token = params.value("NextToken", ""); !token.empty()) {
+        // The token is opaque to clients; here "itypes:<offset>".
+        static const std::regex kToken("itypes:([0-9]{1,9})");
+        std::smatch m;
+        if (!std::regex_match(token, m, kToken)) {
+            invalid("The NextToken is invalid");
+        }
+        start = std::stoul(m[1].str());
+    }
+    const json filters = params.value("Filters", json::array());
+    std::vector<const json*> matched;
+    for (const auto& [name, info] : instance_types_) {
+        if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+        bool ok = true;
+        for (const auto& filter : filters) {
+            const std::string fname = filter.value("Name", "");
+            const json values = filter.value("Values", json::array());
+            if (fname == "instance-type") {
+                ok = ok && any_match(values, name);
+            } else if (fname == "supported-usage-class") {
+                bool any = false;
+                for (const auto& c : info.value("SupportedUsageClasses", json::array()))
+                    any = any || any_match(values, c.get<std::string>());
+                ok = ok && any;
+            } else if (fname == "current-generation") {
+                ok = ok &&
+                     any_match(values, info.value("CurrentGeneration", true) ? "true" : "false");
+            } else {
+                invalid(fmt::format("The filter '{}' is invalid", fname));
+            }
+        }
+        if (ok) matched.push_back(&info);
+    }
+    if (start > matched.size()) invalid("The NextToken is invalid");
+    json out = json::array();
+    const std::size_t end = std::min(matched.size(), start + static_cast<std::size_t>(page));
+    for (std::size_t i = start; i < end; ++i) out.push_back(*matched[i]);
+    json result = {{"InstanceTypes", out}};
+    if (end < matched.size()) result["NextToken"] = fmt::format("itypes:{}", end);
+    return result;
 }
 
 json FakeEc2::import_key_pair(const json& params) {

@@ -36,6 +36,14 @@ struct FakeEc2Options {
     /// With hosts: false leaves each host its own host key (an instance whose user-data did not
     /// run, or a man in the middle): the client's pin must refuse it.
     bool install_host_key = true;
+    /// DescribeInstanceTypes answers: a JSON object of InstanceTypeInfo (boto3-shaped) by type
+    /// name, read in place (e.g. the testdata's accelerated-instance-types.json). Empty: no
+    /// instance types are known (every answer is empty).
+    std::string instance_types_path;
+    /// JSON merge patches (RFC 7386) applied to instance types after loading, by type name: a
+    /// test's way to make EC2's live facts differ from the catalog's. A type not in the file is
+    /// added from its patch.
+    std::map<std::string, nlohmann::json> instance_type_overrides;
 };
 
 /// A fault the next matching requests get instead of their answer.
@@ -100,6 +108,7 @@ private:
     nlohmann::json describe_instances(const nlohmann::json& params);
     nlohmann::json terminate_instances(const nlohmann::json& params);
     nlohmann::json describe_spot_price_history(const nlohmann::json& params);
+    nlohmann::json describe_instance_types(const nlohmann::json& params);
     nlohmann::json import_key_pair(const nlohmann::json& params);
     nlohmann::json describe_key_pairs(const nlohmann::json& params);
     nlohmann::json delete_key_pair(const nlohmann::json& params);
@@ -133,6 +142,7 @@ private:
     std::map<std::string, nlohmann::json> key_pairs_;        // name -> KeyPairInfo
     std::map<std::string, nlohmann::json> security_groups_;  // id -> SecurityGroup
     std::vector<nlohmann::json> images_;
+    std::map<std::string, nlohmann::json> instance_types_;  // name -> InstanceTypeInfo (const)
     std::map<std::string, std::string> key_material_;  // key name -> OpenSSH public key line
     std::map<std::string, int> instance_host_;         // instance id -> test host index
     std::vector<bool> host_used_;

@@ -28,11 +28,15 @@ int main(int argc, char** argv) {
             options.access_key_id = value;
         } else if (flag == "--model") {
             options.model_path = value;
+        } else if (flag == "--instance-types") {
+            options.instance_types_path = value;
         } else if (flag == "--max-seconds") {
             max_seconds = std::stoi(value);
         } else {
-            std::cerr << "usage: sky_fake_ec2 --model service-2.json [--port N] [--region R] "
-                         "[--access-key K] [--max-seconds S]  (secret in SKY_FAKE_EC2_SECRET)\n";
+            std::cerr
+                << "usage: sky_fake_ec2 --model service-2.json [--port N] [--region R] "
+                   "[--access-key K] [--instance-types FILE.json] [--max-seconds S]  (secret in "
+                   "SKY_FAKE_EC2_SECRET)\n";
             return 2;
         }
     }

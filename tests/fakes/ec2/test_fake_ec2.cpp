@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "fakes/ec2/fake_ec2.hpp"
@@ -25,6 +28,8 @@ using sky::test::FakeEc2Options;
 namespace {
 
 const std::string kModel = std::string(SKY_TESTDATA_DIR) + "/ec2-model/service-2.json";
+const std::string kInstanceTypes =
+    std::string(SKY_TESTDATA_DIR) + "/ec2-instance-types/accelerated-instance-types.json";
 const std::string kKey = "AKIDFAKEEC2EXAMPLE";
 // Made up for the test; not a credential anywhere.
 const std::string kSecret = "fakeSecretKey/For+The+FakeEc2Test0000000";
@@ -37,6 +42,7 @@ FakeEc2Options options() {
     o.secret_access_key = kSecret;
     o.region = "us-east-1";
     o.model_path = kModel;
+    if (std::filesystem::exists(kInstanceTypes)) o.instance_types_path = kInstanceTypes;
     return o;
 }
 
@@ -68,6 +74,86 @@ std::string error_code_of(const std::function<void()>& f) {
 }
 
 }  // namespace
+
+TEST_CASE("fake ec2: DescribeInstanceTypes answers by name, by filter and by page", "[fake][ec2]") {
+    if (!have_model() || !std::filesystem::exists(kInstanceTypes)) {
+        WARN("EC2 model or instance-types test data not found; skipping");
+        return;
+    }
+    FakeEc2Options o = options();
+    o.instance_type_overrides["p4d.24xlarge"] = {{"GpuInfo",
+                                                  {{"Gpus",
+                                                    {{{"Name", "A100"},
+                                                      {"Manufacturer", "NVIDIA"},
+                                                      {"Count", 4},
+                                                      {"MemoryInfo", {{"SizeInMiB", 81920}}}}}},
+                                                   {"TotalGpuMemoryInMiB", 327680}}}};
+    FakeEc2 fake(o);
+    auto ec2 = client(fake);
+
+    QueryParams by_name;
+    by_name.set_list("InstanceType", {"p4d.24xlarge", "g5.xlarge"});
+    auto r = ec2.call_json("DescribeInstanceTypes", by_name);
+    REQUIRE(r["instanceTypeSet"].is_array());
+    REQUIRE(r["instanceTypeSet"].size() == 2);
+    std::map<std::string, nlohmann::json> got;
+    for (const auto& t : r["instanceTypeSet"]) got[t["instanceType"].get<std::string>()] = t;
+    REQUIRE(got.count("p4d.24xlarge"));
+    REQUIRE(got.count("g5.xlarge"));
+    // The override replaced the GPU facts; the rest is the test data's.
+    const auto& p4d = got["p4d.24xlarge"];
+    CHECK(p4d["gpuInfo"]["gpus"][0]["count"] == "4");
+    CHECK(p4d["gpuInfo"]["gpus"][0]["memoryInfo"]["sizeInMiB"] == "81920");
+    CHECK(p4d["vCpuInfo"]["defaultVCpus"] == "96");
+    CHECK(got["g5.xlarge"]["gpuInfo"]["gpus"][0]["name"] == "A10G");
+    CHECK(got["g5.xlarge"]["supportedUsageClasses"].is_array());
+    CHECK(r.value("nextToken", "") == "");
+
+    // Paging: MaxResults per page, NextToken until none; every type once.
+    std::set<std::string> seen;
+    std::string token;
+    int pages = 0;
+    for (; pages < 50; ++pages) {
+        QueryParams p;
+        p.set("MaxResults", "7");
+        if (!token.empty()) p.set("NextToken", token);
+        auto page = ec2.call_json("DescribeInstanceTypes", p);
+        const auto& items = page["instanceTypeSet"];
+        CHECK(items.size() <= 7);
+        for (const auto& t : items) CHECK(seen.insert(t["instanceType"].get<std::string>()).second);
+        token = page.value("nextToken", "");
+        if (token.empty()) break;
+    }
+    std::ifstream in(kInstanceTypes);
+    const auto all = nlohmann::json::parse(in);
+    CHECK(seen.size() == all.size());
+    CHECK(pages + 1 == static_cast<int>((all.size() + 6) / 7));
+    // No MaxResults: at most 100 in one page.
+    auto whole = ec2.call_json("DescribeInstanceTypes");
+    CHECK(whole["instanceTypeSet"].size() == std::min<std::size_t>(100, all.size()));
+
+    QueryParams filtered;
+    filtered.set("Filter.1.Name", "instance-type");
+    filtered.set_list("Filter.1.Value", {"p4d*", "no-such.type"});
+    auto f = ec2.call_json("DescribeInstanceTypes", filtered);
+    REQUIRE(f["instanceTypeSet"].is_array());
+    for (const auto& t : f["instanceTypeSet"])
+        CHECK(t["instanceType"].get<std::string>().rfind("p4d", 0) == 0);
+    CHECK(f["instanceTypeSet"].size() >= 1);
+
+    QueryParams unknown;
+    unknown.set_list("InstanceType", {"no-such.type"});
+    CHECK(error_code_of([&] { (void)ec2.call_json("DescribeInstanceTypes", unknown); }) ==
+          "InvalidInstanceType");
+    QueryParams too_many;
+    too_many.set("MaxResults", "101");
+    CHECK(error_code_of([&] { (void)ec2.call_json("DescribeInstanceTypes", too_many); }) ==
+          "InvalidParameterValue");
+    QueryParams bad_token;
+    bad_token.set("NextToken", "garbage");
+    CHECK(error_code_of([&] { (void)ec2.call_json("DescribeInstanceTypes", bad_token); }) ==
+          "InvalidParameterValue");
+}
 
 TEST_CASE("fake ec2: sky's signed client runs, describes and terminates", "[fake][ec2]") {
     if (!have_model()) {
@@ -221,6 +307,7 @@ TEST_CASE("fake ec2: boto3 accepts every answer", "[fake][ec2][boto3]") {
     ::setenv("SKY_FAKE_EC2_REGION", "us-east-1", 1);
     ::setenv("SKY_FAKE_EC2_KEY", kKey.c_str(), 1);
     ::setenv("SKY_FAKE_EC2_SECRET", kSecret.c_str(), 1);
+    ::setenv("SKY_FAKE_EC2_INSTANCE_TYPES", options().instance_types_path.c_str(), 1);
     // Keep the user's AWS configuration out of it.
     ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
     ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
