@@ -31,16 +31,8 @@ std::string env_or(const char* name, std::string fallback = {}) {
     return v && *v ? std::string(v) : fallback;
 }
 
-const json& list_of(const json& j, const char* key) {
-    static const json empty = json::array();
-    if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return empty;
-    return j[key];
-}
-
-std::string str_of(const json& j, const char* key) {
-    if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return {};
-    return j[key].get<std::string>();
-}
+using sky::detail::aws::list_of;
+using sky::detail::aws::str_of;
 
 struct Row {
     std::string id, pool, type, state, address, spot, launched;

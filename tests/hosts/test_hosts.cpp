@@ -625,4 +625,22 @@ std::string TestHosts::sshd_log(int i) const {
     return read_file(hosts_.at(static_cast<std::size_t>(i)).log);
 }
 
+int remote_workers() {
+    auto r = run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
+    int n = 0;
+    std::istringstream is(r.output);
+    for (std::string l; std::getline(is, l);)
+        if (!l.empty()) ++n;
+    return n;
+}
+
+bool wait_until(const std::function<bool()>& ok, std::chrono::seconds limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (ok()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return ok();
+}
+
 }  // namespace sky::test

@@ -11,10 +11,27 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
+/// In a Catch2 test: skip (with the reason) where test hosts cannot be made here.
+#define SKIP_WITHOUT_HOSTS()                          \
+    do {                                              \
+        std::string why_;                             \
+        if (!::sky::test::TestHosts::available(&why_)) { \
+            WARN("skipped: " << why_);                \
+            return;                                   \
+        }                                             \
+    } while (0)
+
 namespace sky::test {
+
+/// Worker processes started from a node's shipped program cache (~/.sky/bin/...), on any host.
+int remote_workers();
+
+/// Polls `ok` every 100 ms until it holds or `limit` passes; returns its last answer.
+bool wait_until(const std::function<bool()>& ok, std::chrono::seconds limit);
 
 /// Result of a helper command: exit status (-1 when killed or not started) and its output.
 struct CommandResult {

@@ -55,36 +55,10 @@ std::string read_text(const std::filesystem::path& p) {
     return ss.str();
 }
 
-// Credentials for an explicit AWS{.profile}: the env still wins (as in the AWS CLI), then the
-// shared credentials file's section for that profile.
+// Credentials: the environment wins (as in the AWS CLI), then the shared credentials file's
+// section for AWS{.profile}, else AWS_PROFILE, else "default".
 std::optional<aws::Credentials> load_credentials(const std::string& profile) {
-    if (profile.empty()) return aws::load_default_credentials();
-    aws::Credentials from_env{env_or("AWS_ACCESS_KEY_ID"), env_or("AWS_SECRET_ACCESS_KEY"),
-                              env_or("AWS_SESSION_TOKEN")};
-    if (!from_env.access_key_id.empty() && !from_env.secret_access_key.empty()) return from_env;
-    std::string path = env_or("AWS_SHARED_CREDENTIALS_FILE");
-    if (path.empty()) path = env_or("HOME", "/root") + "/.aws/credentials";
-    std::ifstream in(path);
-    if (!in) return std::nullopt;
-    aws::Credentials found;
-    bool in_profile = false;
-    std::string line;
-    for (int n = 0; std::getline(in, line) && n < 100000; ++n) {
-        line = trim(line);
-        if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-        if (line.front() == '[' && line.back() == ']') {
-            in_profile = trim(line.substr(1, line.size() - 2)) == profile;
-            continue;
-        }
-        auto eq = line.find('=');
-        if (!in_profile || eq == std::string::npos) continue;
-        std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-        if (key == "aws_access_key_id") found.access_key_id = value;
-        if (key == "aws_secret_access_key") found.secret_access_key = value;
-        if (key == "aws_session_token") found.session_token = value;
-    }
-    if (found.access_key_id.empty() || found.secret_access_key.empty()) return std::nullopt;
-    return found;
+    return aws::load_default_credentials(profile);
 }
 
 // Runs ssh-keygen (bounded); its output is discarded: it may echo key material.
@@ -152,17 +126,8 @@ std::string error_text(const std::exception& e) {
     return e.what();
 }
 
-// EC2 lists converted by xml_to_json: an array, or nothing.
-const json& list_of(const json& j, const char* key) {
-    static const json empty = json::array();
-    if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return empty;
-    return j[key];
-}
-
-std::string str_of(const json& j, const char* key) {
-    if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return {};
-    return j[key].get<std::string>();
-}
+using aws::list_of;
+using aws::str_of;
 
 struct AwsNode {
     std::string instance_id;

@@ -21,14 +21,14 @@ std::string trim(std::string s) {
 
 }  // namespace
 
-std::optional<Credentials> load_default_credentials() {
+std::optional<Credentials> load_default_credentials(const std::string& explicit_profile) {
     Credentials from_env{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
                          env("AWS_SESSION_TOKEN")};
     if (!from_env.access_key_id.empty() && !from_env.secret_access_key.empty()) return from_env;
 
     std::string path = env("AWS_SHARED_CREDENTIALS_FILE");
     if (path.empty() && !env("HOME").empty()) path = env("HOME") + "/.aws/credentials";
-    std::string profile = env("AWS_PROFILE");
+    std::string profile = explicit_profile.empty() ? env("AWS_PROFILE") : explicit_profile;
     if (profile.empty()) profile = "default";
     std::ifstream in(path);
     if (!in) return std::nullopt;

@@ -14,9 +14,9 @@
 namespace sky::detail::aws {
 
 /// Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else from the
-/// shared credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
-/// AWS_PROFILE or "default"); nullopt when neither has them.
-[[nodiscard]] std::optional<Credentials> load_default_credentials();
+/// shared credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials; the section of
+/// `profile`, else AWS_PROFILE, else "default"); nullopt when neither has them.
+[[nodiscard]] std::optional<Credentials> load_default_credentials(const std::string& profile = {});
 
 struct Ec2ClientConfig {
     std::string region = "us-east-1";

@@ -121,4 +121,15 @@ std::string xml_escape(std::string_view text) {
     return out;
 }
 
+const nlohmann::json& list_of(const nlohmann::json& j, const char* key) {
+    static const nlohmann::json empty = nlohmann::json::array();
+    if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return empty;
+    return j[key];
+}
+
+std::string str_of(const nlohmann::json& j, const char* key) {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return {};
+    return j[key].get<std::string>();
+}
+
 }  // namespace sky::detail::aws

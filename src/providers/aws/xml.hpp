@@ -39,6 +39,11 @@ struct XmlElement {
 /// (EC2's list naming) becomes an empty array.
 [[nodiscard]] nlohmann::json xml_to_json(const XmlElement& element);
 
+/// A list in xml_to_json's output: the array under `key`, or an empty one when it is absent.
+[[nodiscard]] const nlohmann::json& list_of(const nlohmann::json& j, const char* key);
+/// A string field of xml_to_json's output, or "" when it is absent.
+[[nodiscard]] std::string str_of(const nlohmann::json& j, const char* key);
+
 /// Escapes text for use in XML character data or attribute values.
 [[nodiscard]] std::string xml_escape(std::string_view text);
 

@@ -118,23 +118,7 @@ int live_instances(const FakeEc2& fake) {
     return n;
 }
 
-int remote_workers() {
-    auto r = sky::test::run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
-    int n = 0;
-    std::istringstream is(r.output);
-    for (std::string l; std::getline(is, l);)
-        if (!l.empty()) ++n;
-    return n;
-}
 
-bool wait_for(const std::function<bool()>& ok, std::chrono::seconds limit) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (ok()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return ok();
-}
 
 // Asks the fake as any EC2 client would (to inspect key pairs and security groups).
 nlohmann::json ask(const FakeEc2& fake, const std::string& action,
@@ -174,18 +158,6 @@ std::vector<sky::Offer> a100_offers(sky::Spot spot) {
 
 using namespace aws_pool;
 
-#define SKIP_WITHOUT_HOSTS()                                                            \
-    do {                                                                                \
-        std::string why_;                                                               \
-        if (!TestHosts::available(&why_)) {                                             \
-            WARN("skipped: " << why_);                                                  \
-            return;                                                                     \
-        }                                                                               \
-        if (!std::filesystem::exists(model_path())) {                                   \
-            WARN("skipped: no EC2 model at " << model_path() << " (SKY_TESTDATA_DIR)"); \
-            return;                                                                     \
-        }                                                                               \
-    } while (0)
 
 TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
@@ -245,7 +217,7 @@ TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "
     CHECK(live_instances(fake) == 0);
     CHECK(sky_key_pairs(fake).empty());
     CHECK(sky_groups(fake).empty());
-    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
     CHECK(rec.count<sky::InfraCreating>() == 1);
     CHECK(rec.count<sky::InfraCreated>() == 1);
     CHECK(rec.count<sky::InstanceLaunching>() >= 1);
@@ -281,7 +253,7 @@ TEST_CASE("aws pool: leaving the scope by an exception terminates the instances"
     }
     CHECK(live_instances(fake) == 0);
     CHECK(fake.instances().size() == 3);
-    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
 }
 
 TEST_CASE("aws pool: a capacity error on the first offer moves to the next", "[aws_pool]") {
@@ -379,7 +351,7 @@ TEST_CASE("aws pool: a partial launch failure terminates what started", "[aws_po
     CHECK(live_instances(fake) == 0);
     CHECK(sky_key_pairs(fake).empty());
     CHECK(sky_groups(fake).empty());
-    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
     rec.check_no_secrets();
 }
 

@@ -40,6 +40,11 @@ int fail_on_node(int node);
 
 int orphan_client(const char* pid_file);
 
+/// A pool spec with nothing displayed.
+inline sky::PoolSpec quiet(int nodes, int concurrency = 1) {
+    return {.nodes = nodes, .concurrency = concurrency, .display = sky::Display::quiet};
+}
+
 /// A unique scratch directory under /tmp, removed by the destructor.
 struct TempDir {
     std::string path;

@@ -5,11 +5,6 @@
 
 using namespace e2e;
 
-namespace {
-sky::PoolSpec quiet(int nodes, int concurrency = 1) {
-    return {.nodes = nodes, .concurrency = concurrency, .display = sky::Display::quiet};
-}
-}  // namespace
 
 TEST_CASE("a remote exception is a RemoteError with everything known about it", "[local][errors]") {
     sky::ComputePool pool{quiet(2)};

@@ -6,11 +6,6 @@
 
 using namespace e2e;
 
-namespace {
-sky::PoolSpec quiet(int nodes, int concurrency = 1) {
-    return {.nodes = nodes, .concurrency = concurrency, .display = sky::Display::quiet};
-}
-}  // namespace
 
 TEST_CASE(">> runs one call and returns its typed result", "[local][operators]") {
     sky::ComputePool pool{quiet(2)};

@@ -30,14 +30,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-#define SKIP_WITHOUT_HOSTS()                \
-    do {                                    \
-        std::string why_;                   \
-        if (!TestHosts::available(&why_)) { \
-            WARN("skipped: " << why_);      \
-            return;                         \
-        }                                   \
-    } while (0)
 
 SessionOptions options_for(const TestHosts& hosts, int i) {
     SessionOptions o;

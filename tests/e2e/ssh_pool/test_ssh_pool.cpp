@@ -48,24 +48,7 @@ sky::PoolSpec spec_for(const TestHosts& h, int nodes) {
     return {.provider = ssh, .nodes = nodes, .display = sky::Display::quiet};
 }
 
-// Worker processes started from the shipped program cache.
-int remote_workers() {
-    auto r = sky::test::run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
-    int n = 0;
-    std::istringstream is(r.output);
-    for (std::string l; std::getline(is, l);)
-        if (!l.empty()) ++n;
-    return n;
-}
 
-bool wait_for(const std::function<bool()>& ok, std::chrono::seconds limit) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (ok()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return ok();
-}
 
 // A client that is SIGKILLed while its pool runs (the watchdog test). Reads hosts from a file.
 int orphan_client(const char* spec_file) {
@@ -88,14 +71,6 @@ int orphan_client(const char* spec_file) {
 
 using namespace ssh_pool;
 
-#define SKIP_WITHOUT_HOSTS()                \
-    do {                                    \
-        std::string why_;                   \
-        if (!TestHosts::available(&why_)) { \
-            WARN("skipped: " << why_);      \
-            return;                         \
-        }                                   \
-    } while (0)
 
 TEST_CASE("ssh pool: every operator on 4 hosts, with distinct nodes and remote output",
           "[ssh_pool]") {
@@ -144,12 +119,12 @@ TEST_CASE("ssh pool: every operator on 4 hosts, with distinct nodes and remote o
         std::set<std::string> ips;
         for (auto& i : inst) ips.insert(i.public_ip.value_or(""));
         CHECK(ips.size() == 4);
-        CHECK(remote_workers() == 4);
+        CHECK(sky::test::remote_workers() == 4);
     }
     std::lock_guard lk(m);
     CHECK(std::count(lines.begin(), lines.end(), "remote line 2") == 1);
     for (const char* s : {"check", "env", "worker", "watchdog"}) CHECK(steps.count(s) == 1);
-    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
 }
 
 TEST_CASE("ssh pool: a second pool reuses the uploaded program", "[ssh_pool]") {
@@ -197,7 +172,7 @@ TEST_CASE("ssh pool: a host key that does not match is refused", "[ssh_pool]") {
         INFO(what);
         CHECK(names_a_key);
     }
-    CHECK(remote_workers() == 0);
+    CHECK(sky::test::remote_workers() == 0);
 }
 
 TEST_CASE("ssh pool: a bad apt package is a BootstrapError naming the phase", "[ssh_pool]") {
@@ -213,7 +188,7 @@ TEST_CASE("ssh pool: a bad apt package is a BootstrapError naming the phase", "[
         CHECK(e.node() == 0);
         CHECK_FALSE(e.output().empty());
     }
-    CHECK(remote_workers() == 0);
+    CHECK(sky::test::remote_workers() == 0);
 }
 
 TEST_CASE("ssh pool: losing a node mid-call fails that call, the others finish", "[ssh_pool]") {
@@ -259,15 +234,15 @@ TEST_CASE("ssh pool: the workers of a SIGKILLed client end", "[ssh_pool]") {
     char* argv[] = {exe.data(), const_cast<char*>("--orphan-ssh-client"), spec_file.data(), nullptr};
     pid_t client = 0;
     REQUIRE(::posix_spawn(&client, exe.c_str(), nullptr, nullptr, argv, environ) == 0);
-    bool ready = wait_for([&] { return std::filesystem::exists(spec_file + ".ready"); },
+    bool ready = sky::test::wait_until([&] { return std::filesystem::exists(spec_file + ".ready"); },
                           std::chrono::seconds(60));
     REQUIRE(ready);
-    CHECK(remote_workers() == 2);
+    CHECK(sky::test::remote_workers() == 2);
     ::kill(client, SIGKILL);
     int st;
     ::waitpid(client, &st, 0);
     // idle_timeout is 3 s; the watchdog checks every second.
-    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(20)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(20)));
     auto runs = sky::test::run_command({"bash", "-c", "ls -A /root/.sky/run 2>/dev/null | wc -l"});
     INFO(runs.output);
 }
@@ -279,12 +254,12 @@ TEST_CASE("ssh pool: the node's own watchdog ends a worker that stopped answerin
     spec.idle_timeout = std::chrono::seconds(3);
     sky::ComputePool pool{spec};
     CHECK((sky::compute<add>(1, 1) >> pool) == 2);
-    REQUIRE(remote_workers() == 1);
+    REQUIRE(sky::test::remote_workers() == 1);
     // Freeze the worker (its own idle check with it): only the separate watchdog process, which
     // no longer sees the heartbeat file change, can end it.
     auto r = sky::test::run_command({"pkill", "-STOP", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
     CHECK(r.status == 0);
-    CHECK(wait_for([] { return remote_workers() == 0; }, std::chrono::seconds(20)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(20)));
 }
 
 TEST_CASE("ssh pool: a node whose C library is too old is refused before anything runs",
@@ -308,5 +283,5 @@ TEST_CASE("ssh pool: a node whose C library is too old is refused before anythin
         CHECK(e.phase() == "check");
         CHECK(std::string(e.what()).find("glibc 2.17") != std::string::npos);
     }
-    CHECK(remote_workers() == 0);
+    CHECK(sky::test::remote_workers() == 0);
 }
