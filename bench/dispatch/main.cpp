@@ -18,11 +18,10 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <sky/sky.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sky/sky.hpp>
 
 namespace bench {
 void noop() {}
@@ -243,9 +242,11 @@ int main(int argc, char** argv) {
                 raw_mbs, sky_mbs / raw_mbs, ">= 0.5x");
     std::printf("%-34s %10.0fMB/s %10.0fMB/s %7.2fx %10s\n", "  the same, first call (cold memory)",
                 2 * mb / first_echo_s, raw_mbs, 2 * mb / first_echo_s / raw_mbs, "");
-    std::printf("(baselines: a 32-byte TCP echo between two processes, its client polling 50 us\n"
-                " before it blocks as sky's caller does (and, one row, a plain blocking client),\n"
-                " interleaved with sky's round trips; raw loopback TCP bulk throughput, one way, into a process that drains it. The echo's MB/s counts the bytes\n"
-                " moved both ways: an RPC must receive all of its argument before it can answer.)\n");
+    std::printf(
+        "(baselines: a 32-byte TCP echo between two processes, its client polling 50 us\n"
+        " before it blocks as sky's caller does (and, one row, a plain blocking client),\n"
+        " interleaved with sky's round trips; raw loopback TCP bulk throughput, one way, into a "
+        "process that drains it. The echo's MB/s counts the bytes\n"
+        " moved both ways: an RPC must receive all of its argument before it can answer.)\n");
     return 0;
 }

@@ -17,11 +17,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sky/sky.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sky/sky.hpp>
 
 #include "hosts/test_hosts.hpp"
 #include "runtime/fd_transport.hpp"
@@ -77,9 +76,16 @@ struct OpenSshPath {
         std::string exe = std::filesystem::read_symlink("/proc/self/exe");
         std::string port_file = dir + "/bench-worker-port";
         std::filesystem::remove(port_file);
-        std::vector<std::string> a = {"ip", "netns", "exec", h.netns(0), "env",
-                                      "SKY_WORKER_LISTEN=127.0.0.1:0", "SKY_WORKER_TOKEN=bench",
-                                      "SKY_WORKER_PORT_FILE=" + port_file, exe, "--sky-worker"};
+        std::vector<std::string> a = {"ip",
+                                      "netns",
+                                      "exec",
+                                      h.netns(0),
+                                      "env",
+                                      "SKY_WORKER_LISTEN=127.0.0.1:0",
+                                      "SKY_WORKER_TOKEN=bench",
+                                      "SKY_WORKER_PORT_FILE=" + port_file,
+                                      exe,
+                                      "--sky-worker"};
         worker = spawn(a);
         int wport = 0;
         for (int i = 0; i < 500 && !wport; ++i) {
@@ -88,12 +94,22 @@ struct OpenSshPath {
         }
         if (!wport) throw std::runtime_error("the benchmark worker did not start");
         int lport = 20000 + (::getpid() % 20000);
-        std::vector<std::string> s = {"ssh", "-N", "-o", "BatchMode=yes", "-o",
-                                      "UserKnownHostsFile=" + h.known_hosts_file().string(), "-o",
-                                      "StrictHostKeyChecking=yes", "-i", h.client_key_path().string(),
-                                      "-p", std::to_string(h.port(0)), "-L",
-                                      "127.0.0.1:" + std::to_string(lport) + ":127.0.0.1:" + std::to_string(wport),
-                                      "root@" + h.address(0)};
+        std::vector<std::string> s = {
+            "ssh",
+            "-N",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "UserKnownHostsFile=" + h.known_hosts_file().string(),
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-i",
+            h.client_key_path().string(),
+            "-p",
+            std::to_string(h.port(0)),
+            "-L",
+            "127.0.0.1:" + std::to_string(lport) + ":127.0.0.1:" + std::to_string(wport),
+            "root@" + h.address(0)};
         ssh = spawn(s);
         int fd = -1;
         for (int i = 0; i < 300 && fd < 0; ++i) {
@@ -146,7 +162,8 @@ struct OpenSshPath {
         std::span<const std::byte> parts[] = {frame.span(), c.args->span()};
         t->write_all(parts);
         d::Frame f;
-        if (!r->next(f) || f.header.type != d::MsgType::result) throw std::runtime_error("no result");
+        if (!r->next(f) || f.header.type != d::MsgType::result)
+            throw std::runtime_error("no result");
         return f.payload.size();
     }
 };
@@ -208,20 +225,24 @@ int main(int argc, char** argv) {
     }
     double mb = static_cast<double>(floats * sizeof(float)) / (1 << 20);
     double sky_mbs = 2 * mb / sky_echo, ossh_mbs = 2 * mb / ossh_echo;
-    std::printf("sky bench/ssh (test hosts: network namespaces with OpenSSH sshd)%s\n", quick ? " [quick]" : "");
+    std::printf("sky bench/ssh (test hosts: network namespaces with OpenSSH sshd)%s\n",
+                quick ? " [quick]" : "");
     std::printf("%-40s %12s %12s %8s %10s\n", "measure", "sky", "baseline", "ratio", "target");
-    std::printf("%-40s %11.2fs %12s %8s %10s\n", "pool start, 1 host, cold (upload)", cold1, "", "", "");
-    std::printf("%-40s %11.2fs %11.2fs %7.2fx %10s\n", "pool start, 8 hosts, cold (upload)", cold8, cold1,
-                cold8 / cold1, "<= 2x");
-    std::printf("%-40s %11.2fs %12s %8s %10s\n", "pool start, 1 host, warm (cached)", warm1, "", "", "");
-    std::printf("%-40s %11.2fs %11.2fs %7.2fx %10s\n", "pool start, 8 hosts, warm (cached)", warm8, warm1,
-                warm8 / warm1, "<= 2x");
+    std::printf("%-40s %11.2fs %12s %8s %10s\n", "pool start, 1 host, cold (upload)", cold1, "", "",
+                "");
+    std::printf("%-40s %11.2fs %11.2fs %7.2fx %10s\n", "pool start, 8 hosts, cold (upload)", cold8,
+                cold1, cold8 / cold1, "<= 2x");
+    std::printf("%-40s %11.2fs %12s %8s %10s\n", "pool start, 1 host, warm (cached)", warm1, "", "",
+                "");
+    std::printf("%-40s %11.2fs %11.2fs %7.2fx %10s\n", "pool start, 8 hosts, warm (cached)", warm8,
+                warm1, warm8 / warm1, "<= 2x");
     std::printf("%-40s %10.1fus %10.1fus %7.2fx %10s\n", ">> no-op round trip, median (vs ssh -L)",
                 median(sky_rt), median(ossh_rt), median(sky_rt) / median(ossh_rt), "<= 1.3x");
     std::printf("%-40s %8.0fMB/s %8.0fMB/s %7.2fx %10s\n",
                 (std::to_string(static_cast<int>(mb)) + " MiB echo (vs ssh -L)").c_str(), sky_mbs,
                 ossh_mbs, sky_mbs / ossh_mbs, ">= 0.7x");
-    std::printf("(baselines: 1 host for the 8-host starts; the same worker program and protocol through\n"
-                " OpenSSH's `ssh -L` for the tunnel rows; MB/s counts bytes moved both ways)\n");
+    std::printf(
+        "(baselines: 1 host for the 8-host starts; the same worker program and protocol through\n"
+        " OpenSSH's `ssh -L` for the tunnel rows; MB/s counts bytes moved both ways)\n");
     return 0;
 }

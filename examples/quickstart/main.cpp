@@ -1,8 +1,7 @@
 // The quick start: three worker processes on this machine, every way to run a computation.
-#include <sky/sky.hpp>
-
 #include <iostream>
 #include <numeric>
+#include <sky/sky.hpp>
 #include <string>
 #include <vector>
 
@@ -50,8 +49,9 @@ int main(int argc, char** argv) {
     std::cout << "sum of shards           = " << std::accumulate(sums.begin(), sums.end(), 0L)
               << " (expected 500500)\n";
 
-    auto [a, b] = (sky::compute<demo::mean>(std::vector<double>{1, 3}) &
-                   sky::compute<demo::fails>(7)) >> pool;
+    auto [a, b] =
+        (sky::compute<demo::mean>(std::vector<double>{1, 3}) & sky::compute<demo::fails>(7)) >>
+        pool;
     std::cout << "(mean & fails) >> pool  = " << a << ", " << b << "\n";
 
     std::vector<sky::PendingCompute<int>> many;

@@ -61,9 +61,11 @@ void invoke_impl(std::span<const std::byte> in, Buffer& out, std::index_sequence
     // reference, bound to an lvalue reference otherwise.
     using R = std::decay_t<typename T::result>;
     if constexpr (std::is_void_v<R>) {
-        std::invoke(F, std::forward<std::tuple_element_t<I, typename T::params>>(std::get<I>(args))...);
+        std::invoke(
+            F, std::forward<std::tuple_element_t<I, typename T::params>>(std::get<I>(args))...);
     } else {
-        R r = std::invoke(F, std::forward<std::tuple_element_t<I, typename T::params>>(std::get<I>(args))...);
+        R r = std::invoke(
+            F, std::forward<std::tuple_element_t<I, typename T::params>>(std::get<I>(args))...);
         save_to(out, r);
     }
 }
@@ -76,9 +78,9 @@ void invoke(std::span<const std::byte> in, Buffer& out) {
 
 template <auto F>
 struct Registration {
-    static inline const bool done = register_function(FunctionEntry{
-        function_name<F>(), fnv1a(type_name<std::remove_pointer_t<decltype(F)>>()),
-        type_name<std::remove_pointer_t<decltype(F)>>(), &invoke<F>});
+    static inline const bool done = register_function(
+        FunctionEntry{function_name<F>(), fnv1a(type_name<std::remove_pointer_t<decltype(F)>>()),
+                      type_name<std::remove_pointer_t<decltype(F)>>(), &invoke<F>});
 };
 
 template <class Tuple>
@@ -92,7 +94,7 @@ struct all_serializable<std::tuple<A...>> {
 
 /// The value behind sky::compute<F>: call it to get a PendingCompute, or `.local(...)` to run now.
 template <auto F>
-    requires std::is_function_v<std::remove_pointer_t<decltype(F)>>
+requires std::is_function_v<std::remove_pointer_t<decltype(F)>>
 class ComputeFunction {
     using traits = detail::function_traits<decltype(F)>;
 
@@ -102,9 +104,9 @@ public:
 
     /// Binds and encodes the arguments; nothing runs until the result meets a pool.
     template <class... A>
-        requires(sizeof...(A) == traits::arity &&
-                 std::is_invocable_v<decltype(F), A...>)
-    PendingCompute<result_type> operator()(A&&... a) const {
+    requires(sizeof...(A) == traits::arity &&
+             std::is_invocable_v<decltype(F), A...>) PendingCompute<result_type>
+    operator()(A&&... a) const {
         static_assert(detail::all_serializable<typename traits::args>::value);
         static_assert(detail::argument_must_be_serializable<result_type>::value);
         (void)detail::Registration<F>::done;  // instantiates the static registration
@@ -121,10 +123,8 @@ public:
 
     /// Runs F here, now, with no serialization.
     template <class... A>
-        requires std::is_invocable_v<decltype(F), A...>
-    decltype(auto) local(A&&... a) const {
-        return std::invoke(F, std::forward<A>(a)...);
-    }
+    requires std::is_invocable_v<decltype(F), A...>
+    decltype(auto) local(A&&... a) const { return std::invoke(F, std::forward<A>(a)...); }
 
     /// Qualified name under which F is registered, e.g. "stats::mean".
     static constexpr std::string_view name() noexcept { return detail::function_name<F>(); }

@@ -43,7 +43,9 @@ public:
     /// The original exception's what().
     [[nodiscard]] const std::string& message() const noexcept { return message_; }
     /// The last lines the call printed (stdout and stderr), oldest first.
-    [[nodiscard]] const std::vector<std::string>& remote_log() const noexcept { return remote_log_; }
+    [[nodiscard]] const std::vector<std::string>& remote_log() const noexcept {
+        return remote_log_;
+    }
 
 private:
     std::string function_;
@@ -66,9 +68,12 @@ struct ProvisionAttempt {
 /// No capacity, no matching offer, quota or authentication failures.
 class ProvisionError : public Error {
 public:
-    explicit ProvisionError(const std::string& message, std::vector<ProvisionAttempt> attempts = {});
+    explicit ProvisionError(const std::string& message,
+                            std::vector<ProvisionAttempt> attempts = {});
     /// Every offer tried, in order, with the provider's answer.
-    [[nodiscard]] const std::vector<ProvisionAttempt>& attempts() const noexcept { return attempts_; }
+    [[nodiscard]] const std::vector<ProvisionAttempt>& attempts() const noexcept {
+        return attempts_;
+    }
 
 private:
     std::vector<ProvisionAttempt> attempts_;

@@ -2,11 +2,11 @@
 /// \file Events and callbacks (api.md §9): what a pool reports while it lives.
 #include <functional>
 #include <optional>
-
-#include "sky/errors.hpp"
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "sky/errors.hpp"
 
 namespace sky {
 
@@ -164,6 +164,7 @@ using sky::BootstrapProgress;
 using sky::BootstrapStarting;
 using sky::CostFinal;
 using sky::CostUpdate;
+using sky::Error;
 using sky::InfraCreated;
 using sky::InfraCreating;
 using sky::InstanceLaunching;
@@ -175,7 +176,6 @@ using sky::LogLine;
 using sky::Metrics;
 using sky::PoolStarted;
 using sky::PoolStopping;
-using sky::Error;
 }  // namespace events
 
 }  // namespace sky

@@ -17,13 +17,13 @@ struct File {
 
 /// A declarative node environment; bootstrap() turns it into an idempotent shell script.
 struct Image {
-    std::string python;                            ///< e.g. "3.13"; empty: no Python set-up
-    std::vector<std::string> pip;                  ///< pip packages (implies Python)
+    std::string python;            ///< e.g. "3.13"; empty: no Python set-up
+    std::vector<std::string> pip;  ///< pip packages (implies Python)
     std::optional<std::string> pip_extra_index_url;
-    std::vector<std::string> apt;                  ///< Debian/Ubuntu packages
-    std::map<std::string, std::string> env;        ///< environment of the worker
-    std::vector<std::string> setup;                ///< shell commands, run in order
-    std::vector<File> files;                       ///< files to write
+    std::vector<std::string> apt;            ///< Debian/Ubuntu packages
+    std::map<std::string, std::string> env;  ///< environment of the worker
+    std::vector<std::string> setup;          ///< shell commands, run in order
+    std::vector<File> files;                 ///< files to write
 
     /// 12 hex characters, stable across runs and machines (for image caches).
     [[nodiscard]] std::string content_hash() const;

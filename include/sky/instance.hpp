@@ -42,7 +42,8 @@ struct Instance {
 
     template <class Archive>
     void serialize(Archive& ar) {
-        ar(id, node, provider, instance_type, public_ip, private_ip, spot, hourly_price, on_demand_price);
+        ar(id, node, provider, instance_type, public_ip, private_ip, spot, hourly_price,
+           on_demand_price);
     }
 };
 

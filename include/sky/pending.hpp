@@ -138,7 +138,8 @@ public:
         return PendingBatch<R0, Rs...>(std::move(c));
     }
     template <class... Ss>
-    friend PendingBatch<Rs..., Ss...> operator&(const PendingBatch& a, const PendingBatch<Ss...>& b) {
+    friend PendingBatch<Rs..., Ss...> operator&(const PendingBatch& a,
+                                                const PendingBatch<Ss...>& b) {
         auto c = a.calls_;
         c.insert(c.end(), b.calls().begin(), b.calls().end());
         return PendingBatch<Rs..., Ss...>(std::move(c));
@@ -167,8 +168,7 @@ private:
 
 /// Same as `p1 & p2 & ...`.
 template <class... Rs>
-    requires(sizeof...(Rs) >= 1)
-PendingBatch<Rs...> gather(const PendingCompute<Rs>&... ps) {
+requires(sizeof...(Rs) >= 1) PendingBatch<Rs...> gather(const PendingCompute<Rs>&... ps) {
     return PendingBatch<Rs...>({ps.desc()...});
 }
 

@@ -2,14 +2,14 @@
 /// \file The pool of nodes that runs computations (api.md §4).
 #include <array>
 #include <chrono>
-#include <exception>
-#include <thread>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -180,7 +180,7 @@ private:
 
     template <class... Rs, std::size_t... I>
     static std::tuple<detail::batch_value_t<Rs>...> take_tuple(detail::BatchState& s,
-                                                              std::index_sequence<I...>) {
+                                                               std::index_sequence<I...>) {
         if (auto e = s.first_error()) std::rethrow_exception(e);
         return {take_value<Rs>(s.outcomes[I])...};
     }
@@ -216,8 +216,8 @@ class MultiPool {
 public:
     /// If one pool fails, every other is torn down and the first error is rethrown.
     template <class... Specs>
-        requires(sizeof...(Specs) == N && (std::is_convertible_v<Specs, PoolSpec> && ...))
-    explicit MultiPool(Specs&&... specs) {
+    requires(sizeof...(Specs) == N &&
+             (std::is_convertible_v<Specs, PoolSpec> && ...)) explicit MultiPool(Specs&&... specs) {
         std::array<PoolSpec, N> list{PoolSpec(std::forward<Specs>(specs))...};
         std::array<std::optional<ComputePool>, N> made;
         std::array<std::exception_ptr, N> errors;

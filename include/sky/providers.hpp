@@ -18,7 +18,8 @@ struct SSH {
     std::string user = "root";
     int port = 22;
     std::string identity_file;  ///< private key (empty: ~/.ssh/id_ed25519)
-    std::string known_hosts;    ///< known_hosts file pinning the hosts' keys (empty: ~/.ssh/known_hosts)
+    std::string
+        known_hosts;  ///< known_hosts file pinning the hosts' keys (empty: ~/.ssh/known_hosts)
 };
 /// Amazon EC2.
 struct AWS {
@@ -64,7 +65,7 @@ public:
 
     /// "local", "ssh", "aws", "runpod", "vastai", "verda", "digitalocean".
     [[nodiscard]] std::string_view name() const noexcept {
-        constexpr std::string_view names[] = {"local", "ssh",   "aws",         "runpod",
+        constexpr std::string_view names[] = {"local",  "ssh",   "aws",         "runpod",
                                               "vastai", "verda", "digitalocean"};
         return names[config_.index()];
     }

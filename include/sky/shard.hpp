@@ -54,7 +54,8 @@ inline std::vector<std::size_t> shard_indices(std::size_t n, const ShardOptions&
     auto perm = permutation(n, o.shuffle, o.seed.value_or(0));
     std::size_t b = n * static_cast<std::size_t>(node) / static_cast<std::size_t>(total);
     std::size_t e = n * static_cast<std::size_t>(node + 1) / static_cast<std::size_t>(total);
-    return {perm.begin() + static_cast<std::ptrdiff_t>(b), perm.begin() + static_cast<std::ptrdiff_t>(e)};
+    return {perm.begin() + static_cast<std::ptrdiff_t>(b),
+            perm.begin() + static_cast<std::ptrdiff_t>(e)};
 }
 
 template <class R>

@@ -1,13 +1,13 @@
 // sky::Image: the content hash and the idempotent bootstrap script.
+#include "sky/image.hpp"
+
+#include <fmt/format.h>
 #include <openssl/evp.h>
 
 #include <regex>
 #include <string>
 
-#include <fmt/format.h>
-
 #include "sky/errors.hpp"
-#include "sky/image.hpp"
 
 namespace sky {
 
@@ -132,7 +132,8 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
     s += "env_tmp=\"$SKY_HOME/env.sh.$$\"\n";
     s += ": > \"$env_tmp\"\n";
     for (auto& [k, v] : env)
-        s += fmt::format("echo {} >> \"$env_tmp\"\n", shell_quote("export " + k + "=" + shell_quote(v)));
+        s += fmt::format("echo {} >> \"$env_tmp\"\n",
+                         shell_quote("export " + k + "=" + shell_quote(v)));
     s += "mv -f \"$env_tmp\" \"$SKY_HOME/env.sh\"\n";
     if (!files.empty()) {
         s += "phase files\n";

@@ -1,13 +1,13 @@
 // `sky doctor`: for each provider, whether credentials are set and whether its endpoint answers.
 // Never prints a secret: only where a credential came from.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "http/http_client.hpp"
@@ -81,7 +81,8 @@ int doctor_command(const std::vector<std::string>& args) {
             offline = true;
             continue;
         }
-        std::fprintf(stderr, "sky doctor: unknown option '%s' (see sky doctor --help)\n", a.c_str());
+        std::fprintf(stderr, "sky doctor: unknown option '%s' (see sky doctor --help)\n",
+                     a.c_str());
         return 2;
     }
     std::vector<Check> checks;
@@ -96,13 +97,16 @@ int doctor_command(const std::vector<std::string>& args) {
             c.have_credentials = true;
             c.secrets.push_back(cred->secret_access_key);
         } else {
-            c.credentials = "missing: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials";
+            c.credentials =
+                "missing: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials";
         }
         if (auto s = env("AWS_SECRET_ACCESS_KEY")) c.secrets.push_back(*s);
-        std::string region = env("AWS_REGION").value_or(env("AWS_DEFAULT_REGION").value_or("us-east-1"));
-        c.endpoint = env("AWS_ENDPOINT_URL_EC2")
-                         .value_or(env("AWS_ENDPOINT_URL")
-                                       .value_or(fmt::format("https://ec2.{}.amazonaws.com/", region)));
+        std::string region =
+            env("AWS_REGION").value_or(env("AWS_DEFAULT_REGION").value_or("us-east-1"));
+        c.endpoint =
+            env("AWS_ENDPOINT_URL_EC2")
+                .value_or(env("AWS_ENDPOINT_URL")
+                              .value_or(fmt::format("https://ec2.{}.amazonaws.com/", region)));
         checks.push_back(c);
     }
     auto simple = [&](const char* provider, std::vector<const char*> keys, const char* url_env,
@@ -147,7 +151,8 @@ int doctor_command(const std::vector<std::string>& args) {
     std::printf("%-13s %-60s %s\n", "local", "none needed", "this machine");
     int ready = 0;
     for (auto& c : checks) {
-        std::string answer = offline ? "not checked (--offline)" : probe(c, std::chrono::seconds(5));
+        std::string answer =
+            offline ? "not checked (--offline)" : probe(c, std::chrono::seconds(5));
         std::printf("%-13s %-60s %s %s\n", c.provider.c_str(), c.credentials.c_str(),
                     mask(c.endpoint, c.secrets).c_str(), answer.c_str());
         if (c.have_credentials) ++ready;

@@ -86,8 +86,8 @@ void DisplayRenderer::summary(const CostFinal& c) {
         "  {:<6} {:<30} {:>10} {:>11} {:>10} {:>11}\n"
         "  {:<6} {:<30} {:>9.2f}s {:>11} {:>10} {:>11}\n",
         pool_id_, "nodes", "instance types", "time", "cost", "$/hour", "saved", nodes_.size(), t,
-        c.total_seconds, fmt::format("${:.4f}", c.total_cost), fmt::format("${:.3f}", c.hourly_rate),
-        fmt::format("${:.4f}", c.savings_vs_ondemand));
+        c.total_seconds, fmt::format("${:.4f}", c.total_cost),
+        fmt::format("${:.3f}", c.hourly_rate), fmt::format("${:.4f}", c.savings_vs_ondemand));
     print(s);
 }
 
@@ -109,7 +109,8 @@ void DisplayRenderer::show(const Event& e) {
         if (mode_ == Display::spinner) phase(r->node, r->new_instance_id, "ready");
     } else if (auto* s = std::get_if<InstanceStopping>(&e)) {
         for (auto& [i, n] : nodes_)
-            if (n.instance_id == s->instance_id && mode_ == Display::spinner) phase(i, "", "stopping");
+            if (n.instance_id == s->instance_id && mode_ == Display::spinner)
+                phase(i, "", "stopping");
     } else if (auto* c = std::get_if<CostUpdate>(&e)) {
         cost_ = c->accumulated_cost;
         rate_ = c->hourly_rate;

@@ -1,10 +1,9 @@
 #include "pool/event_bus.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
-
-#include <fmt/format.h>
 
 namespace sky::detail {
 

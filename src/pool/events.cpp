@@ -1,12 +1,13 @@
+#include "sky/events.hpp"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <mutex>
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "pool/event_bus.hpp"
-#include "sky/events.hpp"
 
 namespace sky {
 
@@ -71,13 +72,13 @@ std::string describe(const Event& event) {
             return fmt::format("[node {}] {}", e.node, e.line);
         }
         std::string operator()(const Metrics& e) const {
-            std::string s = fmt::format("[node {}] cpu {:.0f}% mem {:.0f}% ({:.0f}/{:.0f} MB)",
-                                        e.node, e.cpu_percent, e.memory_percent, e.memory_used_mb,
-                                        e.memory_total_mb);
+            std::string s =
+                fmt::format("[node {}] cpu {:.0f}% mem {:.0f}% ({:.0f}/{:.0f} MB)", e.node,
+                            e.cpu_percent, e.memory_percent, e.memory_used_mb, e.memory_total_mb);
             if (e.gpu_utilization)
                 s += fmt::format(" gpu {:.0f}% {:.0f}/{:.0f} MB {:.0f}C", *e.gpu_utilization,
-                                 e.gpu_memory_used_mb.value_or(0), e.gpu_memory_total_mb.value_or(0),
-                                 e.gpu_temperature.value_or(0));
+                                 e.gpu_memory_used_mb.value_or(0),
+                                 e.gpu_memory_total_mb.value_or(0), e.gpu_temperature.value_or(0));
             return s;
         }
         std::string operator()(const InstancePreempted& e) const {
@@ -92,15 +93,17 @@ std::string describe(const Event& event) {
             return fmt::format("{}: stopping", e.instance_id);
         }
         std::string operator()(const CostUpdate& e) const {
-            return fmt::format("cost so far ${:.4f} after {:.0f} s (${:.3f}/h, {} spot, {} on-demand)",
-                               e.accumulated_cost, e.elapsed_seconds, e.hourly_rate, e.spot_count,
-                               e.ondemand_count);
+            return fmt::format(
+                "cost so far ${:.4f} after {:.0f} s (${:.3f}/h, {} spot, {} on-demand)",
+                e.accumulated_cost, e.elapsed_seconds, e.hourly_rate, e.spot_count,
+                e.ondemand_count);
         }
         std::string operator()(const CostFinal& e) const {
-            return fmt::format("total cost ${:.4f} for {:.1f} s (${:.3f}/h, {} spot, {} on-demand, "
-                               "saved ${:.4f} vs on-demand)",
-                               e.total_cost, e.total_seconds, e.hourly_rate, e.spot_count,
-                               e.ondemand_count, e.savings_vs_ondemand);
+            return fmt::format(
+                "total cost ${:.4f} for {:.1f} s (${:.3f}/h, {} spot, {} on-demand, "
+                "saved ${:.4f} vs on-demand)",
+                e.total_cost, e.total_seconds, e.hourly_rate, e.spot_count, e.ondemand_count,
+                e.savings_vs_ondemand);
         }
         std::string operator()(const ErrorEvent& e) const {
             return e.instance_id ? fmt::format("error on {}: {}", *e.instance_id, e.message)

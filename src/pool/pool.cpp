@@ -1,10 +1,12 @@
 // ComputePool: a handle on PoolCore.
-#include "pool/pool_core.hpp"
 #include "sky/pool.hpp"
+
+#include "pool/pool_core.hpp"
 
 namespace sky {
 
-ComputePool::ComputePool(PoolSpec spec) : core_(std::make_shared<detail::PoolCore>(std::move(spec))) {
+ComputePool::ComputePool(PoolSpec spec)
+    : core_(std::make_shared<detail::PoolCore>(std::move(spec))) {
     core_->start();
 }
 ComputePool::~ComputePool() {

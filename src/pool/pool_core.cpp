@@ -1,10 +1,10 @@
 #include "pool/pool_core.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "metrics/metrics.hpp"
 #include "runtime/worker.hpp"
@@ -59,8 +59,8 @@ void PoolCore::start() {
         std::vector<int> running;
         std::lock_guard lk(m_);
         for (auto& n : nodes_)
-            running.push_back(static_cast<int>(
-                std::min<std::size_t>(n->inflight.size(), static_cast<std::size_t>(spec_.concurrency))));
+            running.push_back(static_cast<int>(std::min<std::size_t>(
+                n->inflight.size(), static_cast<std::size_t>(spec_.concurrency))));
         return running;
     });
     started_at_ = Clock::now();
@@ -112,8 +112,8 @@ void PoolCore::connect_node(int i) {
 void PoolCore::cost_started(const Instance& i) {
     std::lock_guard lk(m_);
     // Instance carries the rate it runs at; on-demand instances are their own baseline.
-    cost_->start(i.id, i.provider, i.spot, i.hourly_price, i.spot ? i.on_demand_price : i.hourly_price,
-                 Clock::now());
+    cost_->start(i.id, i.provider, i.spot, i.hourly_price,
+                 i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
 }
 
 void PoolCore::handshake(NodeSlot& n, const std::string& token) {
@@ -143,8 +143,8 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
         throw ProtocolError(fmt::format("node {}: worker speaks protocol {}, this client {}",
                                         n.index, wh.protocol, protocol_version));
     if (wh.token != token)
-        throw ProtocolError(fmt::format("node {}: the worker did not present this pool's token",
-                                        n.index));
+        throw ProtocolError(
+            fmt::format("node {}: the worker did not present this pool's token", n.index));
     if (wh.build_id != self_build_id())
         throw ProtocolError(fmt::format(
             "node {}: the worker runs a different build of the program (build id {}, this "
@@ -166,7 +166,8 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     ch.hard_timeout_s = spec_.timeout.count();
     ch.collect_metrics = spec_.collect_metrics;
     // SKY_METRICS_INTERVAL_MS shortens the sampling interval (tests, dashboards).
-    if (const char* iv = std::getenv("SKY_METRICS_INTERVAL_MS")) ch.metrics_interval_ms = std::atoll(iv);
+    if (const char* iv = std::getenv("SKY_METRICS_INTERVAL_MS"))
+        ch.metrics_interval_ms = std::atoll(iv);
     Buffer payload;
     save_to(payload, ch);
     Buffer frame;
@@ -204,8 +205,8 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
         };
         if (closing_ || !active_) {
             for (std::size_t i = 0; i < n; ++i)
-                done.push_back({batch, i, {},
-                                std::make_exception_ptr(Error("the pool is closed"))});
+                done.push_back(
+                    {batch, i, {}, std::make_exception_ptr(Error("the pool is closed"))});
         } else if (broadcast) {
             for (std::size_t i = 0; i < n; ++i) {
                 auto& node = *nodes_[i];
@@ -213,7 +214,9 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                     node.state == NodeSlot::State::restarting)
                     node.pinned.push_back(make(*calls[0], i, static_cast<int>(i)));
                 else
-                    done.push_back({batch, i, {},
+                    done.push_back({batch,
+                                    i,
+                                    {},
                                     std::make_exception_ptr(NodeLostError(
                                         static_cast<int>(i), node.instance.id,
                                         NodeLostError::Reason::unreachable,
@@ -233,7 +236,8 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
 void PoolCore::dispatch_locked(std::vector<Outgoing>& out) {
     std::size_t slots = 0;
     for (auto& n : nodes_)
-        if (n->state == NodeSlot::State::ready) slots += static_cast<std::size_t>(spec_.concurrency);
+        if (n->state == NodeSlot::State::ready)
+            slots += static_cast<std::size_t>(spec_.concurrency);
     if (slots == 0) return;
     const std::size_t conc = static_cast<std::size_t>(spec_.concurrency);
     const std::size_t N = nodes_.size();
@@ -334,12 +338,11 @@ std::exception_ptr PoolCore::error_from(const NodeSlot& n, const Task& t,
             ProtocolError(fmt::format("node {}: unreadable error frame: {}", n.index, x.what())));
     }
     if (e.kind == ErrorMsg::cancelled)
-        return std::make_exception_ptr(CancelledError(
-            fmt::format("{} was cancelled before it started", t.call.function)));
+        return std::make_exception_ptr(
+            CancelledError(fmt::format("{} was cancelled before it started", t.call.function)));
     if (e.log_tail.empty()) e.log_tail = t.log_tail;
-    return std::make_exception_ptr(RemoteError(std::string(t.call.function), n.index,
-                                               n.instance.id, e.type_name, e.message,
-                                               std::move(e.log_tail)));
+    return std::make_exception_ptr(RemoteError(std::string(t.call.function), n.index, n.instance.id,
+                                               e.type_name, e.message, std::move(e.log_tail)));
 }
 
 void PoolCore::reader_loop(NodeSlot* n) {
@@ -402,7 +405,8 @@ void PoolCore::reader_loop(NodeSlot* n) {
                     emit(LogLine{n->index, n->instance.id, std::move(m.line), m.timestamp});
                     break;
                 }
-                case MsgType::heartbeat: break;
+                case MsgType::heartbeat:
+                    break;
                 case MsgType::metrics: {
                     MetricsSample m;
                     try {
@@ -441,9 +445,9 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
     NodeExit ex;
     if (protocol_error) {
         ex = {NodeLostError::Reason::unreachable, why};
-        emit(ErrorEvent{fmt::format("node {}: protocol error, closing its connection: {}",
-                                    n->index, why),
-                        n->instance.id});
+        emit(ErrorEvent{
+            fmt::format("node {}: protocol error, closing its connection: {}", n->index, why),
+            n->instance.id});
     } else if (!closing) {
         ex = backend_->exit_reason(n->index);
     }
@@ -461,7 +465,8 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
         auto lost_error = [&](const Task& t) {
             std::string detail = ex.detail;
             if (!t.log_tail.empty())
-                detail += fmt::format("; last output of {}: {}", t.call.function, t.log_tail.back());
+                detail +=
+                    fmt::format("; last output of {}: {}", t.call.function, t.log_tail.back());
             return std::make_exception_ptr(
                 NodeLostError(n->index, n->instance.id, ex.reason, detail));
         };
@@ -476,7 +481,8 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             }
         }
         n->inflight.clear();
-        for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) pending_.push_front(std::move(*it));
+        for (auto it = requeue.rbegin(); it != requeue.rend(); ++it)
+            pending_.push_front(std::move(*it));
         for (auto& t : n->pinned) done.push_back({t.batch, t.index, {}, lost_error(t)});
         n->pinned.clear();
         if (backend_->can_restart(n->index) && n->restarts < max_restarts &&
@@ -492,8 +498,8 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
         });
         if (!any)
             fail_all_pending_locked(done, [&] {
-                return std::make_exception_ptr(NodeLostError(
-                    n->index, n->instance.id, ex.reason, "every node of the pool is lost"));
+                return std::make_exception_ptr(NodeLostError(n->index, n->instance.id, ex.reason,
+                                                             "every node of the pool is lost"));
             });
     }
     if (ex.reason == NodeLostError::Reason::preempted)
@@ -547,9 +553,9 @@ void PoolCore::restart_node(int i) {
             });
             if (!any)
                 fail_all_pending_locked(done, [&] {
-                    return std::make_exception_ptr(NodeLostError(
-                        i, old_id, NodeLostError::Reason::unreachable,
-                        "every node of the pool is lost"));
+                    return std::make_exception_ptr(NodeLostError(i, old_id,
+                                                                 NodeLostError::Reason::unreachable,
+                                                                 "every node of the pool is lost"));
                 });
         }
         finish(done);
@@ -568,8 +574,8 @@ void PoolCore::restart_node(int i) {
 }
 
 void PoolCore::supervisor_loop() {
-    const auto hb = std::clamp<std::chrono::seconds>(spec_.idle_timeout / 4, std::chrono::seconds(1),
-                                                     std::chrono::seconds(30));
+    const auto hb = std::clamp<std::chrono::seconds>(
+        spec_.idle_timeout / 4, std::chrono::seconds(1), std::chrono::seconds(30));
     auto next_hb = Clock::now() + hb;
     const auto cost_interval = std::chrono::seconds(10);
     auto next_cost = Clock::now() + cost_interval;
@@ -593,16 +599,17 @@ void PoolCore::supervisor_loop() {
             std::uint64_t seq = deadlines_.begin()->second;
             deadlines_.erase(deadlines_.begin());
             auto timeout_error = [](const Task& t) {
-                return std::make_exception_ptr(TimeoutError(fmt::format(
-                    "{} did not finish within {} ms", t.call.function,
-                    t.call.options.timeout ? t.call.options.timeout->count() : 0)));
+                return std::make_exception_ptr(TimeoutError(
+                    fmt::format("{} did not finish within {} ms", t.call.function,
+                                t.call.options.timeout ? t.call.options.timeout->count() : 0)));
             };
             if (auto it = timed_inflight_.find(seq); it != timed_inflight_.end()) {
                 auto [node, call_id] = it->second;
                 timed_inflight_.erase(it);
                 auto& n = *nodes_[static_cast<std::size_t>(node)];
                 if (auto t = n.inflight.find(call_id); t != n.inflight.end()) {
-                    done.push_back({t->second.batch, t->second.index, {}, timeout_error(t->second)});
+                    done.push_back(
+                        {t->second.batch, t->second.index, {}, timeout_error(t->second)});
                     n.inflight.erase(t);
                     cancels.emplace_back(node, call_id);
                 }
@@ -630,7 +637,8 @@ void PoolCore::supervisor_loop() {
             if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
         }
         lk.unlock();
-        for (auto [node, id] : cancels) send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
+        for (auto [node, id] : cancels)
+            send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
         if (heartbeat)
             for (auto& n : nodes_)
                 if (n->state == NodeSlot::State::ready) send_control(*n, MsgType::heartbeat, 0);
@@ -674,7 +682,8 @@ bool PoolCore::cancel_batch(BatchState* b) {
             }
         }
     }
-    for (auto [node, id] : cancels) send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
+    for (auto [node, id] : cancels)
+        send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
     bool any = !done.empty();
     finish(done);
     return any;
@@ -724,8 +733,8 @@ void PoolCore::close(bool report) {
                 if (!n->instance.id.empty()) cost_->stop(n->instance.id, end);
             c = cost_->finish(end);
         }
-        emit(CostFinal{c.total_cost, c.total_seconds, c.hourly_rate, c.spot_count,
-                       c.ondemand_count, c.savings_vs_ondemand});
+        emit(CostFinal{c.total_cost, c.total_seconds, c.hourly_rate, c.spot_count, c.ondemand_count,
+                       c.savings_vs_ondemand});
         bus_->stop();
     }
     (void)report;

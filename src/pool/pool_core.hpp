@@ -103,7 +103,8 @@ private:
     // Scheduler; every *_locked function runs under m_.
     void dispatch_locked(std::vector<Outgoing>& out);
     void assign_locked(NodeSlot& n, Task&& t, Outgoing& out);
-    void fail_all_pending_locked(std::vector<Completion>& done, const std::function<std::exception_ptr()>& why);
+    void fail_all_pending_locked(std::vector<Completion>& done,
+                                 const std::function<std::exception_ptr()>& why);
     void send(std::vector<Outgoing>& out);
     void send_control(NodeSlot& n, MsgType type, std::uint64_t call_id);
     static void finish(std::vector<Completion>& done);
@@ -126,7 +127,8 @@ private:
     bool closing_ = false;
     bool active_ = false;
     std::multimap<Clock::time_point, std::uint64_t> deadlines_;  // seq by deadline
-    std::unordered_map<std::uint64_t, std::pair<int, std::uint64_t>> timed_inflight_;  // seq -> node, call
+    std::unordered_map<std::uint64_t, std::pair<int, std::uint64_t>>
+        timed_inflight_;  // seq -> node, call
     std::deque<int> restart_queue_;
     std::thread supervisor_;
     bool stop_supervisor_ = false;

@@ -1,7 +1,7 @@
 // PoolSpec::validate: every field checked, the first bad one named with its value.
-#include <regex>
-
 #include <fmt/format.h>
+
+#include <regex>
 
 #include "sky/errors.hpp"
 #include "sky/pool.hpp"
@@ -25,7 +25,8 @@ void PoolSpec::validate() const {
     if (nodes < 1 || nodes > 4096) bad(fmt::format("nodes must be in [1, 4096], got {}", nodes));
     if (concurrency < 1 || concurrency > 1024)
         bad(fmt::format("concurrency must be in [1, 1024], got {}", concurrency));
-    if (timeout.count() <= 0) bad(fmt::format("timeout must be positive, got {} s", timeout.count()));
+    if (timeout.count() <= 0)
+        bad(fmt::format("timeout must be positive, got {} s", timeout.count()));
     if (idle_timeout.count() <= 0)
         bad(fmt::format("idle_timeout must be positive, got {} s", idle_timeout.count()));
     if (cpu && *cpu < 1) bad(fmt::format("cpu must be at least 1, got {}", *cpu));

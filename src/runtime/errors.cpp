@@ -50,9 +50,12 @@ NodeLostError::NodeLostError(int node, std::string instance_id, Reason reason, s
 
 const char* NodeLostError::reason_name(Reason r) noexcept {
     switch (r) {
-        case Reason::preempted: return "preempted";
-        case Reason::unreachable: return "unreachable";
-        case Reason::worker_crashed: return "worker crashed";
+        case Reason::preempted:
+            return "preempted";
+        case Reason::unreachable:
+            return "unreachable";
+        case Reason::worker_crashed:
+            return "worker crashed";
     }
     return "lost";
 }

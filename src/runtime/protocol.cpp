@@ -1,13 +1,12 @@
 #include "runtime/protocol.hpp"
 
 #include <elf.h>
+#include <fmt/format.h>
 #include <link.h>
 
 #include <chrono>
 #include <fstream>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "sky/errors.hpp"
 
@@ -15,15 +14,24 @@ namespace sky::detail {
 
 const char* msg_type_name(MsgType t) noexcept {
     switch (t) {
-        case MsgType::hello: return "hello";
-        case MsgType::call: return "call";
-        case MsgType::result: return "result";
-        case MsgType::error: return "error";
-        case MsgType::log: return "log";
-        case MsgType::metrics: return "metrics";
-        case MsgType::heartbeat: return "heartbeat";
-        case MsgType::cancel: return "cancel";
-        case MsgType::shutdown: return "shutdown";
+        case MsgType::hello:
+            return "hello";
+        case MsgType::call:
+            return "call";
+        case MsgType::result:
+            return "result";
+        case MsgType::error:
+            return "error";
+        case MsgType::log:
+            return "log";
+        case MsgType::metrics:
+            return "metrics";
+        case MsgType::heartbeat:
+            return "heartbeat";
+        case MsgType::cancel:
+            return "cancel";
+        case MsgType::shutdown:
+            return "shutdown";
     }
     return "unknown";
 }
@@ -38,9 +46,10 @@ FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame) {
     std::memcpy(&h.call_id, in + 8, 8);
     std::memcpy(&h.length, in + 16, 8);
     if (h.magic != frame_magic)
-        throw ProtocolError(fmt::format("bad frame magic 0x{:08x} (expected 0x{:08x}): the peer "
-                                        "is not a sky worker or the stream is corrupt",
-                                        h.magic, frame_magic));
+        throw ProtocolError(
+            fmt::format("bad frame magic 0x{:08x} (expected 0x{:08x}): the peer "
+                        "is not a sky worker or the stream is corrupt",
+                        h.magic, frame_magic));
     if (h.version != protocol_version)
         throw ProtocolError(fmt::format("unsupported protocol version {} (this build speaks {})",
                                         h.version, protocol_version));
@@ -49,8 +58,8 @@ FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame) {
         throw ProtocolError(fmt::format("unknown frame type {}", type));
     h.type = static_cast<MsgType>(type);
     if (h.length > max_frame)
-        throw ProtocolError(fmt::format("frame of {} bytes is over the limit of {} bytes",
-                                        h.length, max_frame));
+        throw ProtocolError(
+            fmt::format("frame of {} bytes is over the limit of {} bytes", h.length, max_frame));
     return h;
 }
 

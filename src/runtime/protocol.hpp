@@ -80,7 +80,8 @@ struct Frame {
     Buffer owned;
     /// The payload as a Buffer of its own (moves `owned` when it holds it).
     Buffer take_payload() {
-        if (owned.size() == payload.size() && owned.data() == payload.data()) return std::move(owned);
+        if (owned.size() == payload.size() && owned.data() == payload.data())
+            return std::move(owned);
         Buffer b;
         b.append(payload.data(), payload.size());
         return b;

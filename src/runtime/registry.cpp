@@ -1,3 +1,5 @@
+#include "sky/detail/registry.hpp"
+
 #include <algorithm>
 #include <mutex>
 #include <string>
@@ -5,7 +7,6 @@
 #include <vector>
 
 #include "sky/compute.hpp"
-#include "sky/detail/registry.hpp"
 
 namespace sky::detail {
 

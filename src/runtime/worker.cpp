@@ -1,20 +1,21 @@
 #include "runtime/worker.hpp"
 
-#include <csignal>
 #include <arpa/inet.h>
 #include <cxxabi.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
-#include <malloc.h>
 #include <sys/prctl.h>
-#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -24,8 +25,6 @@
 #include <thread>
 #include <typeinfo>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "metrics/metrics.hpp"
 #include "runtime/capture.hpp"
@@ -119,7 +118,8 @@ public:
             std::thread([this] { metrics_loop(); }).detach();
         }
         if (concurrency_ > 1)
-            for (int i = 0; i < concurrency_; ++i) executors_.emplace_back([this, i] { executor(i); });
+            for (int i = 0; i < concurrency_; ++i)
+                executors_.emplace_back([this, i] { executor(i); });
         int code = serve();
         finish();
         return code;
@@ -127,8 +127,8 @@ public:
 
 private:
     void say(const std::string& msg) {
-        std::string line = fmt::format("sky worker {} (node {}): {}\n", ::getpid(),
-                                       worker_instance().node, msg);
+        std::string line =
+            fmt::format("sky worker {} (node {}): {}\n", ::getpid(), worker_instance().node, msg);
         (void)!::write(err_fd_, line.data(), line.size());
     }
 
@@ -177,8 +177,10 @@ private:
         hard_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.hard_timeout_s));
         max_frame_ = ch.max_frame;
         collect_metrics_ = ch.collect_metrics;
-        metrics_interval_ = std::chrono::milliseconds(std::max<std::int64_t>(100, ch.metrics_interval_ms));
-        if (!ch.accelerators.empty()) ::setenv("SKY_ACCELERATOR", ch.accelerators.front().c_str(), 1);
+        metrics_interval_ =
+            std::chrono::milliseconds(std::max<std::int64_t>(100, ch.metrics_interval_ms));
+        if (!ch.accelerators.empty())
+            ::setenv("SKY_ACCELERATOR", ch.accelerators.front().c_str(), 1);
         in_worker.store(true, std::memory_order_release);
         // Calls may follow the hello in the same read: the same reader serves them.
         reader_ = std::make_unique<FrameReader>(std::move(*reader_), max_frame_);
@@ -208,14 +210,18 @@ private:
                         cv_.notify_one();
                     }
                     break;
-                case MsgType::cancel: cancel(f.header.call_id); break;
+                case MsgType::cancel:
+                    cancel(f.header.call_id);
+                    break;
                 case MsgType::heartbeat:
                     writer_.append(MsgType::heartbeat, 0, {});
                     writer_.flush();
                     break;
-                case MsgType::shutdown: return 0;
+                case MsgType::shutdown:
+                    return 0;
                 default:
-                    say(fmt::format("ignoring an unexpected {} frame", msg_type_name(f.header.type)));
+                    say(fmt::format("ignoring an unexpected {} frame",
+                                    msg_type_name(f.header.type)));
             }
         }
     }
@@ -262,7 +268,8 @@ private:
                 }
         }
         if (found) {
-            ErrorMsg e{ErrorMsg::cancelled, "sky::CancelledError", "cancelled before it started", {}};
+            ErrorMsg e{
+                ErrorMsg::cancelled, "sky::CancelledError", "cancelled before it started", {}};
             Buffer p;
             save_to(p, e);
             writer_.append(MsgType::error, id, p.span());
@@ -288,13 +295,15 @@ private:
         Lookup l = find_function(c.function, c.signature);
         if (!l.entry) {
             if (l.name_known)
-                return error_frame(id, {ErrorMsg::signature_mismatch, "sky::RemoteError",
+                return error_frame(id, {ErrorMsg::signature_mismatch,
+                                        "sky::RemoteError",
                                         fmt::format("function '{}' exists on this worker with "
                                                     "another signature (the client and the worker "
                                                     "were built from different sources)",
                                                     c.function),
                                         {}});
-            return error_frame(id, {ErrorMsg::unknown_function, "sky::RemoteError",
+            return error_frame(id, {ErrorMsg::unknown_function,
+                                    "sky::RemoteError",
                                     fmt::format("no function named '{}' is registered on this "
                                                 "worker (is it used with sky::compute in this "
                                                 "program?)",
@@ -316,8 +325,10 @@ private:
             err = {ErrorMsg::exception, demangle(typeid(e).name()), e.what(), {}};
         } catch (...) {
             auto* t = abi::__cxa_current_exception_type();
-            err = {ErrorMsg::exception, t ? demangle(t->name()) : "unknown",
-                   "an exception that is not a std::exception", {}};
+            err = {ErrorMsg::exception,
+                   t ? demangle(t->name()) : "unknown",
+                   "an exception that is not a std::exception",
+                   {}};
         }
         capture_->leave();
         running_.fetch_sub(1);
@@ -418,9 +429,8 @@ private:
     bool stop_ = false;
     std::atomic<int> running_{0};
     std::atomic<double> last_heard_{now_s()};
-    std::string heartbeat_file_ = std::getenv("SKY_WORKER_HEARTBEAT_FILE")
-                                      ? std::getenv("SKY_WORKER_HEARTBEAT_FILE")
-                                      : "";
+    std::string heartbeat_file_ =
+        std::getenv("SKY_WORKER_HEARTBEAT_FILE") ? std::getenv("SKY_WORKER_HEARTBEAT_FILE") : "";
     double last_touch_ = 0;
 };
 
@@ -434,7 +444,8 @@ int listen_and_accept(const std::string& where, const std::string& port_file,
     // reached through an SSH tunnel). PORT 0 picks a free one, written to port_file.
     auto colon = where.rfind(':');
     std::string host = colon == std::string::npos ? "127.0.0.1" : where.substr(0, colon);
-    int port = colon == std::string::npos ? std::atoi(where.c_str()) : std::atoi(where.c_str() + colon + 1);
+    int port = colon == std::string::npos ? std::atoi(where.c_str())
+                                          : std::atoi(where.c_str() + colon + 1);
     int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -443,7 +454,8 @@ int listen_and_accept(const std::string& where, const std::string& port_file,
     a.sin_port = htons(static_cast<std::uint16_t>(port));
     if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
         ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 4) != 0) {
-        std::fprintf(stderr, "sky worker: cannot listen on %s: %s\n", where.c_str(), std::strerror(errno));
+        std::fprintf(stderr, "sky worker: cannot listen on %s: %s\n", where.c_str(),
+                     std::strerror(errno));
         return -1;
     }
     socklen_t len = sizeof a;

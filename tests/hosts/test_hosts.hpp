@@ -16,13 +16,13 @@
 #include <vector>
 
 /// In a Catch2 test: skip (with the reason) where test hosts cannot be made here.
-#define SKIP_WITHOUT_HOSTS()                          \
-    do {                                              \
-        std::string why_;                             \
+#define SKIP_WITHOUT_HOSTS()                             \
+    do {                                                 \
+        std::string why_;                                \
         if (!::sky::test::TestHosts::available(&why_)) { \
-            WARN("skipped: " << why_);                \
-            return;                                   \
-        }                                             \
+            WARN("skipped: " << why_);                   \
+            return;                                      \
+        }                                                \
     } while (0)
 
 namespace sky::test {

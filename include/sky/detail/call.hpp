@@ -27,7 +27,7 @@ struct CallOptions {
 
 /// An immutable call: function name + signature hash + encoded arguments + options.
 struct CallDesc {
-    std::string_view function;                    ///< points into static storage or `owned_name`
+    std::string_view function;                      ///< points into static storage or `owned_name`
     std::shared_ptr<const std::string> owned_name;  ///< set when the name did not come from F
     std::uint64_t signature = 0;
     std::shared_ptr<const Buffer> args;

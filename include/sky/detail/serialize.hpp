@@ -1,13 +1,5 @@
 #pragma once
 // cereal binary serialization into sky::detail::Buffer, and the concept that names what can travel.
-#include <cstdint>
-#include <cstring>
-#include <istream>
-#include <string>
-#include <ostream>
-#include <span>
-#include <type_traits>
-
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/array.hpp>
 #include <cereal/types/chrono.hpp>
@@ -25,6 +17,13 @@
 #include <cereal/types/utility.hpp>
 #include <cereal/types/variant.hpp>
 #include <cereal/types/vector.hpp>
+#include <cstdint>
+#include <cstring>
+#include <istream>
+#include <ostream>
+#include <span>
+#include <string>
+#include <type_traits>
 
 #include "sky/detail/buffer.hpp"
 
@@ -32,11 +31,10 @@ namespace sky {
 
 /// A type that can be an argument or a result of a remote function: cereal can save and load it.
 template <class T>
-concept serializable =
-    std::is_same_v<T, void> ||
-    (cereal::traits::is_output_serializable<T, cereal::BinaryOutputArchive>::value &&
-     cereal::traits::is_input_serializable<T, cereal::BinaryInputArchive>::value &&
-     std::is_default_constructible_v<T>);
+concept serializable = std::is_same_v<T, void> ||
+    (cereal::traits::is_output_serializable<T, cereal::BinaryOutputArchive>::value&&
+         cereal::traits::is_input_serializable<T, cereal::BinaryInputArchive>::value&&
+             std::is_default_constructible_v<T>);
 
 namespace detail {
 

@@ -630,9 +630,9 @@ private:
                 types.push_back(o.instance_type);
         p.set_list("InstanceType", types);
         p.set("ProductDescription.1", "Linux/UNIX");
-        const double now_s = std::chrono::duration<double>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
+        const double now_s =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         p.set("StartTime", aws::format_iso8601(now_s));
         std::map<std::string, double> best;
         try {
@@ -644,9 +644,9 @@ private:
                 if (it == best.end() || price < it->second) best[type] = price;
             }
         } catch (const std::exception& e) {
-            emit(ErrorEvent{std::string("AWS: spot prices unavailable, using the catalog's: ") +
-                                e.what(),
-                            std::nullopt});
+            emit(ErrorEvent{
+                std::string("AWS: spot prices unavailable, using the catalog's: ") + e.what(),
+                std::nullopt});
             return {};
         }
         std::vector<Offer> live;

@@ -1,4 +1,5 @@
 // sky::Local: nodes are worker processes of this same executable, connected by a socketpair.
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -10,8 +11,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "pool/backend.hpp"
 #include "providers/local/spawner.hpp"
@@ -57,7 +56,8 @@ public:
         req.path = "/proc/self/exe";
         req.argv = {program_name(), worker_flag};
         for (char** e = environ; e && *e; ++e)
-            if (std::strncmp(*e, "SKY_WORKER_", 11) != 0 && std::strncmp(*e, "SKY_PARENT_", 11) != 0)
+            if (std::strncmp(*e, "SKY_WORKER_", 11) != 0 &&
+                std::strncmp(*e, "SKY_PARENT_", 11) != 0)
                 req.env.emplace_back(*e);
         for (auto& [k, v] : spec_.image.env) req.env.push_back(k + "=" + v);
         for (auto& [k, v] : spec_.env) req.env.push_back(k + "=" + v);
@@ -122,7 +122,8 @@ public:
             if (r < 0) break;
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
-        if (!p.reaped) return {NodeLostError::Reason::unreachable, "the connection to the worker closed"};
+        if (!p.reaped)
+            return {NodeLostError::Reason::unreachable, "the connection to the worker closed"};
         if (WIFSIGNALED(p.status)) {
             int sig = WTERMSIG(p.status);
             return {NodeLostError::Reason::worker_crashed,
@@ -133,8 +134,7 @@ public:
         if (code != 0)
             return {NodeLostError::Reason::worker_crashed,
                     fmt::format("worker process {} exited with status {}", p.pid, code)};
-        return {NodeLostError::Reason::unreachable,
-                fmt::format("worker process {} exited", p.pid)};
+        return {NodeLostError::Reason::unreachable, fmt::format("worker process {} exited", p.pid)};
     }
 
     bool can_restart(int) const override { return true; }

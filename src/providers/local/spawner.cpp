@@ -1,5 +1,6 @@
 #include "providers/local/spawner.hpp"
 
+#include <fmt/format.h>
 #include <spawn.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <future>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "sky/errors.hpp"
 

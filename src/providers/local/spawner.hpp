@@ -8,11 +8,11 @@
 namespace sky::detail {
 
 struct SpawnRequest {
-    std::string path;                ///< executable
+    std::string path;  ///< executable
     std::vector<std::string> argv;
-    std::vector<std::string> env;    ///< "K=V"
-    std::string workdir;             ///< empty: inherit
-    int child_fd = -1;               ///< becomes fd 3 in the child
+    std::vector<std::string> env;  ///< "K=V"
+    std::string workdir;           ///< empty: inherit
+    int child_fd = -1;             ///< becomes fd 3 in the child
 };
 
 /// Returns the child's pid; throws sky::Error when the process cannot be started.

@@ -1,5 +1,6 @@
 #include "providers/remote/remote_node.hpp"
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 #include <sys/utsname.h>
 
@@ -9,8 +10,6 @@
 #include <fstream>
 #include <mutex>
 #include <regex>
-
-#include <fmt/format.h>
 
 #include "pool/pool_core.hpp"
 
@@ -47,7 +46,8 @@ void glibc_needs(const std::filesystem::path& p, int& major, int& minor) {
     std::ifstream f(p, std::ios::binary);
     std::string data((std::istreambuf_iterator<char>(f)), {});
     static const std::regex re("GLIBC_([0-9]+)\\.([0-9]+)");
-    for (auto it = std::sregex_iterator(data.begin(), data.end(), re); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(data.begin(), data.end(), re); it != std::sregex_iterator();
+         ++it) {
         int a = std::stoi((*it)[1]), b = std::stoi((*it)[2]);
         if (a > major || (a == major && b > minor)) {
             major = a;
@@ -57,8 +57,8 @@ void glibc_needs(const std::filesystem::path& p, int& major, int& minor) {
 }
 
 bool is_c_library(const std::string& name) {
-    for (const char* c : {"libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so",
-                          "ld-linux", "linux-vdso", "libresolv.so", "libutil.so", "libmvec.so"})
+    for (const char* c : {"libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux",
+                          "linux-vdso", "libresolv.so", "libutil.so", "libmvec.so"})
         if (name.find(c) != std::string::npos) return true;
     return false;
 }
@@ -81,7 +81,8 @@ const ShippedProgram& shipped_program() {
         std::istringstream is(out);
         for (std::string l; std::getline(is, l);) {
             std::smatch m;
-            if (std::regex_search(l, m, line) && !is_c_library(m[1].str())) s.libs.emplace_back(m[2].str());
+            if (std::regex_search(l, m, line) && !is_c_library(m[1].str()))
+                s.libs.emplace_back(m[2].str());
         }
         glibc_needs("/proc/self/exe", s.glibc_major, s.glibc_minor);
         for (auto& lib : s.libs) glibc_needs(lib, s.glibc_major, s.glibc_minor);
@@ -131,7 +132,8 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
         n->fail("check", fmt::format("could not inspect the node (exit status {})", r.exit_status),
                 {r.out, r.err});
     if (arch != u.machine)
-        n->fail("check", fmt::format("the node is {} but this program is built for {}", arch, u.machine));
+        n->fail("check",
+                fmt::format("the node is {} but this program is built for {}", arch, u.machine));
     const auto& prog = shipped_program();
     std::smatch m;
     static const std::regex ver(R"((\d+)\.(\d+)\s*$)");
@@ -156,19 +158,22 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
         // Upload into a private directory, then rename: nodes that share a file system (or two
         // pools at once) never see half a program.
         std::string tmp = fmt::format("{}/.sky/bin/.tmp-{}", home, random_hex(12));
-        auto mk = s.exec(fmt::format("mkdir -p {}/lib", quote(tmp)), {.timeout = std::chrono::seconds(30)});
+        auto mk = s.exec(fmt::format("mkdir -p {}/lib", quote(tmp)),
+                         {.timeout = std::chrono::seconds(30)});
         if (mk.exit_status != 0) n->fail("upload", "cannot create " + tmp, {mk.err});
         try {
             s.upload(prog.exe, tmp + "/" + prog.exe.filename().string(), 0755);
-            for (auto& lib : prog.libs) s.upload(lib, tmp + "/lib/" + lib.filename().string(), 0755);
+            for (auto& lib : prog.libs)
+                s.upload(lib, tmp + "/lib/" + lib.filename().string(), 0755);
         } catch (const std::exception& e) {
             s.exec("rm -rf " + quote(tmp));
             n->fail("upload", e.what());
         }
-        auto mv = s.exec(fmt::format("touch {0}/.complete && mkdir -p {1} && "
-                                     "(mv -T {0} {2} 2>/dev/null || rm -rf {0}); test -f {2}/.complete",
-                                     quote(tmp), quote(home + "/.sky/bin"), quote(cache)),
-                         {.timeout = std::chrono::seconds(60)});
+        auto mv =
+            s.exec(fmt::format("touch {0}/.complete && mkdir -p {1} && "
+                               "(mv -T {0} {2} 2>/dev/null || rm -rf {0}); test -f {2}/.complete",
+                               quote(tmp), quote(home + "/.sky/bin"), quote(cache)),
+                   {.timeout = std::chrono::seconds(60)});
         if (mv.exit_status != 0) n->fail("upload", "could not put the program in place", {mv.err});
     } else {
         emit(BootstrapProgress{instance_id, "cached"});
@@ -202,11 +207,12 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
         }
     };
     eo.on_stderr = keep;
-    auto b = s.exec(fmt::format("SKY_HOME={} bash {}/bootstrap.sh", quote(n->image_home_),
-                                quote(n->run_dir_)),
-                    eo);
+    auto b = s.exec(
+        fmt::format("SKY_HOME={} bash {}/bootstrap.sh", quote(n->image_home_), quote(n->run_dir_)),
+        eo);
     if (b.exit_status != 0)
-        n->fail(phase, fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
+        n->fail(phase,
+                fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
                 std::vector<std::string>(tail.begin(), tail.end()));
 
     n->start_worker(emit);
@@ -234,15 +240,18 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         fmt::arg("lib", quote(lib_dir_)), fmt::arg("accept", spec_.idle_timeout.count()),
         fmt::arg("exe", quote(exe_path_)));
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
-    auto r = s.exec(fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $!", quote(script)),
-                    {.timeout = std::chrono::seconds(30)});
+    auto r = s.exec(
+        fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $!", quote(script)),
+        {.timeout = std::chrono::seconds(30)});
     pgid_ = r.out.substr(0, r.out.find('\n'));
-    if (r.exit_status != 0 || pgid_.empty() || pgid_.find_first_not_of("0123456789") != std::string::npos)
+    if (r.exit_status != 0 || pgid_.empty() ||
+        pgid_.find_first_not_of("0123456789") != std::string::npos)
         fail("worker", "could not start the worker", {r.out, r.err});
-    auto port = s.exec(fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
-                                   "[ -f exit ] && break; sleep 0.1; done; tail -n 20 worker.log; exit 1",
-                                   quote(run_dir_)),
-                       {.timeout = std::chrono::seconds(30)});
+    auto port =
+        s.exec(fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
+                           "[ -f exit ] && break; sleep 0.1; done; tail -n 20 worker.log; exit 1",
+                           quote(run_dir_)),
+               {.timeout = std::chrono::seconds(30)});
     if (port.exit_status != 0) {
         std::vector<std::string> lines;
         std::istringstream is(port.out);
@@ -257,21 +266,22 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     emit(BootstrapProgress{instance_id_, "watchdog"});
     const auto deadline_cmd = fmt::format("$(( $(date +%s) + {} ))", spec_.timeout.count());
     // Powering off also needs a marker that only the instance's own launch data creates: a
-    // machine that merely looks like a cloud node (a test host, a user's server) is never shut down.
+    // machine that merely looks like a cloud node (a test host, a user's server) is never shut
+    // down.
     const std::string power_off =
-        where_.power_off_on_expiry
-            ? "[ -f /etc/sky/power-off-on-expiry ] && "
-              "{ sudo -n shutdown -h now || shutdown -h now; } 2>/dev/null; "
-            : "";
+        where_.power_off_on_expiry ? "[ -f /etc/sky/power-off-on-expiry ] && "
+                                     "{ sudo -n shutdown -h now || shutdown -h now; } 2>/dev/null; "
+                                   : "";
     const std::string probe =
         where_.preemption_probe.empty()
             ? std::string()
-            : fmt::format("tick=$((tick + 1)); if [ $((tick % 5)) -eq 0 ] && ( {} ) >/dev/null 2>&1; "
-                          "then echo \"sky watchdog: the provider is reclaiming this machine\" >> "
-                          "{run}/watchdog.log; echo preempted > {run}/preempted; "
-                          "kill -TERM -- -{pg} 2>/dev/null; sleep 1; kill -KILL -- -{pg} 2>/dev/null; "
-                          "exit 0; fi; ",
-                          where_.preemption_probe, fmt::arg("run", quote(run_dir_)), fmt::arg("pg", pgid_));
+            : fmt::format(
+                  "tick=$((tick + 1)); if [ $((tick % 5)) -eq 0 ] && ( {} ) >/dev/null 2>&1; "
+                  "then echo \"sky watchdog: the provider is reclaiming this machine\" >> "
+                  "{run}/watchdog.log; echo preempted > {run}/preempted; "
+                  "kill -TERM -- -{pg} 2>/dev/null; sleep 1; kill -KILL -- -{pg} 2>/dev/null; "
+                  "exit 0; fi; ",
+                  where_.preemption_probe, fmt::arg("run", quote(run_dir_)), fmt::arg("pg", pgid_));
     const std::string watchdog = fmt::format(
         "deadline={deadline}; tick=0; while kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
         "hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo $now); "
@@ -282,9 +292,10 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_), fmt::arg("run", quote(run_dir_)),
         fmt::arg("idle", spec_.idle_timeout.count()), fmt::arg("off", power_off),
         fmt::arg("probe", probe));
-    auto w = s.exec(fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > {}/watchdog.pid",
-                                quote(watchdog), quote(run_dir_)),
-                    {.timeout = std::chrono::seconds(30)});
+    auto w = s.exec(
+        fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > {}/watchdog.pid",
+                    quote(watchdog), quote(run_dir_)),
+        {.timeout = std::chrono::seconds(30)});
     if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
 }
 
@@ -293,7 +304,8 @@ std::unique_ptr<Transport> RemoteNode::connect_worker() {
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
-    session_->exec(fmt::format("kill -KILL -- -{} 2>/dev/null; kill $(cat {}/watchdog.pid 2>/dev/null) 2>/dev/null; true",
+    session_->exec(fmt::format("kill -KILL -- -{} 2>/dev/null; kill $(cat {}/watchdog.pid "
+                               "2>/dev/null) 2>/dev/null; true",
                                pgid_, quote(run_dir_)),
                    {.timeout = std::chrono::seconds(30)});
     start_worker(emit);
@@ -301,7 +313,8 @@ void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
 
 NodeExit RemoteNode::exit_reason() {
     if (!session_ || !session_->alive())
-        return {NodeLostError::Reason::unreachable, fmt::format("the SSH connection to {} was lost", where_.host)};
+        return {NodeLostError::Reason::unreachable,
+                fmt::format("the SSH connection to {} was lost", where_.host)};
     try {
         auto r = session_->exec(
             fmt::format("[ -f {0}/preempted ] && echo preempted && exit 0; "
@@ -324,7 +337,8 @@ NodeExit RemoteNode::exit_reason() {
         if (code != 0)
             return {NodeLostError::Reason::worker_crashed,
                     fmt::format("the worker on {} exited with status {}", where_.host, code)};
-        return {NodeLostError::Reason::unreachable, fmt::format("the worker on {} exited", where_.host)};
+        return {NodeLostError::Reason::unreachable,
+                fmt::format("the worker on {} exited", where_.host)};
     } catch (const std::exception& e) {
         return {NodeLostError::Reason::unreachable, e.what()};
     }
@@ -337,13 +351,18 @@ void RemoteNode::stop() noexcept {
     try {
         if (session_->alive() && !run_dir_.empty())
             session_->exec(
-                fmt::format("kill $(cat {run}/watchdog.pid 2>/dev/null) 2>/dev/null; "
-                            "{killpg}"
-                            "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
-                            "rm -rf {run}; rmdir {pool} 2>/dev/null; true",
-                            fmt::arg("run", quote(run_dir_)),
-                            fmt::arg("pool", quote(std::filesystem::path(run_dir_).parent_path().string())),
-                            fmt::arg("killpg", pgid_.empty() ? "" : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep 0.2; kill -KILL -- -{0} 2>/dev/null; ", pgid_))),
+                fmt::format(
+                    "kill $(cat {run}/watchdog.pid 2>/dev/null) 2>/dev/null; "
+                    "{killpg}"
+                    "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
+                    "rm -rf {run}; rmdir {pool} 2>/dev/null; true",
+                    fmt::arg("run", quote(run_dir_)),
+                    fmt::arg("pool", quote(std::filesystem::path(run_dir_).parent_path().string())),
+                    fmt::arg("killpg", pgid_.empty()
+                                           ? ""
+                                           : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep "
+                                                         "0.2; kill -KILL -- -{0} 2>/dev/null; ",
+                                                         pgid_))),
                 {.timeout = std::chrono::seconds(15)});
     } catch (...) {
     }

@@ -68,9 +68,9 @@ private:
     std::string exe_path_;  // the program on the node
     std::string lib_dir_;   // shipped shared libraries
     std::string image_home_;
-    std::string run_dir_;   // this pool's files for this node
+    std::string run_dir_;  // this pool's files for this node
     std::string token_;
-    std::string pgid_;      // the worker's process group
+    std::string pgid_;  // the worker's process group
     std::uint16_t worker_port_ = 0;
 };
 
@@ -78,9 +78,9 @@ private:
 /// newest glibc symbol version it needs. Computed once per process.
 struct ShippedProgram {
     std::filesystem::path exe;
-    std::string hash;                            // 16 hex chars of SHA-256
-    std::vector<std::filesystem::path> libs;     // ldd closure minus the C library itself
-    int glibc_major = 2, glibc_minor = 0;        // newest GLIBC_x.y the files need
+    std::string hash;                         // 16 hex chars of SHA-256
+    std::vector<std::filesystem::path> libs;  // ldd closure minus the C library itself
+    int glibc_major = 2, glibc_minor = 0;     // newest GLIBC_x.y the files need
 };
 const ShippedProgram& shipped_program();
 

@@ -1,9 +1,9 @@
 // sky::SSH: machines the user already has. Node i is hosts[i]; nothing is rented or returned,
 // and the watchdog never powers a machine off.
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "pool/backend.hpp"
 #include "providers/remote/remote_node.hpp"
@@ -53,7 +53,8 @@ public:
             // Host keys are pinned: known_hosts decides, there is no trust on first use.
             where.host_key = ssh::HostKeyPin::known_hosts(
                 cfg_.known_hosts.empty() ? home_path(".ssh/known_hosts") : cfg_.known_hosts);
-            emit(InstanceProvisioned{id, node, false, "ssh", host, std::string("ssh"), 0.0, std::nullopt});
+            emit(InstanceProvisioned{id, node, false, "ssh", host, std::string("ssh"), 0.0,
+                                     std::nullopt});
             auto n = RemoteNode::start(where, spec_, pool_id_, node, id, emit);
             std::lock_guard lk(m_);
             nodes_.at(static_cast<std::size_t>(node)) = std::move(n);

@@ -118,8 +118,6 @@ int live_instances(const FakeEc2& fake) {
     return n;
 }
 
-
-
 // Asks the fake as any EC2 client would (to inspect key pairs and security groups).
 nlohmann::json ask(const FakeEc2& fake, const std::string& action,
                    const sky::detail::aws::QueryParams& p = {}) {
@@ -157,7 +155,6 @@ std::vector<sky::Offer> a100_offers(sky::Spot spot) {
 }  // namespace aws_pool
 
 using namespace aws_pool;
-
 
 TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
@@ -217,7 +214,8 @@ TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "
     CHECK(live_instances(fake) == 0);
     CHECK(sky_key_pairs(fake).empty());
     CHECK(sky_groups(fake).empty());
-    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
+                                std::chrono::seconds(10)));
     CHECK(rec.count<sky::InfraCreating>() == 1);
     CHECK(rec.count<sky::InfraCreated>() == 1);
     CHECK(rec.count<sky::InstanceLaunching>() >= 1);
@@ -253,7 +251,8 @@ TEST_CASE("aws pool: leaving the scope by an exception terminates the instances"
     }
     CHECK(live_instances(fake) == 0);
     CHECK(fake.instances().size() == 3);
-    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
+                                std::chrono::seconds(10)));
 }
 
 TEST_CASE("aws pool: a capacity error on the first offer moves to the next", "[aws_pool]") {
@@ -351,7 +350,8 @@ TEST_CASE("aws pool: a partial launch failure terminates what started", "[aws_po
     CHECK(live_instances(fake) == 0);
     CHECK(sky_key_pairs(fake).empty());
     CHECK(sky_groups(fake).empty());
-    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
+                                std::chrono::seconds(10)));
     rec.check_no_secrets();
 }
 

@@ -5,7 +5,6 @@
 
 using namespace e2e;
 
-
 TEST_CASE("a remote exception is a RemoteError with everything known about it", "[local][errors]") {
     sky::ComputePool pool{quiet(2)};
     try {

@@ -6,7 +6,6 @@
 
 using namespace e2e;
 
-
 TEST_CASE(">> runs one call and returns its typed result", "[local][operators]") {
     sky::ComputePool pool{quiet(2)};
     CHECK((sky::compute<add>(2, 3) >> pool) == 5);
@@ -41,21 +40,24 @@ TEST_CASE("| broadcasts to every node, results in node order", "[local][operator
 TEST_CASE("& and gather run in parallel with typed results", "[local][operators]") {
     sky::ComputePool pool{quiet(2, 2)};
     auto [a, b, c] = (sky::compute<add>(1, 2) & sky::compute<concat>("x", "y", 1) &
-                      sky::compute<mean>(std::vector<double>{2, 4})) >> pool;
+                      sky::compute<mean>(std::vector<double>{2, 4})) >>
+                     pool;
     CHECK(a == 3);
     CHECK(b == "xy");
     CHECK(c == 3.0);
     auto [v, n] = (sky::compute<nothing>() & sky::compute<add>(5, 5)) >> pool;
     STATIC_REQUIRE(std::is_same_v<decltype(v), std::monostate>);
     CHECK(n == 10);
-    auto [x, y, z] = sky::gather(sky::compute<add>(1, 1), sky::compute<add>(2, 2),
-                                 sky::compute<add>(3, 3)) >> pool;
+    auto [x, y, z] =
+        sky::gather(sky::compute<add>(1, 1), sky::compute<add>(2, 2), sky::compute<add>(3, 3)) >>
+        pool;
     CHECK(x + y + z == 12);
     auto t = pool.run_batch(sky::compute<add>(0, 1) & sky::compute<add>(0, 2));
     CHECK(std::get<1>(t) == 2);
     // & chains on either side.
     auto [p, q, r, s] = ((sky::compute<add>(1, 0) & sky::compute<add>(2, 0)) &
-                         (sky::compute<add>(3, 0) & sky::compute<add>(4, 0))) >> pool;
+                         (sky::compute<add>(3, 0) & sky::compute<add>(4, 0))) >>
+                        pool;
     CHECK(p + q + r + s == 10);
 }
 
@@ -100,11 +102,13 @@ TEST_CASE("submit returns a Future: get, ready, wait_for, cancel", "[local][oper
     CHECK(busy1.get() + busy2.get() == 800);
 }
 
-TEST_CASE("concurrency runs calls at once on one node, each in its own slot", "[local][operators]") {
+TEST_CASE("concurrency runs calls at once on one node, each in its own slot",
+          "[local][operators]") {
     TempDir d;
     sky::ComputePool pool{quiet(1, 2)};
-    auto [w1, w2] = (sky::compute<rendezvous>(d.path, "a", "b") &
-                     sky::compute<rendezvous>(d.path, "b", "a")) >> pool;
+    auto [w1, w2] =
+        (sky::compute<rendezvous>(d.path, "a", "b") & sky::compute<rendezvous>(d.path, "b", "a")) >>
+        pool;
     CHECK(std::set<int>{w1, w2} == std::set<int>{0, 1});
 }
 
@@ -154,7 +158,8 @@ TEST_CASE("MultiPool provisions pools in parallel", "[local][operators]") {
     CHECK((sky::compute<add>(1, 1) >> multi[1]) == 2);
 }
 
-TEST_CASE("parameters by const reference, lvalue reference and rvalue reference", "[local][operators]") {
+TEST_CASE("parameters by const reference, lvalue reference and rvalue reference",
+          "[local][operators]") {
     sky::ComputePool pool{quiet(1)};
     std::vector<int> v{1, 2};
     CHECK((sky::compute<by_ref>(std::string("a"), v, std::string("c")) >> pool) == "a3c");

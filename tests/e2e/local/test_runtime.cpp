@@ -1,5 +1,8 @@
 // The runtime on Local: events, remote output, process lifetime, a hostile peer.
+#include <poll.h>
+#include <pty.h>  // defines B200: sky.hpp must cope
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,9 +11,6 @@
 #include <fstream>
 #include <mutex>
 #include <set>
-#include <poll.h>
-#include <pty.h>  // defines B200: sky.hpp must cope
-#include <spawn.h>
 
 #include "e2e/local/functions.hpp"
 #include "runtime/fd_transport.hpp"
@@ -25,25 +25,26 @@ TEST_CASE("pool events arrive in order with remote output as LogLine", "[local][
     std::vector<std::string> kinds;
     std::vector<sky::LogLine> lines;
     {
-        sky::ComputePool pool{{.nodes = 2,
-                               .display = sky::Display::quiet,
-                               .on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
-                                   std::lock_guard lk(m);
-                                   std::visit(
-                                       [&](auto& ev) {
-                                           using T = std::decay_t<decltype(ev)>;
-                                           if constexpr (std::is_same_v<T, sky::PoolStarted>)
-                                               kinds.push_back("started");
-                                           else if constexpr (std::is_same_v<T, sky::PoolStopping>)
-                                               kinds.push_back("stopping");
-                                           else if constexpr (std::is_same_v<T, sky::InstanceStopping>)
-                                               kinds.push_back("instance-stopping");
-                                           else if constexpr (std::is_same_v<T, sky::LogLine>)
-                                               lines.push_back(ev);
-                                       },
-                                       e);
-                                   return std::nullopt;
-                               }}};
+        sky::ComputePool pool{
+            {.nodes = 2,
+             .display = sky::Display::quiet,
+             .on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+                 std::lock_guard lk(m);
+                 std::visit(
+                     [&](auto& ev) {
+                         using T = std::decay_t<decltype(ev)>;
+                         if constexpr (std::is_same_v<T, sky::PoolStarted>)
+                             kinds.push_back("started");
+                         else if constexpr (std::is_same_v<T, sky::PoolStopping>)
+                             kinds.push_back("stopping");
+                         else if constexpr (std::is_same_v<T, sky::InstanceStopping>)
+                             kinds.push_back("instance-stopping");
+                         else if constexpr (std::is_same_v<T, sky::LogLine>)
+                             lines.push_back(ev);
+                     },
+                     e);
+                 return std::nullopt;
+             }}};
         int per_node = 0;
         pool.on<sky::LogLine>([&](const sky::LogLine&) { ++per_node; });
         CHECK((sky::compute<say_and_return>(50) >> pool) == 50);
@@ -64,9 +65,11 @@ TEST_CASE("pool events arrive in order with remote output as LogLine", "[local][
         CHECK_FALSE(l.instance_id.empty());
     }
     REQUIRE(cout_lines.size() == 50);
-    for (int i = 0; i < 50; ++i) CHECK(cout_lines[static_cast<std::size_t>(i)] == "line " + std::to_string(i));
+    for (int i = 0; i < 50; ++i)
+        CHECK(cout_lines[static_cast<std::size_t>(i)] == "line " + std::to_string(i));
     CHECK(printf_seen == 5);
-    CHECK(std::count_if(lines.begin(), lines.end(), [](auto& l) { return l.line == "to stderr"; }) == 1);
+    CHECK(std::count_if(lines.begin(), lines.end(),
+                        [](auto& l) { return l.line == "to stderr"; }) == 1);
 }
 
 TEST_CASE("log display prints remote output with a [node N] prefix", "[local][events]") {
@@ -207,7 +210,8 @@ TEST_CASE("workers sample metrics when collect_metrics is on", "[local][events]"
         }
     }
     {
-        sky::ComputePool off{{.nodes = 1, .display = sky::Display::quiet, .collect_metrics = false}};
+        sky::ComputePool off{
+            {.nodes = 1, .display = sky::Display::quiet, .collect_metrics = false}};
         int count = 0;
         off.on<sky::Metrics>([&](const sky::Metrics&) { ++count; });
         std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -323,7 +327,7 @@ TEST_CASE("spinner display redraws in place in a terminal", "[local][display]") 
     reader.join();
     ::close(slave);
     ::close(master);
-    CHECK(screen.find("\x1b[") != std::string::npos);          // cursor movement: in place
+    CHECK(screen.find("\x1b[") != std::string::npos);           // cursor movement: in place
     CHECK(screen.find("running 1 call") != std::string::npos);  // the live state of a node
     CHECK(screen.find("[node ") != std::string::npos);          // remote output above the block
     CHECK(screen.find("summary") != std::string::npos);

@@ -30,7 +30,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-
 SessionOptions options_for(const TestHosts& hosts, int i) {
     SessionOptions o;
     o.host = hosts.address(i);

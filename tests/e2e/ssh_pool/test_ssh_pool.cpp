@@ -48,8 +48,6 @@ sky::PoolSpec spec_for(const TestHosts& h, int nodes) {
     return {.provider = ssh, .nodes = nodes, .display = sky::Display::quiet};
 }
 
-
-
 // A client that is SIGKILLed while its pool runs (the watchdog test). Reads hosts from a file.
 int orphan_client(const char* spec_file) {
     std::ifstream f(spec_file);
@@ -70,7 +68,6 @@ int orphan_client(const char* spec_file) {
 }  // namespace ssh_pool
 
 using namespace ssh_pool;
-
 
 TEST_CASE("ssh pool: every operator on 4 hosts, with distinct nodes and remote output",
           "[ssh_pool]") {
@@ -124,7 +121,8 @@ TEST_CASE("ssh pool: every operator on 4 hosts, with distinct nodes and remote o
     std::lock_guard lk(m);
     CHECK(std::count(lines.begin(), lines.end(), "remote line 2") == 1);
     for (const char* s : {"check", "env", "worker", "watchdog"}) CHECK(steps.count(s) == 1);
-    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(10)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
+                                std::chrono::seconds(10)));
 }
 
 TEST_CASE("ssh pool: a second pool reuses the uploaded program", "[ssh_pool]") {
@@ -231,18 +229,20 @@ TEST_CASE("ssh pool: the workers of a SIGKILLed client end", "[ssh_pool]") {
     char buf[4096];
     auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
     std::string exe(buf, static_cast<std::size_t>(n));
-    char* argv[] = {exe.data(), const_cast<char*>("--orphan-ssh-client"), spec_file.data(), nullptr};
+    char* argv[] = {exe.data(), const_cast<char*>("--orphan-ssh-client"), spec_file.data(),
+                    nullptr};
     pid_t client = 0;
     REQUIRE(::posix_spawn(&client, exe.c_str(), nullptr, nullptr, argv, environ) == 0);
-    bool ready = sky::test::wait_until([&] { return std::filesystem::exists(spec_file + ".ready"); },
-                          std::chrono::seconds(60));
+    bool ready = sky::test::wait_until(
+        [&] { return std::filesystem::exists(spec_file + ".ready"); }, std::chrono::seconds(60));
     REQUIRE(ready);
     CHECK(sky::test::remote_workers() == 2);
     ::kill(client, SIGKILL);
     int st;
     ::waitpid(client, &st, 0);
     // idle_timeout is 3 s; the watchdog checks every second.
-    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(20)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
+                                std::chrono::seconds(20)));
     auto runs = sky::test::run_command({"bash", "-c", "ls -A /root/.sky/run 2>/dev/null | wc -l"});
     INFO(runs.output);
 }
@@ -257,9 +257,11 @@ TEST_CASE("ssh pool: the node's own watchdog ends a worker that stopped answerin
     REQUIRE(sky::test::remote_workers() == 1);
     // Freeze the worker (its own idle check with it): only the separate watchdog process, which
     // no longer sees the heartbeat file change, can end it.
-    auto r = sky::test::run_command({"pkill", "-STOP", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
+    auto r =
+        sky::test::run_command({"pkill", "-STOP", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
     CHECK(r.status == 0);
-    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, std::chrono::seconds(20)));
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
+                                std::chrono::seconds(20)));
 }
 
 TEST_CASE("ssh pool: a node whose C library is too old is refused before anything runs",
@@ -273,8 +275,8 @@ TEST_CASE("ssh pool: a node whose C library is too old is refused before anythin
         "chmod +x ~/bin/ldd && echo 'export PATH=$HOME/bin:$PATH' > ~/.bashrc";
     auto r = sky::test::run_command({"ssh", "-o", "BatchMode=yes", "-o",
                                      "UserKnownHostsFile=" + hosts.known_hosts_file().string(),
-                                     "-i", hosts.client_key_path().string(), "root@" + hosts.address(0),
-                                     setup});
+                                     "-i", hosts.client_key_path().string(),
+                                     "root@" + hosts.address(0), setup});
     REQUIRE(r.status == 0);
     try {
         sky::ComputePool pool{spec};

@@ -262,9 +262,9 @@ std::string md5_fingerprint(const std::string& data) {
 // A stable per-type spot price: real ones move; the fake's only need to be plausible and fixed.
 std::string spot_price_for(const std::string& type) {
     static const std::map<std::string, double> kKnown = {
-        {"g4dn.xlarge", 0.1578}, {"g5.xlarge", 0.3852},  {"g5.2xlarge", 0.4573},
-        {"g6.xlarge", 0.2943},   {"p3.2xlarge", 0.9180}, {"p4d.24xlarge", 9.8306},
-        {"p5.48xlarge", 31.464}, {"t3.micro", 0.0031},   {"m5.large", 0.0342},
+        {"g4dn.xlarge", 0.1578},   {"g5.xlarge", 0.3852},  {"g5.2xlarge", 0.4573},
+        {"g6.xlarge", 0.2943},     {"p3.2xlarge", 0.9180}, {"p4d.24xlarge", 9.8306},
+        {"p5.48xlarge", 31.464},   {"t3.micro", 0.0031},   {"m5.large", 0.0342},
         {"p4de.24xlarge", 12.2911}};
     auto it = kKnown.find(type);
     double price =

@@ -143,8 +143,8 @@ private:
     std::map<std::string, nlohmann::json> security_groups_;  // id -> SecurityGroup
     std::vector<nlohmann::json> images_;
     std::map<std::string, nlohmann::json> instance_types_;  // name -> InstanceTypeInfo (const)
-    std::map<std::string, std::string> key_material_;  // key name -> OpenSSH public key line
-    std::map<std::string, int> instance_host_;         // instance id -> test host index
+    std::map<std::string, std::string> key_material_;       // key name -> OpenSSH public key line
+    std::map<std::string, int> instance_host_;              // instance id -> test host index
     std::vector<bool> host_used_;
     unsigned long long next_id_ = 1;
 };

@@ -24,7 +24,9 @@ struct Pipe {
     ~Pipe() {
         if (fds[1] >= 0) ::close(fds[1]);
     }
-    void write(const Buffer& b) { REQUIRE(::write(fds[1], b.data(), b.size()) == (ssize_t)b.size()); }
+    void write(const Buffer& b) {
+        REQUIRE(::write(fds[1], b.data(), b.size()) == (ssize_t)b.size());
+    }
     void end() {
         ::close(fds[1]);
         fds[1] = -1;

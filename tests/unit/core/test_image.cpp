@@ -44,7 +44,8 @@ TEST_CASE("bootstrap reports phases and runs twice without harm", "[image]") {
     std::ifstream f("/tmp/sky-test-image-file.txt");
     std::string content((std::istreambuf_iterator<char>(f)), {});
     CHECK(content == "content\nwith 'quotes'\n");
-    std::string check = "bash -c '. " + dir + "/env.sh && test \"$GREETING\" = \"it'\"'\"'s \\\"quoted\\\" \\$HOME\"'";
+    std::string check = "bash -c '. " + dir +
+                        "/env.sh && test \"$GREETING\" = \"it'\"'\"'s \\\"quoted\\\" \\$HOME\"'";
     CHECK(std::system(check.c_str()) == 0);
     std::system(("rm -rf " + dir + " /tmp/sky-test-image-file.txt").c_str());
 }

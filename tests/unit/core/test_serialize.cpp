@@ -84,7 +84,9 @@ TEST_CASE("the serializable concept", "[serialize]") {
 }
 
 TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable", "[serialize]") {
-    auto p = sky::compute<mid>(Point{0, 0, "a"}, Point{2, 4, "b"}).retries(2).timeout(std::chrono::seconds(3));
+    auto p = sky::compute<mid>(Point{0, 0, "a"}, Point{2, 4, "b"})
+                 .retries(2)
+                 .timeout(std::chrono::seconds(3));
     CHECK(p.function_name().find("mid") != std::string_view::npos);
     Buffer b;
     sky::detail::save_to(b, p);
@@ -100,7 +102,8 @@ TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable
     CHECK(sky::compute<mid>.local(Point{0, 0, "a"}, Point{2, 4, "b"}) == Point{1, 2, "ab"});
 }
 
-TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwise", "[serialize]") {
+TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwise",
+          "[serialize]") {
     std::vector<double> v(1000);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i) / 3;
     Buffer b;

@@ -1,6 +1,6 @@
 // shard() and DistributedSampler: disjoint, covering, aligned across arrays, deterministic.
-#include <catch2/catch.hpp>
 #include <array>
+#include <catch2/catch.hpp>
 #include <numeric>
 #include <set>
 #include <span>
@@ -17,8 +17,8 @@ TEST_CASE("shards are disjoint and cover every element once", "[shard]") {
                 std::multiset<int> seen;
                 std::size_t biggest = 0, smallest = n;
                 for (int node = 0; node < total; ++node) {
-                    auto part = sky::shard(data, {.shuffle = shuffle, .seed = 42, .node = node,
-                                                  .total_nodes = total});
+                    auto part = sky::shard(
+                        data, {.shuffle = shuffle, .seed = 42, .node = node, .total_nodes = total});
                     seen.insert(part.begin(), part.end());
                     biggest = std::max(biggest, part.size());
                     smallest = std::min(smallest, part.size());
@@ -37,7 +37,8 @@ TEST_CASE("several arrays get the same indices", "[shard]") {
     std::vector<double> y(50);
     for (int i = 0; i < 50; ++i) y[static_cast<std::size_t>(i)] = i * 10.0;
     for (int node = 0; node < 3; ++node) {
-        auto [xs, ys] = sky::shard(x, y, {.shuffle = true, .seed = 7, .node = node, .total_nodes = 3});
+        auto [xs, ys] =
+            sky::shard(x, y, {.shuffle = true, .seed = 7, .node = node, .total_nodes = 3});
         REQUIRE(xs.size() == ys.size());
         for (std::size_t i = 0; i < xs.size(); ++i) CHECK(ys[i] == xs[i] * 10.0);
     }
