@@ -180,9 +180,12 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                                              bool broadcast) {
     const std::size_t n = broadcast ? nodes_.size() : calls.size();
     auto batch = std::make_shared<BatchState>(n);
-    std::weak_ptr<BatchState> weak = batch;
+    // A Future may outlive its pool: cancelling then finds nothing to cancel.
     BatchState* raw = batch.get();
-    batch->cancel = [this, raw] { return cancel_batch(raw); };
+    batch->cancel = [core = weak_from_this(), raw] {
+        auto c = core.lock();
+        return c ? c->cancel_batch(raw) : false;
+    };
     if (n == 0) return batch;
     std::vector<Outgoing> out(nodes_.size());
     std::vector<Completion> done;

@@ -57,7 +57,7 @@ struct NodeSlot {
     std::deque<Task> pinned;
 };
 
-class PoolCore {
+class PoolCore : public std::enable_shared_from_this<PoolCore> {
 public:
     explicit PoolCore(PoolSpec spec);
     ~PoolCore();

@@ -165,3 +165,14 @@ TEST_CASE("parameters by const reference, lvalue reference and rvalue reference"
     CHECK((sky::compute<by_ref>(std::string("a"), v, std::string("c")) >> pool) == "a3c");
     CHECK(v.size() == 2);  // the remote call changed its own copy
 }
+
+TEST_CASE("a Future that outlives its pool can still be asked to cancel", "[local][operators]") {
+    std::optional<sky::Future<int>> f;
+    {
+        sky::ComputePool pool{quiet(1)};
+        f = pool.submit(sky::compute<add>(1, 2));
+        CHECK(f->get() == 3);
+    }
+    CHECK_FALSE(f->cancel());
+    CHECK(f->ready());
+}
