@@ -1,4 +1,5 @@
 #include "runtime/worker.hpp"
+#include "ship/file_server.hpp"
 
 #include <arpa/inet.h>
 #include <cxxabi.h>
@@ -510,8 +511,12 @@ void init(int argc, char** argv) {
     detail::g_initialised = true;
     if (argc > 0 && argv && argv[0]) detail::argv0() = argv[0];
     bool worker = false;
-    for (int i = 1; i < argc; ++i)
+    for (int i = 1; i < argc; ++i) {
         if (argv[i] && std::strcmp(argv[i], detail::worker_flag) == 0) worker = true;
+        // A node serving the program's files to its pool's other nodes (see ship/file_server).
+        if (argv[i] && std::strcmp(argv[i], detail::ship::serve_files_flag) == 0)
+            ::_exit(detail::ship::serve_files_main());
+    }
     if (!worker) return;
     // A local worker dies with its client: parent-death signal, and a check against the race
     // where the parent died before prctl ran.
