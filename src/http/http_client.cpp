@@ -234,14 +234,29 @@ namespace {
 struct Attempt {
     bool transport_failed = false;
     bool timed_out = false;
+    bool body_too_large = false;
     std::string transport_error;  // curl's description
     std::string curl_code;
     HttpResponse response;
 };
 
+// Where the body goes, and how much of it may come (after decompression).
+struct BodySink {
+    std::string* body;
+    std::size_t limit;  // 0: none
+    bool exceeded = false;
+};
+
 std::size_t write_body(char* data, std::size_t size, std::size_t count, void* user) {
-    static_cast<std::string*>(user)->append(data, size * count);
-    return size * count;
+    auto* sink = static_cast<BodySink*>(user);
+    const std::size_t n = size * count;
+    // Checked before appending: a decompressed body never grows past the limit in memory.
+    if (sink->limit != 0 && n > sink->limit - std::min(sink->limit, sink->body->size())) {
+        sink->exceeded = true;
+        return 0;  // curl aborts the transfer (CURLE_WRITE_ERROR)
+    }
+    sink->body->append(data, n);
+    return n;
 }
 
 std::size_t write_header(char* data, std::size_t size, std::size_t count, void* user) {
@@ -261,7 +276,7 @@ std::size_t write_header(char* data, std::size_t size, std::size_t count, void* 
 }
 
 Attempt perform(const HttpRequest& request, std::chrono::milliseconds connect_timeout,
-                std::chrono::milliseconds timeout) {
+                std::chrono::milliseconds timeout, std::size_t max_body_bytes) {
     std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     Attempt result;
     std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> handle(curl_easy_init(),
@@ -302,8 +317,14 @@ Attempt perform(const HttpRequest& request, std::chrono::milliseconds connect_ti
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, header_list.get());
+    BodySink sink{&result.response.body, max_body_bytes};
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &write_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &result.response.body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    // Refuses early a body whose announced (encoded) length is already too large; write_body
+    // bounds the decoded size, which a compressed reply can multiply a thousandfold.
+    if (max_body_bytes != 0) {
+        curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_body_bytes));
+    }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &write_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &result.response.headers);
     if (request.method == "GET") {
@@ -321,6 +342,13 @@ Attempt perform(const HttpRequest& request, std::chrono::milliseconds connect_ti
     }
 
     CURLcode code = curl_easy_perform(h);
+    if (sink.exceeded || code == CURLE_FILESIZE_EXCEEDED) {
+        result.body_too_large = true;
+        result.response.body.clear();
+        result.response.body.shrink_to_fit();
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &result.response.status);
+        return result;
+    }
     if (code != CURLE_OK) {
         result.transport_failed = true;
         result.timed_out = code == CURLE_OPERATION_TIMEDOUT;
@@ -368,8 +396,19 @@ HttpResponse http_send(HttpRequest request, const HttpOptions& options) {
                                         current.method, shown_url, attempt - 1, total.count()));
         }
         Attempt result = perform(current, std::min(options.connect_timeout, left),
-                                 std::min(options.attempt_timeout, left));
+                                 std::min(options.attempt_timeout, left), options.max_body_bytes);
         const bool last = attempt >= max_attempts;
+
+        if (result.body_too_large) {
+            // Not retried: the same endpoint would send the same oversized answer.
+            auto what = fmt::format(
+                "{} {} failed: the response body exceeds the limit of {} bytes ({} MiB; "
+                "HttpOptions::max_body_bytes), transfer aborted",
+                current.method, shown_url, options.max_body_bytes, options.max_body_bytes >> 20);
+            spdlog::debug("http: {}", what);
+            throw HttpError(HttpError::Kind::body_too_large, result.response.status,
+                            "BodyTooLarge", "", attempt, "", what);
+        }
 
         // Sleeps before the next attempt; false when the budget does not allow one.
         auto wait_for_retry = [&](milliseconds delay) {

@@ -3,6 +3,7 @@
 /// exponential backoff and jitter, typed errors, and redaction of every secret from logs and
 /// errors.
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -83,13 +84,20 @@ struct HttpOptions {
     /// Called before every attempt with a fresh copy of the request, e.g. to (re)sign it so its
     /// timestamp stays fresh across backoff sleeps.
     std::function<void(HttpRequest&)> prepare;
+    /// Largest response body accepted, counted after decompression (curl decodes gzip, br and
+    /// zstd): a larger one aborts the transfer with HttpError kind body_too_large, so a hostile
+    /// or broken endpoint (a gzip bomb) cannot exhaust memory. 0: no limit.
+    std::size_t max_body_bytes = kDefaultMaxBodyBytes;
+
+    static constexpr std::size_t kDefaultMaxBodyBytes = std::size_t{64} << 20;  ///< 64 MiB
 };
 
 /// An HTTP call failed: a non-2xx status, a connection failure or a timeout. The message names the
 /// method, the redacted URL, the status and the provider's code and message, never a secret.
 class HttpError : public sky::Error {
 public:
-    enum class Kind { status, transport, timeout };
+    /// body_too_large: the (decoded) body passed HttpOptions::max_body_bytes; never retried.
+    enum class Kind { status, transport, timeout, body_too_large };
     HttpError(Kind kind, long status, std::string code, std::string provider_message, int attempts,
               std::string body, const std::string& what);
 

@@ -1,11 +1,13 @@
 // The HTTP client against a real HTTP server on loopback: retries, give-up, timeouts, redaction.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "fakes/gzip_bomb.hpp"
 #include "http/http_client.hpp"
 #include "unit/http/loopback_server.hpp"
 
@@ -280,4 +282,59 @@ TEST_CASE("http: url_encode/url_decode round trip", "[http]") {
     CHECK(url_encode("a b/c~d-e_f.g+h=") == "a%20b%2Fc~d-e_f.g%2Bh%3D");
     CHECK(url_decode("a%20b%2Fc+d%zz%4") == "a b/c+d%zz%4");
     CHECK(url_decode(url_encode("\xE1\x88\xB4 ok")) == "\xE1\x88\xB4 ok");
+}
+
+namespace {
+// Peak resident memory of this process so far, in MiB.
+long max_rss_mib() {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024;
+}
+}  // namespace
+
+TEST_CASE("http: a gzip bomb is cut off at the body limit, never decoded whole", "[http]") {
+    // About 6.5 MiB on the wire, 1 GiB decoded: without the limit the client would hold it all.
+    const std::string bomb = sky::test::gzip_bomb(std::size_t{1} << 30);
+    REQUIRE(bomb.size() < (std::size_t{8} << 20));
+    LoopbackServer server([&](const RecordedRequest&) {
+        return Reply{200, bomb, {{"Content-Encoding", "gzip"}, {"Content-Type", "text/xml"}}};
+    });
+    const long before = max_rss_mib();
+    HttpOptions options = fast_options(3);
+    REQUIRE(options.max_body_bytes == HttpOptions::kDefaultMaxBodyBytes);
+    try {
+        (void)http_send({.method = "GET", .url = server.url("/")}, options);
+        FAIL("the bomb was accepted");
+    } catch (const HttpError& e) {
+        CHECK(e.kind() == HttpError::Kind::body_too_large);
+        CHECK(e.attempts() == 1);  // never retried
+        CHECK(std::string(e.what()).find("67108864 bytes") != std::string::npos);
+    }
+    CHECK(server.requests().size() == 1);
+    // The limit (64 MiB) plus slack; the decoded body was 1 GiB.
+    CHECK(max_rss_mib() - before < 160);
+
+    // A smaller limit from the options, same answer.
+    options.max_body_bytes = 1 << 20;
+    CHECK_THROWS_WITH(http_send({.method = "GET", .url = server.url("/")}, options),
+                      Catch::Contains("1048576 bytes"));
+}
+
+TEST_CASE("http: a plain body over the limit is refused, one under it is returned", "[http]") {
+    LoopbackServer server([](const RecordedRequest& r) {
+        return Reply{200, std::string(r.target == "/big" ? 300000 : 1000, 'x')};
+    });
+    HttpOptions options = fast_options(1);
+    options.max_body_bytes = 200000;
+    CHECK(http_send({.method = "GET", .url = server.url("/small")}, options).body.size() == 1000);
+    try {
+        (void)http_send({.method = "GET", .url = server.url("/big")}, options);
+        FAIL("the body was accepted");
+    } catch (const HttpError& e) {
+        CHECK(e.kind() == HttpError::Kind::body_too_large);
+        CHECK(e.body().empty());
+    }
+    options.max_body_bytes = 0;  // no limit
+    CHECK(http_send({.method = "GET", .url = server.url("/big")}, options).body.size() == 300000);
 }
