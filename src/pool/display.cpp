@@ -7,7 +7,65 @@ namespace sky::detail {
 namespace {
 constexpr const char* spin[] = {"|", "/", "-", "\\"};
 
+// Length of the well-formed UTF-8 sequence starting at text[i] (0: not one).
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char c = b(i);
+    std::size_t n = 0;
+    unsigned min = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (i + n > text.size()) return 0;
+    unsigned cp = c & (0x7F >> n);
+    for (std::size_t k = 1; k < n; ++k) {
+        if ((b(i + k) & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (b(i + k) & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
 }  // namespace
+
+std::string terminal_safe(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size();) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c == '\t' || (c >= 0x20 && c < 0x7F)) {
+            out.push_back(static_cast<char>(c));
+            ++i;
+            continue;
+        }
+        if (c >= 0x80) {
+            if (std::size_t n = utf8_length(text, i); n > 0) {
+                // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F) act like ESC sequences
+                // on some terminals.
+                const auto next = static_cast<unsigned char>(text[i + 1]);
+                if (n == 2 && c == 0xC2 && next <= 0x9F) {
+                    out += fmt::format("\\u{{{:02x}}}", next);
+                } else {
+                    out.append(text.substr(i, n));
+                }
+                i += n;
+                continue;
+            }
+        }
+        out += fmt::format("\\x{:02x}", c);  // C0 controls, DEL, invalid UTF-8
+        ++i;
+    }
+    return out;
+}
 
 DisplayRenderer::DisplayRenderer(Display mode, std::FILE* out, bool terminal)
     : mode_(mode), out_(out), terminal_(terminal) {}
@@ -37,7 +95,8 @@ void DisplayRenderer::redraw() {
         std::string what = n.phase;
         if (n.phase == "ready" && n.running > 0)
             what = fmt::format("running {} call{}", n.running, n.running == 1 ? "" : "s");
-        s += fmt::format("  node {:<3} {:<28} {}\n", i, n.instance_id, what);
+        s += fmt::format("  node {:<3} {:<28} {}\n", i, terminal_safe(n.instance_id),
+                         terminal_safe(what));
     }
     std::fwrite(s.data(), 1, s.size(), out_);
     drawn_lines_ = static_cast<int>(nodes_.size()) + 1;
@@ -70,7 +129,8 @@ void DisplayRenderer::phase(int node, const std::string& id, const std::string& 
     if (n.phase == what) return;
     n.phase = what;
     if (mode_ == Display::spinner && !terminal_)
-        print(fmt::format("sky: node {} ({}): {}\n", node, n.instance_id, what));
+        print(fmt::format("sky: node {} ({}): {}\n", node, terminal_safe(n.instance_id),
+                          terminal_safe(what)));
     else if (mode_ == Display::spinner)
         print("");
 }
@@ -117,7 +177,8 @@ void DisplayRenderer::show(const Event& e) {
     }
 
     if (auto* l = std::get_if<LogLine>(&e)) {
-        print(fmt::format("[node {}] {}\n", l->node, l->line));
+        // A worker's line is whatever its program printed (or a hostile node sent).
+        print(fmt::format("[node {}] {}\n", l->node, terminal_safe(l->line)));
         return;
     }
     if (auto* c = std::get_if<CostFinal>(&e)) {
@@ -126,13 +187,14 @@ void DisplayRenderer::show(const Event& e) {
         return;
     }
     if (mode_ == Display::log) {
-        print(fmt::format("sky: {}\n", describe(e)));
+        // Event texts quote remote errors, instance ids and provider messages.
+        print(fmt::format("sky: {}\n", terminal_safe(describe(e))));
         return;
     }
     // Spinner: errors and pool-level events as lines; node states live in the block.
     if (std::holds_alternative<ErrorEvent>(e) || std::holds_alternative<PoolStarted>(e) ||
         std::holds_alternative<PoolStopping>(e) || std::holds_alternative<InstancePreempted>(e))
-        print(fmt::format("sky: {}\n", describe(e)));
+        print(fmt::format("sky: {}\n", terminal_safe(describe(e))));
 }
 
 }  // namespace sky::detail

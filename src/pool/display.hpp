@@ -7,12 +7,19 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sky/events.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
+
+/// `text` made safe to print on a terminal: C0 controls other than tab (ESC, CR, BEL, BS, ...),
+/// DEL and C1 controls (U+0080..U+009F) become `\xNN` (or `\u{NN}`), so remote output cannot
+/// move the cursor, rewrite lines above, set the title or the clipboard (OSC 52), or hide text.
+/// Other UTF-8 passes unchanged; a byte that is not valid UTF-8 becomes `\xNN` too.
+[[nodiscard]] std::string terminal_safe(std::string_view text);
 
 class DisplayRenderer {
 public:

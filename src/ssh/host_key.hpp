@@ -19,8 +19,12 @@ std::string base64_encode(std::span<const unsigned char> data, bool pad);
 std::optional<std::vector<unsigned char>> base64_decode(std::string_view text);
 /// Parses "type base64 [comment]" or a known_hosts line; throws SshError.
 ParsedKey parse_public_key_line(std::string_view line);
-/// The keys a known_hosts file lists for host:port (plain, bracketed or hashed entries).
+/// The keys a known_hosts file lists for host:port (plain, bracketed or hashed entries), minus
+/// every key the file marks `@revoked` (for any host pattern): a revoked key is never accepted,
+/// even when another line lists it.
 std::vector<ParsedKey> known_hosts_entries(const std::filesystem::path& file,
                                            const std::string& host, std::uint16_t port);
+/// Fingerprints of the keys a known_hosts file marks `@revoked` (whatever their host pattern).
+std::vector<std::string> known_hosts_revoked(const std::filesystem::path& file);
 
 }  // namespace sky::detail::ssh
