@@ -97,9 +97,13 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
     s += fmt::format("# sky bootstrap for image {} (idempotent: safe to run again)\n",
                      content_hash());
     s += "set -euo pipefail\n";
+    // Everything this script creates is the pool user's alone (env.sh holds Image::env, which
+    // may carry secrets) unless a step below widens it on purpose.
+    s += "umask 077\n";
     s += "export DEBIAN_FRONTEND=noninteractive\n";
     s += "SKY_HOME=${SKY_HOME:-/opt/sky}\n";
     s += "mkdir -p \"$SKY_HOME\"\n";
+    s += "chmod 700 \"$SKY_HOME\"\n";
     s += "phase() { echo \"::sky-phase $1\"; }\n";
     s += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO=sudo\n";
     if (!apt.empty()) {
@@ -109,10 +113,13 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
         for (auto& p : apt) s += " " + shell_quote(p);
         s += "; do dpkg-query -W -f='${Status}' \"${p%%=*}\" 2>/dev/null | grep -q 'install ok "
              "installed' || missing+=(\"$p\"); done\n";
-        s += "if [ ${#missing[@]} -gt 0 ]; then\n";
+        // apt and the packages' maintainer scripts expect the usual umask (lists and files
+        // they create must stay readable by other users and services).
+        s += "if [ ${#missing[@]} -gt 0 ]; then (\n";
+        s += "  umask 022\n";
         s += "  $SUDO apt-get update -qq\n";
         s += "  $SUDO apt-get install -y -qq --no-install-recommends \"${missing[@]}\"\n";
-        s += "fi\n";
+        s += ") fi\n";
     }
     if (!python.empty() || !pip.empty()) {
         s += "phase python\n";
@@ -128,25 +135,42 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
         }
     }
     s += "phase env\n";
-    // Written aside and renamed: nodes bootstrapping at once never read half a file.
-    s += "env_tmp=\"$SKY_HOME/env.sh.$$\"\n";
-    s += ": > \"$env_tmp\"\n";
+    // Written aside and renamed: nodes bootstrapping at once never read half a file. mktemp
+    // creates it 0600, exclusively: it never reuses or follows what is already there.
+    s += "env_tmp=$(mktemp \"$SKY_HOME/env.sh.XXXXXX\")\n";
+    s += "chmod 600 \"$env_tmp\"\n";
     for (auto& [k, v] : env)
         s += fmt::format("echo {} >> \"$env_tmp\"\n",
                          shell_quote("export " + k + "=" + shell_quote(v)));
     s += "mv -f \"$env_tmp\" \"$SKY_HOME/env.sh\"\n";
     if (!files.empty()) {
         s += "phase files\n";
+        // Each file is written into a fresh temporary file beside it (mktemp: 0600, created
+        // exclusively, so the content is never readable by others on the way and nothing that
+        // is already there is reused or followed), given its mode, then renamed over the path
+        // (rename replaces a symlink, never writes through it). A directory that every user
+        // may write to, without the sticky bit, is refused: another user could swap the file.
+        s += "sky_put() {\n";
+        s += "  local dir; dir=$(dirname \"$1\")\n";
+        s += "  (umask 022; $SUDO mkdir -p \"$dir\")\n";
+        s += "  if [ -n \"$(find \"$dir\" -maxdepth 0 -perm -0002 ! -perm -1000)\" ]; then\n";
+        s += "    echo \"sky: refusing to write $1: $dir is writable by every user\" >&2; return 1\n";
+        s += "  fi\n";
+        s += "  local tmp; tmp=$($SUDO mktemp \"$dir/.sky-file.XXXXXX\")\n";
+        s += "  if ! base64 -d <<< \"$3\" | $SUDO tee \"$tmp\" > /dev/null ||\n";
+        s += "     ! $SUDO chmod \"$2\" \"$tmp\" || ! $SUDO mv -f -T \"$tmp\" \"$1\"; then\n";
+        s += "    $SUDO rm -f \"$tmp\"; return 1\n";
+        s += "  fi\n";
+        s += "}\n";
         for (auto& f : files) {
-            s += fmt::format("$SUDO mkdir -p \"$(dirname {})\"\n", shell_quote(f.path));
-            s += fmt::format("echo {} | base64 -d | $SUDO tee {} >/dev/null\n",
-                             shell_quote(base64(f.content)), shell_quote(f.path));
-            s += fmt::format("$SUDO chmod {:o} {}\n", f.mode, shell_quote(f.path));
+            s += fmt::format("sky_put {} {:o} {}\n", shell_quote(f.path), f.mode,
+                             shell_quote(base64(f.content)));
         }
     }
     if (!setup.empty()) {
         s += "phase setup\n";
-        s += "(\n  . \"$SKY_HOME/env.sh\"\n";
+        // The user's own commands run with the usual umask, as in a login shell.
+        s += "(\n  umask 022\n  . \"$SKY_HOME/env.sh\"\n";
         for (auto& c : setup) s += "  " + c + "\n";
         s += ")\n";
     }

@@ -1,6 +1,10 @@
 // Image: a stable content hash and an idempotent script with phase markers.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "sky/image.hpp"
@@ -55,4 +59,107 @@ TEST_CASE("image validation names the bad value", "[image]") {
     CHECK_THROWS_WITH((sky::Image{.python = "2.7"}.validate()), Catch::Contains("2.7"));
     CHECK_THROWS_WITH((sky::Image{.files = {{"relative", "x"}}}.validate()),
                       Catch::Contains("relative"));
+}
+
+namespace {
+
+// Runs a bootstrap script under `umask 000` (so only the script's own modes count), with
+// SKY_HOME=home; returns the exit status and fills `output`.
+int run_bootstrap(const std::string& script, const std::string& dir, const std::string& home,
+                  std::string& output) {
+    std::ofstream(dir + "/bootstrap.sh") << script;
+    std::string cmd = "umask 000; SKY_HOME=" + home + " bash " + dir + "/bootstrap.sh > " + dir +
+                      "/out.txt 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::ifstream out(dir + "/out.txt");
+    output.assign(std::istreambuf_iterator<char>(out), {});
+    return rc;
+}
+
+unsigned mode_of(const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return 07777 + 1;
+    return st.st_mode & 07777;
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST_CASE("bootstrap: umask 077, env.sh 0600, SKY_HOME 0700, files written with their mode",
+          "[image]") {
+    char tmpl[] = "/tmp/sky-image-modes-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    const std::string home = dir + "/home";
+    sky::Image img{.env = {{"API_TOKEN", "tok-123"}},
+                   .setup = {"touch \"$SKY_HOME/from-setup\""},
+                   .files = {{dir + "/conf/app.conf", "a=1\n", 0640},
+                             {dir + "/conf/secret", "s3cr3t\n", 0600},
+                             {dir + "/bin/tool", "#!/bin/sh\n", 0755}}};
+    const std::string script = img.bootstrap(0);
+    // umask 077 before anything is created.
+    CHECK(script.find("umask 077\n") < script.find("mkdir"));
+    std::string output;
+    REQUIRE(run_bootstrap(script, dir, home, output) == 0);
+    INFO(output);
+    CHECK(mode_of(home) == 0700);
+    CHECK(mode_of(home + "/env.sh") == 0600);
+    CHECK(read_all(home + "/env.sh").find("tok-123") != std::string::npos);
+    CHECK(mode_of(dir + "/conf/app.conf") == 0640);
+    CHECK(mode_of(dir + "/conf/secret") == 0600);
+    CHECK(mode_of(dir + "/bin/tool") == 0755);
+    CHECK(read_all(dir + "/conf/secret") == "s3cr3t\n");
+    // Parent directories get the usual 0755, setup commands the usual umask (022).
+    CHECK(mode_of(dir + "/conf") == 0755);
+    CHECK(mode_of(home + "/from-setup") == 0644);
+    // Nothing left aside: no temporary file of the env or the files phase.
+    for (const auto& sub : {home, dir + "/conf", dir + "/bin"}) {
+        for (const auto& e : std::filesystem::directory_iterator(sub)) {
+            const std::string name = e.path().filename().string();
+            CHECK(name.rfind(".sky-file.", 0) == std::string::npos);
+            CHECK(name.rfind("env.sh.", 0) == std::string::npos);
+        }
+    }
+    // Run again: same result (idempotent), modes kept.
+    REQUIRE(run_bootstrap(script, dir, home, output) == 0);
+    CHECK(mode_of(dir + "/conf/secret") == 0600);
+    CHECK(mode_of(home + "/env.sh") == 0600);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bootstrap: a file path that is a symlink is replaced, never written through",
+          "[image]") {
+    char tmpl[] = "/tmp/sky-image-link-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    std::ofstream(dir + "/victim") << "original\n";
+    std::filesystem::create_symlink(dir + "/victim", dir + "/target");
+    sky::Image img{.files = {{dir + "/target", "payload\n", 0644}}};
+    std::string output;
+    REQUIRE(run_bootstrap(img.bootstrap(0), dir, dir + "/home", output) == 0);
+    INFO(output);
+    CHECK(read_all(dir + "/victim") == "original\n");
+    CHECK_FALSE(std::filesystem::is_symlink(dir + "/target"));
+    CHECK(read_all(dir + "/target") == "payload\n");
+    CHECK(mode_of(dir + "/target") == 0644);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bootstrap: a directory every user may write to (not sticky) is refused", "[image]") {
+    char tmpl[] = "/tmp/sky-image-open-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    std::filesystem::create_directory(dir + "/open");
+    ::chmod((dir + "/open").c_str(), 0777);
+    sky::Image img{.files = {{dir + "/open/f", "x", 0600}}};
+    std::string output;
+    CHECK(run_bootstrap(img.bootstrap(0), dir, dir + "/home", output) != 0);
+    CHECK(output.find("writable by every user") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir + "/open/f"));
+    // Sticky (as /tmp is): allowed, other users cannot replace what is ours.
+    ::chmod((dir + "/open").c_str(), 01777);
+    CHECK(run_bootstrap(img.bootstrap(0), dir, dir + "/home", output) == 0);
+    CHECK(mode_of(dir + "/open/f") == 0600);
+    std::filesystem::remove_all(dir);
 }
