@@ -1,5 +1,6 @@
 #pragma once
 /// \file Events and callbacks (api.md §9): what a pool reports while it lives.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -37,10 +38,14 @@ struct InstanceProvisioned {
 struct BootstrapStarting {
     std::string instance_id;
 };
-/// A bootstrap phase began ("apt", "pip", "env", "files", "setup", "worker", "watchdog", ...).
+/// A bootstrap phase began ("check", "upload", "fetch", "cached", "apt", "pip", "env", "files",
+/// "setup", "worker", "watchdog", ...). Steps that move the program ("upload": from this client,
+/// "fetch": from another node of the pool) report again as bytes arrive.
 struct BootstrapProgress {
     std::string instance_id;
     std::string step;
+    std::uint64_t bytes_done = 0;   ///< bytes moved so far in this step (0 when not a transfer)
+    std::uint64_t bytes_total = 0;  ///< bytes this step moves in all (0 when not a transfer)
 };
 /// A node's bootstrap finished; its worker is starting.
 struct BootstrapCompleted {

@@ -59,6 +59,10 @@ std::string describe(const Event& event) {
             return fmt::format("{}: bootstrap starting", e.instance_id);
         }
         std::string operator()(const BootstrapProgress& e) const {
+            if (e.bytes_total > 0)
+                return fmt::format("{}: bootstrap {} {:.1f}/{:.1f} MB", e.instance_id, e.step,
+                                   static_cast<double>(e.bytes_done) / 1e6,
+                                   static_cast<double>(e.bytes_total) / 1e6);
             return fmt::format("{}: bootstrap {}", e.instance_id, e.step);
         }
         std::string operator()(const BootstrapCompleted& e) const {

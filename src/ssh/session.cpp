@@ -1605,19 +1605,46 @@ void Session::upload(const std::filesystem::path& local_path, const std::string&
                      int mode) {
     std::ifstream in(local_path, std::ios::binary);
     if (!in) throw SshError("ssh upload: cannot read " + local_path.string());
+    upload(
+        [&](std::byte* buf, std::size_t n) {
+            in.read(reinterpret_cast<char*>(buf), static_cast<std::streamsize>(n));
+            if (in.bad()) throw SshError("ssh upload: error reading " + local_path.string());
+            return static_cast<std::size_t>(in.gcount());
+        },
+        remote_path, mode);
+}
+
+void Session::upload(const UploadSource& read, const std::string& remote_path, int mode,
+                     const std::function<void(std::uint64_t)>& on_progress) {
     auto op = std::make_shared<UploadOp>();
     op->remote_path = remote_path;
     op->mode = mode;
     impl_->submit(op);
     constexpr std::size_t kChunk = 1u << 20;
     constexpr std::size_t kInFlight = 8u << 20;
-    // This thread reads the file while the pump sends: bounded memory, overlapped I/O.
+    std::uint64_t sent = 0;
+    std::exception_ptr source_error;
+    // This thread produces while the pump sends: bounded memory, overlapped I/O.
     for (;;) {
         UploadOp::Chunk c;
         c.owned.resize(kChunk);
-        in.read(reinterpret_cast<char*>(c.owned.data()), static_cast<std::streamsize>(kChunk));
-        auto got = static_cast<std::size_t>(in.gcount());
-        bool eof = got < kChunk;
+        std::size_t got = 0;
+        bool eof = false;
+        try {
+            // Fill the chunk: a source may hand out less than asked before its end.
+            while (got < kChunk) {
+                std::size_t n = read(c.owned.data() + got, kChunk - got);
+                if (n == 0) {
+                    eof = true;
+                    break;
+                }
+                got += n;
+            }
+        } catch (...) {
+            source_error = std::current_exception();
+            eof = true;
+            got = 0;
+        }
         c.owned.resize(got);
         c.data = c.owned.data();
         c.size = got;
@@ -1632,10 +1659,12 @@ void Session::upload(const std::filesystem::path& local_path, const std::string&
             if (eof) op->input_done = true;
         }
         impl_->wake();
+        sent += got;
+        if (on_progress && got > 0) on_progress(sent);
         if (eof) break;
     }
     wait_upload(*op);
-    if (in.bad()) throw SshError("ssh upload: error reading " + local_path.string());
+    if (source_error) std::rethrow_exception(source_error);
 }
 
 std::unique_ptr<sky::detail::Transport> Session::open_tunnel(const std::string& host,

@@ -167,6 +167,13 @@ public:
     /// Uploads a buffer.
     void upload(std::span<const std::byte> data, const std::string& remote_path, int mode = 0644);
     void upload(std::string_view data, const std::string& remote_path, int mode = 0644);
+    /// Fills a buffer with up to n bytes of what to upload; 0 means the end. May throw: the
+    /// upload then stops and upload() rethrows (the remote file is left partial).
+    using UploadSource = std::function<std::size_t(std::byte* buffer, std::size_t n)>;
+    /// Uploads what `read` produces (streamed, about 8 MiB in flight); on_progress gets the
+    /// bytes handed over so far.
+    void upload(const UploadSource& read, const std::string& remote_path, int mode = 0644,
+                const std::function<void(std::uint64_t)>& on_progress = {});
 
     /// Opens a direct-tcpip channel to host:port as seen from the server (the worker listens on
     /// 127.0.0.1 of its node). Throws ChannelError when the server refuses (nothing listening).

@@ -414,9 +414,9 @@ void TestHosts::setup(int n) {
         if (fp.status != 0 || h.fingerprint.rfind("SHA256:", 0) != 0) {
             throw std::runtime_error("test hosts: ssh-keygen -l failed: " + fp.output);
         }
-        h.config = dir_ / ("sshd" + std::to_string(i) + ".conf");
         h.log = dir_ / ("sshd" + std::to_string(i) + ".log");
-        write_sshd_config(h, key, dir_ / "authorized_keys");
+        make_host_root(i);
+        write_sshd_config(h, i, key, dir_ / "authorized_keys");
         start_sshd(h, i);
     }
     for (auto& h : hosts_) wait_listening(h, std::chrono::seconds(15));
@@ -425,14 +425,47 @@ void TestHosts::setup(int n) {
     write_file(known_hosts_file(), known);
 }
 
-void TestHosts::write_sshd_config(Host& h, const std::filesystem::path& host_key,
+std::filesystem::path TestHosts::host_root(int i) const {
+    return dir_ / ("host" + std::to_string(i));
+}
+
+std::filesystem::path TestHosts::host_path(int i, const std::filesystem::path& path) const {
+    const auto rel = path.lexically_relative("/");
+    const auto first = *rel.begin();
+    if (first == "root" || first == "tmp" || first == "home")
+        return host_root(i) / rel;
+    throw std::runtime_error("test hosts: " + path.string() +
+                             " is not in a host's private part (/root, /tmp, /home)");
+}
+
+void TestHosts::make_host_root(int i) {
+    // What a host has of its own: /root, /tmp, /home, and /etc/ssh (its sshd's files).
+    auto r = host_root(i);
+    for (const char* d : {"root", "root/.ssh", "tmp", "home", "etc-ssh"})
+        std::filesystem::create_directories(r / d);
+    std::filesystem::permissions(r / "root", std::filesystem::perms::owner_all);
+    std::filesystem::permissions(r / "root/.ssh", std::filesystem::perms::owner_all);
+    ::chmod((r / "tmp").c_str(), 01777);
+}
+
+void TestHosts::write_sshd_config(Host& h, int i, const std::filesystem::path& host_key,
                                   const std::filesystem::path& authorized_keys) {
-    write_file(h.config, "ListenAddress " + h.address + ":22\n" + "HostKey " + host_key.string() +
-                             "\n"
+    // The host sees these at /etc/ssh and /root/.ssh, as a real machine has them.
+    auto etc = host_root(i) / "etc-ssh";
+    std::error_code ec;
+    std::filesystem::copy_file(host_key, etc / "ssh_host_ed25519_key",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) throw std::runtime_error("test hosts: cannot copy the host key: " + ec.message());
+    ::chmod((etc / "ssh_host_ed25519_key").c_str(), 0600);
+    std::filesystem::copy_file(authorized_keys, host_root(i) / "root/.ssh/authorized_keys",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) throw std::runtime_error("test hosts: cannot copy authorized keys: " + ec.message());
+    h.config = etc / "sshd_config";
+    write_file(h.config, "ListenAddress " + h.address +
+                             ":22\n"
+                             "HostKey /etc/ssh/ssh_host_ed25519_key\n"
                              "PidFile none\n"
-                             "AuthorizedKeysFile " +
-                             authorized_keys.string() +
-                             "\n"
+                             "AuthorizedKeysFile /root/.ssh/authorized_keys\n"
                              "PermitRootLogin prohibit-password\n"
                              "PubkeyAuthentication yes\n"
                              "PasswordAuthentication no\n"
@@ -440,6 +473,7 @@ void TestHosts::write_sshd_config(Host& h, const std::filesystem::path& host_key
                              "UsePAM no\n"
                              "StrictModes no\n"
                              "AllowTcpForwarding yes\n"
+                             "AllowStreamLocalForwarding yes\n"
                              "X11Forwarding no\n"
                              "PrintMotd no\n"
                              "UseDNS no\n"
@@ -457,13 +491,20 @@ void TestHosts::start_sshd(Host& h, int i, bool die_with_parent) {
         ::close(nsfd);
         throw std::runtime_error("test hosts: cannot open " + h.log.string());
     }
-    std::string cfg = h.config.string();
+    // Inside the host, /etc/ssh holds its sshd's files.
+    std::string cfg = "/etc/ssh/sshd_config";
     const char* argv[] = {kSshd, "-D", "-e", "-f", cfg.c_str(), nullptr};
-    // Each host gets its own empty /root (a private mount namespace): sessions never run this
-    // machine's ~/.bashrc (which may be slow or take locks) nor touch its real home.
-    std::string home = (dir_ / ("root" + std::to_string(i))).string();
-    std::filesystem::create_directory(home);
-    std::filesystem::permissions(home, std::filesystem::perms::owner_all);
+    // Each host has its own /root, /tmp, /home and /etc/ssh, and sees neither this project's
+    // sources nor its build tree (a private mount namespace), as a real machine: a file the
+    // client forgot to send is missing there, and a test that depends on one fails.
+    const auto root = host_root(i);
+    const std::string home = (root / "root").string(), tmp = (root / "tmp").string(),
+                      homes = (root / "home").string(), etc = (root / "etc-ssh").string();
+    std::vector<std::string> hidden;
+    for (const char* d : {SKY_TEST_SOURCE_DIR, SKY_TEST_BINARY_DIR})
+        if (*d) hidden.emplace_back(d);
+    const char* hide[3] = {hidden.size() > 0 ? hidden[0].c_str() : nullptr,
+                           hidden.size() > 1 ? hidden[1].c_str() : nullptr, nullptr};
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -476,7 +517,14 @@ void TestHosts::start_sshd(Host& h, int i, bool die_with_parent) {
         if (::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(126);
         if (::unshare(CLONE_NEWNS) != 0) ::_exit(125);
         if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(124);
+        // The build tree first: it may lie under /tmp, hidden next anyway.
+        for (const char** d = hide; *d; ++d)
+            ::mount("tmpfs", *d, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=755");
+        if (::mount(etc.c_str(), "/etc/ssh", nullptr, MS_BIND, nullptr) != 0) ::_exit(122);
         if (::mount(home.c_str(), "/root", nullptr, MS_BIND, nullptr) != 0) ::_exit(123);
+        if (::mount(tmp.c_str(), "/tmp", nullptr, MS_BIND, nullptr) != 0) ::_exit(121);
+        ::mount(homes.c_str(), "/home", nullptr, MS_BIND, nullptr);  // where there is a /home
+        ::mount("tmpfs", "/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         int devnull = ::open("/dev/null", O_RDONLY);
         ::dup2(devnull, 0);
         ::dup2(logfd, 1);
@@ -496,8 +544,10 @@ void TestHosts::wait_listening(Host& h, std::chrono::milliseconds timeout) {
         int status = 0;
         if (h.sshd_pid > 0 && ::waitpid(h.sshd_pid, &status, WNOHANG) == h.sshd_pid) {
             h.sshd_pid = -1;
-            throw std::runtime_error("test hosts: sshd in " + h.netns +
-                                     " exited at start: " + read_file(h.log));
+            throw std::runtime_error(
+                "test hosts: sshd in " + h.netns + " exited at start (status " +
+                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status)) +
+                "): " + read_file(h.log));
         }
         if (tcp_banner(h.address, 22, milliseconds(1000))) return;
         std::this_thread::sleep_for(milliseconds(20));
@@ -603,7 +653,7 @@ void TestHosts::restart_sshd(int i, const std::string& host_private_key,
     std::istringstream fs(fp.output);
     std::string bits;
     fs >> bits >> h.fingerprint;
-    write_sshd_config(h, key, auth);
+    write_sshd_config(h, i, key, auth);
     start_sshd(h, i, false);
     wait_listening(h, std::chrono::seconds(15));
 }
@@ -626,7 +676,7 @@ std::string TestHosts::sshd_log(int i) const {
 }
 
 int remote_workers() {
-    auto r = run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
+    auto r = run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/prog/[^ ]* --sky-worker"});
     int n = 0;
     std::istringstream is(r.output);
     for (std::string l; std::getline(is, l);)

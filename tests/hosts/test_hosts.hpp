@@ -1,8 +1,9 @@
 #pragma once
 // Test hosts: N network namespaces on a private bridge, each running a real OpenSSH sshd with a
 // per-run ed25519 host key, reachable from this (the root) namespace. Each sshd also has its own
-// mount namespace with an empty /root, so a host's root sessions start clean; the rest of the
-// file system (/tmp included) is this machine's. Tests get real SSH, real
+// mount namespace with its own /root, /tmp, /home and /etc/ssh, and this project's source and
+// build trees hidden, so a host is like a real machine: only what the client sends is there.
+// The system (/usr, /etc) is this machine's. Tests get real SSH, real
 // SFTP and real direct-tcpip tunnels without a cloud. Needs root, `ip` and `/usr/sbin/sshd`;
 // callers check available() and skip with its reason otherwise.
 //
@@ -27,7 +28,8 @@
 
 namespace sky::test {
 
-/// Worker processes started from a node's shipped program cache (~/.sky/bin/...), on any host.
+/// Worker processes started from a node's shipped program directory (~/.sky/prog/...), on any
+/// host.
 int remote_workers();
 
 /// Polls `ok` every 100 ms until it holds or `limit` passes; returns its last answer.
@@ -90,6 +92,9 @@ public:
     void set_link_up(int i, bool up);
     /// The per-run directory (keys, configs, logs).
     [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
+    /// Where host i's private directory `path` (under /root, /tmp or /home, as the host sees
+    /// it) lies in this machine's file system.
+    [[nodiscard]] std::filesystem::path host_path(int i, const std::filesystem::path& path) const;
     /// The sshd log of host i (for failure messages).
     [[nodiscard]] std::string sshd_log(int i) const;
 
@@ -107,8 +112,10 @@ private:
     void setup(int n);
     void teardown() noexcept;
     void start_sshd(Host& h, int i, bool die_with_parent = true);
-    void write_sshd_config(Host& h, const std::filesystem::path& host_key,
+    void write_sshd_config(Host& h, int i, const std::filesystem::path& host_key,
                            const std::filesystem::path& authorized_keys);
+    [[nodiscard]] std::filesystem::path host_root(int i) const;
+    void make_host_root(int i);
     void wait_listening(Host& h, std::chrono::milliseconds timeout);
 
     std::string tag_;     // pid (base 32) + "x" + counter (base 32)

@@ -1,7 +1,6 @@
 #include "providers/remote/remote_node.hpp"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 #include <sys/utsname.h>
 
 #include <array>
@@ -12,84 +11,16 @@
 #include <regex>
 
 #include "pool/pool_core.hpp"
+#include "ship/closure.hpp"
+#include "util/shell.hpp"
 
 namespace sky::detail {
 
 namespace {
 
-std::string quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
-
-std::string sha256_file(const std::filesystem::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-    std::vector<char> buf(1 << 20);
-    while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0) {
-        EVP_DigestUpdate(ctx, buf.data(), static_cast<std::size_t>(f.gcount()));
-        if (!f) break;
-    }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(ctx, md, &len);
-    EVP_MD_CTX_free(ctx);
-    std::string hex;
-    for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-    return hex;
-}
-
-// Newest GLIBC_2.N a file's symbol versions name.
-void glibc_needs(const std::filesystem::path& p, int& major, int& minor) {
-    std::ifstream f(p, std::ios::binary);
-    std::string data((std::istreambuf_iterator<char>(f)), {});
-    static const std::regex re("GLIBC_([0-9]+)\\.([0-9]+)");
-    for (auto it = std::sregex_iterator(data.begin(), data.end(), re); it != std::sregex_iterator();
-         ++it) {
-        int a = std::stoi((*it)[1]), b = std::stoi((*it)[2]);
-        if (a > major || (a == major && b > minor)) {
-            major = a;
-            minor = b;
-        }
-    }
-}
-
-bool is_c_library(const std::string& name) {
-    for (const char* c : {"libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux",
-                          "linux-vdso", "libresolv.so", "libutil.so", "libmvec.so"})
-        if (name.find(c) != std::string::npos) return true;
-    return false;
-}
+std::string quote(const std::string& s) { return shell_quote(s); }
 
 }  // namespace
-
-const ShippedProgram& shipped_program() {
-    static const ShippedProgram p = [] {
-        ShippedProgram s;
-        s.exe = std::filesystem::read_symlink("/proc/self/exe");
-        s.hash = sha256_file("/proc/self/exe").substr(0, 16);
-        // The ldd closure minus the C library: what a stock image may lack.
-        std::string out;
-        if (FILE* f = ::popen("ldd /proc/self/exe 2>/dev/null", "r")) {
-            char buf[4096];
-            while (std::fgets(buf, sizeof buf, f)) out += buf;
-            ::pclose(f);
-        }
-        static const std::regex line(R"(^\s*(\S+)\s+=>\s+(/\S+))");
-        std::istringstream is(out);
-        for (std::string l; std::getline(is, l);) {
-            std::smatch m;
-            if (std::regex_search(l, m, line) && !is_c_library(m[1].str()))
-                s.libs.emplace_back(m[2].str());
-        }
-        glibc_needs("/proc/self/exe", s.glibc_major, s.glibc_minor);
-        for (auto& lib : s.libs) glibc_needs(lib, s.glibc_major, s.glibc_minor);
-        return s;
-    }();
-    return p;
-}
 
 void RemoteNode::fail(const std::string& phase, const std::string& message,
                       std::vector<std::string> output) const {
@@ -134,58 +65,59 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     if (arch != u.machine)
         n->fail("check",
                 fmt::format("the node is {} but this program is built for {}", arch, u.machine));
-    const auto& prog = shipped_program();
+    const ship::Manifest* manifest = nullptr;
+    try {
+        manifest = &ship::this_program();
+    } catch (const std::exception& e) {
+        n->fail("check", std::string("cannot list the program's files to ship: ") + e.what());
+    }
+    const auto& prog = *manifest;
     std::smatch m;
     static const std::regex ver(R"((\d+)\.(\d+)\s*$)");
     if (!std::regex_search(libc, m, ver))
         n->fail("check", "the node has no GNU C library (ldd --version said: " + libc + ")");
     int maj = std::stoi(m[1]), min = std::stoi(m[2]);
-    if (maj < prog.glibc_major || (maj == prog.glibc_major && min < prog.glibc_minor))
+    if (ship::GlibcVersion{maj, min} < prog.glibc)
         n->fail("check", fmt::format("the node's C library is glibc {}.{}, but this program needs "
                                      "glibc {}.{} or newer: build it on an older system or use a "
                                      "newer image",
-                                     maj, min, prog.glibc_major, prog.glibc_minor));
+                                     maj, min, prog.glibc.major, prog.glibc.minor));
     n->home_ = home;
 
-    // upload: content-addressed, so a second pool on the same node skips it.
-    const std::string cache = fmt::format("{}/.sky/bin/{}", home, prog.hash);
-    n->exe_path_ = cache + "/" + prog.exe.filename().string();
-    n->lib_dir_ = cache + "/lib";
-    auto present = s.exec(fmt::format("test -f {}/.complete && echo present", quote(cache)),
-                          {.timeout = std::chrono::seconds(30)});
-    if (present.out.find("present") == std::string::npos) {
-        emit(BootstrapProgress{instance_id, "upload"});
-        // Upload into a private directory, then rename: nodes that share a file system (or two
-        // pools at once) never see half a program.
-        std::string tmp = fmt::format("{}/.sky/bin/.tmp-{}", home, random_hex(12));
-        auto mk = s.exec(fmt::format("mkdir -p {}/lib", quote(tmp)),
-                         {.timeout = std::chrono::seconds(30)});
-        if (mk.exit_status != 0) n->fail("upload", "cannot create " + tmp, {mk.err});
-        try {
-            s.upload(prog.exe, tmp + "/" + prog.exe.filename().string(), 0755);
-            for (auto& lib : prog.libs)
-                s.upload(lib, tmp + "/lib/" + lib.filename().string(), 0755);
-        } catch (const std::exception& e) {
-            s.exec("rm -rf " + quote(tmp));
-            n->fail("upload", e.what());
-        }
-        auto mv =
-            s.exec(fmt::format("touch {0}/.complete && mkdir -p {1} && "
-                               "(mv -T {0} {2} 2>/dev/null || rm -rf {0}); test -f {2}/.complete",
-                               quote(tmp), quote(home + "/.sky/bin"), quote(cache)),
-                   {.timeout = std::chrono::seconds(60)});
-        if (mv.exit_status != 0) n->fail("upload", "could not put the program in place", {mv.err});
-    } else {
-        emit(BootstrapProgress{instance_id, "cached"});
-    }
-
-    // bootstrap: the image's idempotent script, phase by phase.
+    // This pool's private directory on the node, then the program: content-addressed, each
+    // missing file sent once per pool (see ship/shipment.hpp).
     n->image_home_ = fmt::format("{}/.sky/image-{}", home, spec.image.content_hash());
     n->run_dir_ = fmt::format("{}/.sky/run/{}/{}", home, pool_id, node);
-    auto mk = s.exec(fmt::format("mkdir -p {} {} && chmod 700 {}", quote(n->image_home_),
-                                 quote(n->run_dir_), quote(n->run_dir_)),
+    auto mk = s.exec(fmt::format("umask 077; mkdir -p {} {} && chmod 700 {}/.sky {}/.sky/run {}",
+                                 quote(n->image_home_), quote(n->run_dir_), quote(home),
+                                 quote(home), quote(n->run_dir_)),
                      {.timeout = std::chrono::seconds(30)});
     if (mk.exit_status != 0) n->fail("bootstrap", "cannot create " + n->run_dir_, {mk.err});
+    n->shipment_ = where.shipment ? where.shipment : std::make_shared<ship::PoolShipment>(prog);
+    ship::NodeSite site;
+    site.node = node;
+    site.instance_id = instance_id;
+    site.session = n->session_.get();
+    site.home = home;
+    site.run_dir = n->run_dir_;
+    site.peer_address = where.peer_address.empty() ? where.host : where.peer_address;
+    std::string prog_dir;
+    try {
+        prog_dir = n->shipment_->ship(site, emit);
+    } catch (const ship::ShipFailure& e) {
+        n->fail(e.phase, e.what(), e.output);
+    } catch (const ssh::SshError&) {
+        throw;
+    } catch (const TimeoutError&) {
+        throw;
+    } catch (const std::exception& e) {
+        n->fail("upload", e.what());
+    }
+    n->shipped_ = true;
+    n->exe_path_ = prog_dir + "/" + prog.program().name;
+    n->lib_dir_ = prog_dir + "/lib";
+
+    // bootstrap: the image's idempotent script, phase by phase.
     const std::string script = spec.image.bootstrap(spec.timeout);
     s.upload(std::string_view(script), n->run_dir_ + "/bootstrap.sh", 0700);
     std::string phase = "bootstrap";
@@ -255,8 +187,18 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     if (port.exit_status != 0) {
         std::vector<std::string> lines;
         std::istringstream is(port.out);
-        for (std::string l; std::getline(is, l);) lines.push_back(l);
-        fail("worker", "the worker did not start listening", lines);
+        std::string loader;
+        for (std::string l; std::getline(is, l);) {
+            // The dynamic loader's own words say what is missing: they go into the message.
+            if (l.find("error while loading shared libraries") != std::string::npos ||
+                l.find("version `GLIBC") != std::string::npos || l.find("cannot open shared object") != std::string::npos)
+                loader = l;
+            lines.push_back(l);
+        }
+        fail("worker",
+             loader.empty() ? std::string("the worker did not start listening")
+                            : "the worker could not start: " + loader,
+             lines);
     }
     worker_port_ = static_cast<std::uint16_t>(std::stoi(port.out));
 
@@ -348,11 +290,14 @@ bool RemoteNode::reachable() const { return session_ && session_->alive(); }
 
 void RemoteNode::stop() noexcept {
     if (!session_) return;
+    // Peers stop fetching from this node before its session goes.
+    if (shipment_ && shipped_) shipment_->forget(node_);
     try {
         if (session_->alive() && !run_dir_.empty())
             session_->exec(
                 fmt::format(
                     "kill $(cat {run}/watchdog.pid 2>/dev/null) 2>/dev/null; "
+                    "kill $(cat {run}/serve.pid 2>/dev/null) 2>/dev/null; "
                     "{killpg}"
                     "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
                     "rm -rf {run}; rmdir {pool} 2>/dev/null; true",

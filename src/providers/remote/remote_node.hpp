@@ -1,6 +1,6 @@
 #pragma once
-// A node reached over SSH: the path every remote provider ends in. Ships the program (and the
-// shared libraries a stock image may lack), runs the image's bootstrap script, starts the worker
+// A node reached over SSH: the path every remote provider ends in. Ships the program and its
+// shared libraries (ship/shipment.hpp), runs the image's bootstrap script, starts the worker
 // on 127.0.0.1 of the node and a watchdog beside it, and tunnels the worker connection through
 // the same SSH session.
 #include <filesystem>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pool/backend.hpp"
+#include "ship/shipment.hpp"
 #include "ssh/session.hpp"
 
 namespace sky::detail {
@@ -28,6 +29,11 @@ struct RemoteNodeSpec {
     std::string preemption_probe;
     std::chrono::milliseconds connect_timeout{15000};
     int connect_attempts = 5;
+    /// The pool's shipment, shared by its nodes so that each file leaves the client once.
+    /// Null: this node ships on its own.
+    std::shared_ptr<ship::PoolShipment> shipment;
+    /// How the pool's other nodes reach this one (a private address); empty: `host`.
+    std::string peer_address;
 };
 
 class RemoteNode {
@@ -69,19 +75,11 @@ private:
     std::string lib_dir_;   // shipped shared libraries
     std::string image_home_;
     std::string run_dir_;  // this pool's files for this node
+    std::shared_ptr<ship::PoolShipment> shipment_;
+    bool shipped_ = false;  // this node may serve files to its peers
     std::string token_;
     std::string pgid_;  // the worker's process group
     std::uint16_t worker_port_ = 0;
 };
-
-/// The local program as it will be shipped: its content hash, the shared libraries to ship, the
-/// newest glibc symbol version it needs. Computed once per process.
-struct ShippedProgram {
-    std::filesystem::path exe;
-    std::string hash;                         // 16 hex chars of SHA-256
-    std::vector<std::filesystem::path> libs;  // ldd closure minus the C library itself
-    int glibc_major = 2, glibc_minor = 0;     // newest GLIBC_x.y the files need
-};
-const ShippedProgram& shipped_program();
 
 }  // namespace sky::detail

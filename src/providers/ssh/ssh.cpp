@@ -53,6 +53,7 @@ public:
             // Host keys are pinned: known_hosts decides, there is no trust on first use.
             where.host_key = ssh::HostKeyPin::known_hosts(
                 cfg_.known_hosts.empty() ? home_path(".ssh/known_hosts") : cfg_.known_hosts);
+            where.shipment = shipment();
             emit(InstanceProvisioned{id, node, false, "ssh", host, std::string("ssh"), 0.0,
                                      std::nullopt});
             auto n = RemoteNode::start(where, spec_, pool_id_, node, id, emit);
@@ -102,7 +103,15 @@ public:
     }
 
 private:
+    // One per pool: every node's start shares it, so a file leaves this client once.
+    std::shared_ptr<ship::PoolShipment> shipment() {
+        std::lock_guard lk(m_);
+        if (!shipment_) shipment_ = std::make_shared<ship::PoolShipment>(ship::this_program());
+        return shipment_;
+    }
+
     PoolSpec spec_;
+    std::shared_ptr<ship::PoolShipment> shipment_;
     SSH cfg_;
     std::string pool_id_;
     mutable std::mutex m_;

@@ -258,7 +258,7 @@ TEST_CASE("ssh pool: the node's own watchdog ends a worker that stopped answerin
     // Freeze the worker (its own idle check with it): only the separate watchdog process, which
     // no longer sees the heartbeat file change, can end it.
     auto r =
-        sky::test::run_command({"pkill", "-STOP", "-f", "^/[^ ]*/\\.sky/bin/[^ ]* --sky-worker"});
+        sky::test::run_command({"pkill", "-STOP", "-f", "^/[^ ]*/\\.sky/prog/[^ ]* --sky-worker"});
     CHECK(r.status == 0);
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
                                 std::chrono::seconds(20)));

@@ -1,0 +1,481 @@
+#include "ship/shipment.hpp"
+
+#include <fmt/format.h>
+#include <openssl/rand.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ssh/session.hpp"
+#include "util/shell.hpp"
+
+namespace sky::detail::ship {
+
+namespace {
+
+using std::chrono::seconds;
+
+std::string random_token(std::size_t bytes) {
+    std::vector<unsigned char> b(bytes);
+    if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1)
+        throw ShipFailure("upload", "no random bytes for a transfer token (OpenSSL RAND_bytes)");
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string s;
+    for (auto c : b) {
+        s += digits[c >> 4];
+        s += digits[c & 15];
+    }
+    return s;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream is(text);
+    for (std::string l; std::getline(is, l);) out.push_back(l);
+    return out;
+}
+
+std::vector<std::string> tail(const ssh::ExecResult& r, std::size_t n = 20) {
+    auto out = lines_of(r.out);
+    for (auto& l : lines_of(r.err)) out.push_back(l);
+    if (out.size() > n) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(n));
+    return out;
+}
+
+// Shell prelude of every shipping command: private files, the store's directories.
+constexpr const char* kPrelude =
+    "umask 077; sky=\"$HOME/.sky\"; cas=\"$sky/cas\"; "
+    "mkdir -p \"$cas\" \"$sky/prog\" && chmod 700 \"$sky\" || exit 90; ";
+
+// Streams a file through zstd: produces compressed bytes on demand.
+class ZstdReader {
+public:
+    explicit ZstdReader(const std::filesystem::path& p) : in_(p, std::ios::binary) {
+        if (!in_) throw ShipFailure("upload", "cannot read " + p.string());
+        cctx_ = ZSTD_createCCtx();
+        ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 3);
+        ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
+        inbuf_.resize(ZSTD_CStreamInSize());
+    }
+    ~ZstdReader() { ZSTD_freeCCtx(cctx_); }
+
+    std::size_t read(std::byte* out, std::size_t n) {
+        ZSTD_outBuffer ob{out, n, 0};
+        while (ob.pos == 0 && !done_) {
+            if (ib_.pos == ib_.size && !eof_) {
+                in_.read(inbuf_.data(), static_cast<std::streamsize>(inbuf_.size()));
+                if (in_.bad()) throw ShipFailure("upload", "error reading a file to ship");
+                ib_ = {inbuf_.data(), static_cast<std::size_t>(in_.gcount()), 0};
+                consumed_ += ib_.size;
+                eof_ = in_.eof() || ib_.size == 0;
+            }
+            auto mode = eof_ && ib_.pos == ib_.size ? ZSTD_e_end : ZSTD_e_continue;
+            std::size_t left = ZSTD_compressStream2(cctx_, &ob, &ib_, mode);
+            if (ZSTD_isError(left))
+                throw ShipFailure("upload",
+                                  std::string("zstd compression failed: ") + ZSTD_getErrorName(left));
+            if (mode == ZSTD_e_end && left == 0) done_ = true;
+        }
+        return ob.pos;
+    }
+    [[nodiscard]] std::uint64_t consumed() const { return consumed_; }
+
+private:
+    std::ifstream in_;
+    ZSTD_CCtx* cctx_ = nullptr;
+    std::vector<char> inbuf_;
+    ZSTD_inBuffer ib_{nullptr, 0, 0};
+    bool eof_ = false;
+    bool done_ = false;
+    std::uint64_t consumed_ = 0;
+};
+
+// Rate limit for progress events: a step, then at most every 250 ms, and the last one.
+class ProgressEmitter {
+public:
+    ProgressEmitter(const std::function<void(Event)>& emit, std::string id, std::string step,
+                    std::uint64_t total)
+        : emit_(emit), id_(std::move(id)), step_(std::move(step)), total_(total) {}
+    void update(std::uint64_t done, bool force = false) {
+        auto now = std::chrono::steady_clock::now();
+        if (!force && now - last_ < std::chrono::milliseconds(250)) return;
+        last_ = now;
+        emit_(BootstrapProgress{id_, step_, std::min(done, total_), total_});
+    }
+
+private:
+    const std::function<void(Event)>& emit_;
+    std::string id_, step_;
+    std::uint64_t total_;
+    std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace
+
+std::string program_dir(const std::string& home, const Manifest& m) {
+    return home + "/.sky/prog/" + m.id;
+}
+
+std::uint64_t PoolShipment::bytes_from_client() const {
+    std::lock_guard lk(m_);
+    return sent_;
+}
+
+std::uint64_t PoolShipment::wire_bytes_from_client() const {
+    std::lock_guard lk(m_);
+    return wire_;
+}
+
+std::vector<std::string> PoolShipment::inventory(const NodeSite& site, bool& complete,
+                                                 bool& has_zstd) {
+    // What the node lacks. A file the node's own system holds with the same size and hash (the
+    // same library installed by its image) is linked or copied into the store instead of sent.
+    std::string in;
+    for (auto& f : manifest_.files)
+        in += fmt::format("{}\t{}\t{}\n", f.sha256, f.size, f.source.string());
+    std::string cmd = std::string(kPrelude) +
+                      fmt::format(
+                          "command -v zstd >/dev/null 2>&1 && echo zstd; "
+                          "[ -f {prog}/.complete ] && {{ echo complete; exit 0; }}; "
+                          "while IFS=$'\\t' read -r h size path; do "
+                          "[ -f \"$cas/$h\" ] && continue; "
+                          "if [ -f \"$path\" ] && [ \"$(stat -Lc %s \"$path\")\" = \"$size\" ] && "
+                          "[ \"$(sha256sum < \"$path\" | cut -c1-64)\" = \"$h\" ]; then "
+                          "t=\"$cas/.in-$h.$$\"; "
+                          "if cp \"$path\" \"$t\" && chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\"; "
+                          "then echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
+                          "echo \"need $h\"; done",
+                          fmt::arg("prog", shell_quote(program_dir(site.home, manifest_))));
+    auto r = site.session->exec(cmd, {.stdin_data = in, .timeout = std::chrono::minutes(10)});
+    if (r.exit_status != 0)
+        throw ShipFailure("upload",
+                          fmt::format("could not take stock of the node's program store (exit "
+                                      "status {})",
+                                      r.exit_status),
+                          tail(r));
+    complete = false;
+    has_zstd = false;
+    std::vector<std::string> missing;
+    for (auto& l : lines_of(r.out)) {
+        if (l == "complete") complete = true;
+        if (l == "zstd") has_zstd = true;
+        if (l.rfind("need ", 0) == 0) missing.push_back(l.substr(5));
+    }
+    return missing;
+}
+
+void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<std::string>& missing,
+                                      bool zstd, const std::function<void(Event)>& emit) {
+    std::uint64_t total = 0;
+    std::vector<const ShippedFile*> files;
+    for (auto& h : missing)
+        for (auto& f : manifest_.files)
+            if (f.sha256 == h) {
+                files.push_back(&f);
+                total += f.size;
+                break;
+            }
+    ProgressEmitter progress(emit, site.instance_id, "upload", total);
+    progress.update(0, true);
+    std::uint64_t done = 0;
+    auto& s = *site.session;
+    for (auto* f : files) {
+        const std::string incoming =
+            fmt::format("{}/.sky/cas/.in-{}-{}", site.home, f->sha256, random_token(6));
+        const std::string sent_path = zstd ? incoming + ".zst" : incoming;
+        std::uint64_t wire = 0;
+        try {
+            if (zstd) {
+                ZstdReader z(f->source);
+                s.upload(
+                    [&](std::byte* b, std::size_t n) {
+                        std::size_t got = z.read(b, n);
+                        wire += got;
+                        return got;
+                    },
+                    sent_path, 0600,
+                    [&](std::uint64_t) { progress.update(done + z.consumed()); });
+            } else {
+                std::ifstream in(f->source, std::ios::binary);
+                if (!in) throw ShipFailure("upload", "cannot read " + f->source.string());
+                s.upload(
+                    [&](std::byte* b, std::size_t n) {
+                        in.read(reinterpret_cast<char*>(b), static_cast<std::streamsize>(n));
+                        if (in.bad()) throw ShipFailure("upload", "error reading a file to ship");
+                        wire += static_cast<std::size_t>(in.gcount());
+                        return static_cast<std::size_t>(in.gcount());
+                    },
+                    sent_path, 0600, [&](std::uint64_t sent) { progress.update(done + sent); });
+            }
+        } catch (const ShipFailure&) {
+            s.exec("rm -f " + shell_quote(sent_path), {.timeout = seconds(30)});
+            throw;
+        } catch (const std::exception& e) {
+            try {
+                s.exec("rm -f " + shell_quote(sent_path), {.timeout = seconds(30)});
+            } catch (...) {
+            }
+            throw ShipFailure("upload", fmt::format("sending {} failed: {}", f->name, e.what()));
+        }
+        // Decompress (when compressed), then check the content against its hash before it
+        // enters the store under that name.
+        auto r = s.exec(
+            std::string(kPrelude) +
+                fmt::format("in={in}; h={h}; {unz}"
+                            "if [ \"$(sha256sum < \"$in\" | cut -c1-64)\" = \"$h\" ]; then "
+                            "chmod 500 \"$in\" && mv -f \"$in\" \"$cas/$h\"; else rm -f \"$in\"; "
+                            "echo \"sky: {name} arrived damaged (hash mismatch)\" >&2; exit 3; fi",
+                            fmt::arg("in", shell_quote(incoming)), fmt::arg("h", f->sha256),
+                            fmt::arg("name", f->name),
+                            fmt::arg("unz", zstd ? fmt::format("zstd -dqf --rm {} -o \"$in\" || "
+                                                               "{{ rm -f \"$in\" {}; exit 4; }}; ",
+                                                               shell_quote(sent_path),
+                                                               shell_quote(sent_path))
+                                                 : "")),
+            {.timeout = std::chrono::minutes(10)});
+        if (r.exit_status != 0)
+            throw ShipFailure("upload",
+                              fmt::format("{} could not be stored on the node (exit status {})",
+                                          f->name, r.exit_status),
+                              tail(r));
+        done += f->size;
+        {
+            std::lock_guard lk(m_);
+            sent_ += f->size;
+            wire_ += wire;
+        }
+        progress.update(done, true);
+    }
+}
+
+bool PoolShipment::ensure_server(Holder& h) {
+    std::lock_guard lk(h.server_m);
+    if (h.server_started) return true;
+    if (h.server_failed) return false;
+    try {
+        h.token = random_token(32);
+        const auto& run = h.site.run_dir;
+        const auto exe = h.prog_dir + "/" + manifest_.program().name;
+        auto r = h.site.session->exec(
+            std::string(kPrelude) +
+                fmt::format(
+                    "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
+                    "printf '%s\\n' \"$t\" > serve-token; "
+                    "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
+                    "SKY_SERVE_PORT_FILE={run}/serve-port SKY_SERVE_IDLE=120 "
+                    "LD_LIBRARY_PATH={lib} setsid {exe} --sky-serve-files > serve.log 2>&1 "
+                    "< /dev/null & echo $! > serve.pid; "
+                    "for i in $(seq 100); do [ -s serve-port ] && cat serve-port && exit 0; "
+                    "kill -0 $(cat serve.pid) 2>/dev/null || break; sleep 0.05; done; "
+                    "tail -n 5 serve.log; exit 1",
+                    fmt::arg("run", shell_quote(run)),
+                    fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
+                    fmt::arg("exe", shell_quote(exe))),
+            {.stdin_data = h.token + "\n", .timeout = seconds(30)});
+        int port = r.exit_status == 0 ? std::atoi(r.out.c_str()) : 0;
+        if (port <= 0 || port > 65535) {
+            h.server_failed = true;
+            return false;
+        }
+        h.port = static_cast<std::uint16_t>(port);
+        h.server_started = true;
+        return true;
+    } catch (const std::exception&) {
+        h.server_failed = true;
+        return false;
+    }
+}
+
+std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& site,
+                                                  const std::vector<std::string>& missing,
+                                                  const std::function<void(Event)>& emit) {
+    std::uint64_t total = 0;
+    std::string in = from.token + "\n";
+    for (auto& h : missing) {
+        in += h + "\n";
+        for (auto& f : manifest_.files)
+            if (f.sha256 == h) {
+                total += f.size;
+                break;
+            }
+    }
+    ProgressEmitter progress(emit, site.instance_id, "fetch", total);
+    progress.update(0, true);
+    std::uint64_t done = 0;
+    ssh::ExecOptions eo;
+    eo.stdin_data = in;
+    eo.timeout = std::chrono::minutes(30);
+    std::set<std::string> got;
+    eo.on_stdout = [&](std::string_view line) {
+        if (line.rfind("got ", 0) != 0) return;
+        std::istringstream is{std::string(line.substr(4))};
+        std::string h;
+        std::uint64_t size = 0;
+        is >> h >> size;
+        got.insert(h);
+        done += size;
+        progress.update(done, true);
+    };
+    // bash's /dev/tcp is the receiver: it is on every image, and this node cannot run the
+    // program yet. The token travels in the environment of the transfer, never in an argument.
+    auto r = site.session->exec(
+        std::string(kPrelude) +
+            fmt::format(
+                "IFS= read -r tok; export SKY_T=\"$tok\"; "
+                "timeout 5 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {addr} {port} 2>/dev/null || "
+                "{{ echo unreachable; exit 0; }}; "
+                "while IFS= read -r h; do [ -f \"$cas/$h\" ] && {{ echo \"got $h 0\"; continue; }}; "
+                "t=\"$cas/.in-$h.$$\"; "
+                "if SKY_H=\"$h\" timeout 1200 bash -c 'exec 3<>\"/dev/tcp/$0/$1\" && "
+                "printf \"%s %s\\n\" \"$SKY_T\" \"$SKY_H\" >&3 && cat <&3' {addr} {port} "
+                "> \"$t\" 2>/dev/null && [ \"$(sha256sum < \"$t\" | cut -c1-64)\" = \"$h\" ]; "
+                "then chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\" && "
+                "echo \"got $h $(stat -c %s \"$cas/$h\")\"; "
+                "else rm -f \"$t\"; echo \"failed $h\"; fi; done",
+                fmt::arg("addr", shell_quote(from.site.peer_address)), fmt::arg("port", from.port)),
+        eo);
+    std::vector<std::string> failed;
+    for (auto& h : missing)
+        if (!got.count(h)) failed.push_back(h);
+    (void)r;
+    return failed;
+}
+
+std::string PoolShipment::compose(const NodeSite& site) {
+    // The program directory: hard links into the store (copies where links are refused), made
+    // in a private directory and renamed into place, so nobody sees half of it.
+    std::string in;
+    for (auto& f : manifest_.files) in += f.sha256 + "\t" + f.name + "\n";
+    const auto prog = program_dir(site.home, manifest_);
+    auto r = site.session->exec(
+        std::string(kPrelude) +
+            fmt::format("prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
+                        "tmp=\"$prog.tmp-$$\"; rm -rf \"$tmp\"; mkdir -p \"$tmp/lib\" || exit 1; "
+                        "while IFS=$'\\t' read -r h name; do "
+                        "ln \"$cas/$h\" \"$tmp/$name\" 2>/dev/null || cp -p \"$cas/$h\" "
+                        "\"$tmp/$name\" || {{ echo \"missing $h\" >&2; rm -rf \"$tmp\"; exit 3; }}; "
+                        "done; touch \"$tmp/.complete\"; "
+                        "mv -T \"$tmp\" \"$prog\" 2>/dev/null || rm -rf \"$tmp\"; "
+                        "test -f \"$prog/.complete\"",
+                        fmt::arg("prog", shell_quote(prog))),
+        {.stdin_data = in, .timeout = seconds(120)});
+    if (r.exit_status != 0)
+        throw ShipFailure("upload",
+                          fmt::format("could not assemble the program directory {} (exit status {})",
+                                      prog, r.exit_status),
+                          tail(r));
+    return prog;
+}
+
+void PoolShipment::add_holder(const NodeSite& site, const std::string& prog_dir) {
+    auto h = std::make_unique<Holder>();
+    h->site = site;
+    h->prog_dir = prog_dir;
+    std::lock_guard lk(m_);
+    holders_.push_back(std::move(h));
+    cv_.notify_all();
+}
+
+std::string PoolShipment::ship(const NodeSite& site, const std::function<void(Event)>& emit) {
+    for (auto& f : manifest_.files)
+        if (f.name.find_first_of("\t\n") != std::string::npos ||
+            f.source.string().find_first_of("\t\n") != std::string::npos)
+            throw ShipFailure("upload", "cannot ship a file whose name has a tab or newline: " +
+                                            f.source.string());
+    bool complete = false, zstd = false;
+    auto missing = inventory(site, complete, zstd);
+    if (complete || missing.empty()) {
+        emit(BootstrapProgress{site.instance_id, "cached"});
+        auto prog = compose(site);
+        add_holder(site, prog);
+        return prog;
+    }
+    // Peers first: a node of this pool that has everything sends what this one lacks. Each
+    // peer is tried once; the client sends whatever is still missing after that.
+    std::set<Holder*> tried;
+    for (int round = 0; round < 64; ++round) {
+        Holder* src = nullptr;
+        bool seed = false;
+        {
+            std::unique_lock lk(m_);
+            auto deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+            for (;;) {
+                Holder* best = nullptr;
+                for (auto& h : holders_)
+                    if (!h->gone && !h->server_failed && !tried.count(h.get()) &&
+                        h->site.node != site.node && (!best || h->users < best->users))
+                        best = h.get();
+                if (best) {
+                    src = best;
+                    ++src->users;
+                    break;
+                }
+                if (!seeding_) {
+                    seeding_ = true;
+                    seed = true;
+                    break;
+                }
+                // Another node is receiving from the client: wait for it to finish.
+                if (cv_.wait_until(lk, deadline) == std::cv_status::timeout)
+                    throw ShipFailure("upload", "timed out waiting for another node's upload");
+            }
+        }
+        if (seed) {
+            try {
+                upload_from_client(site, missing, zstd, emit);
+                auto prog = compose(site);
+                {
+                    std::lock_guard lk(m_);
+                    seeding_ = false;
+                }
+                add_holder(site, prog);
+                return prog;
+            } catch (...) {
+                std::lock_guard lk(m_);
+                seeding_ = false;
+                cv_.notify_all();
+                throw;
+            }
+        }
+        tried.insert(src);
+        std::vector<std::string> still = missing;
+        if (ensure_server(*src)) {
+            try {
+                still = fetch_from(*src, site, missing, emit);
+            } catch (...) {
+                // Peer transfer is an optimisation: any failure falls back below.
+            }
+        }
+        {
+            std::lock_guard lk(m_);
+            --src->users;
+            cv_.notify_all();
+        }
+        if (still.empty()) {
+            auto prog = compose(site);
+            add_holder(site, prog);
+            return prog;
+        }
+        // What this peer could not send comes from another peer, or else from the client
+        // (the loop becomes the seed once no untried peer is left).
+        missing = still;
+    }
+    throw ShipFailure("upload", "could not gather the program's files on the node");
+}
+
+void PoolShipment::forget(int node) noexcept {
+    std::unique_lock lk(m_);
+    for (auto& h : holders_)
+        if (h->site.node == node) h->gone = true;
+    cv_.wait_for(lk, std::chrono::seconds(60), [&] {
+        for (auto& h : holders_)
+            if (h->site.node == node && h->users > 0) return false;
+        return true;
+    });
+}
+
+}  // namespace sky::detail::ship
