@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,21 @@ namespace sky::detail {
 std::string random_hex(std::size_t n);
 
 namespace {
+
+// Environment variables that hold a compute provider's credentials (or say where to find them):
+// a Local worker runs the user's functions and whatever they start, none of which needs sky's
+// cloud access. PoolSpec::env and Image::env pass one explicitly when a function does need it.
+bool is_provider_credential(std::string_view name) {
+    static constexpr std::string_view prefixes[] = {"AWS_", "VERDA_", "DATACRUNCH_"};
+    static constexpr std::string_view names[] = {
+        "RUNPOD_API_KEY",     "VAST_API_KEY",              "VASTAI_API_KEY",
+        "DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "DO_TOKEN"};
+    for (auto p : prefixes)
+        if (name.substr(0, p.size()) == p) return true;
+    for (auto n : names)
+        if (name == n) return true;
+    return false;
+}
 
 struct Proc {
     int pid = -1;
@@ -55,10 +71,13 @@ public:
         SpawnRequest req;
         req.path = "/proc/self/exe";
         req.argv = {program_name(), worker_flag};
-        for (char** e = environ; e && *e; ++e)
+        for (char** e = environ; e && *e; ++e) {
+            const std::string_view entry(*e);
+            const std::string_view name = entry.substr(0, entry.find('='));
             if (std::strncmp(*e, "SKY_WORKER_", 11) != 0 &&
-                std::strncmp(*e, "SKY_PARENT_", 11) != 0)
+                std::strncmp(*e, "SKY_PARENT_", 11) != 0 && !is_provider_credential(name))
                 req.env.emplace_back(*e);
+        }
         for (auto& [k, v] : spec_.image.env) req.env.push_back(k + "=" + v);
         for (auto& [k, v] : spec_.env) req.env.push_back(k + "=" + v);
         req.env.push_back("SKY_WORKER_FD=3");
