@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "pool/display.hpp"
 #include "providers/aws/ec2_client.hpp"
 
 namespace sky::cli {
@@ -49,7 +50,9 @@ int ls_aws(const std::string& region, bool all) {
     }
     detail::aws::Ec2ClientConfig cc;
     cc.region = region;
-    cc.endpoint = env_or("AWS_ENDPOINT_URL_EC2", env_or("AWS_ENDPOINT_URL"));
+    const detail::aws::EndpointChoice endpoint = detail::aws::choose_endpoint();
+    cc.endpoint = endpoint.url;
+    cc.endpoint_source = endpoint.source;
     cc.credentials = *credentials;
     cc.http.retry.max_attempts = 3;
     std::vector<Row> rows;
@@ -89,8 +92,9 @@ int ls_aws(const std::string& region, bool all) {
         }
     } catch (const std::exception& e) {
         // The client redacts secrets from its errors.
+        // Quoted answers come from the endpoint: shown with control characters escaped.
         std::fprintf(stderr, "sky ls: AWS DescribeInstances in %s failed: %s\n", region.c_str(),
-                     e.what());
+                     detail::terminal_safe(e.what()).c_str());
         return 1;
     }
     if (rows.empty()) {
@@ -113,7 +117,8 @@ int ls_aws(const std::string& region, bool all) {
                                        w[0], r.pool, w[1], r.type, w[2], r.state, w[3], r.address,
                                        w[4], r.spot, w[5], r.launched);
         while (!line.empty() && line.back() == ' ') line.pop_back();
-        std::printf("%s\n", line.c_str());
+        // Tags and ids are whatever the endpoint answered: no escape sequence reaches the terminal.
+        std::printf("%s\n", detail::terminal_safe(line).c_str());
     };
     print(head);
     for (const auto& r : rows) print(r);

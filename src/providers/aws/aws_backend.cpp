@@ -1,8 +1,10 @@
 // sky::AWS: EC2 instances launched for one pool and terminated with it. The catalog orders the
 // offers; the backend walks them on capacity errors, pins each node's host key (generated here and
 // installed by user-data), and reaches every node over SSH through RemoteNode.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -135,6 +137,7 @@ struct AwsNode {
     bool spot = false;
     std::string public_ip, private_ip;
     std::string host_public_key;  // the pinned host key, "ssh-ed25519 AAAA..."
+    bool host_key_rotated = false;  // the user-data key was replaced (or that was tried)
     std::unique_ptr<RemoteNode> remote;
     bool gone = false;  // EC2 says the instance ended (preempted or terminated)
 };
@@ -152,9 +155,9 @@ public:
         }
         aws::Ec2ClientConfig cc;
         cc.region = cfg_.region.empty() ? "us-east-1" : cfg_.region;
-        cc.endpoint = !cfg_.endpoint.empty()
-                          ? cfg_.endpoint
-                          : env_or("AWS_ENDPOINT_URL_EC2", env_or("AWS_ENDPOINT_URL"));
+        const aws::EndpointChoice endpoint = aws::choose_endpoint(cfg_.endpoint);
+        cc.endpoint = endpoint.url;
+        cc.endpoint_source = endpoint.source;
         cc.credentials = *credentials;
         // EC2 answers capacity errors with HTTP 500: retry by error code only (throttling,
         // InternalError, Unavailable), so a capacity error moves to the next offer at once.
@@ -170,6 +173,8 @@ public:
             throw ConfigError("SKY_AWS_BOOT_WAIT_S: expected a number of seconds");
         }
         name_ = "sky-" + pool_id_;
+        // Checked before anything is created: a malformed value is a ConfigError now.
+        (void)ssh_ingress_cidr(/*detect=*/false);
     }
     ~AwsBackend() override { stop_all(); }
 
@@ -197,8 +202,11 @@ public:
                                  explain_no_match(catalog.offers("aws"), req));
         }
 
+        // Credentials (signatures) and user-data go to a host the user named: say so once.
+        if (client_->custom_endpoint())
+            emit(ErrorEvent{"AWS: notice: " + client_->endpoint_notice(), std::nullopt});
         emit(InfraCreating{});
-        create_infra();
+        create_infra(emit);
         emit(InfraCreated{region});
 
         const int want_spot = spot_node_count(spec_.spot, nodes);
@@ -246,7 +254,6 @@ public:
             where.port = 22;
             where.user = ssh_user_;
             where.private_key_file = dir_ / "key";
-            where.host_key = ssh::HostKeyPin::public_key(n->host_public_key);
             where.power_off_on_expiry = true;  // shutdown terminates (InstanceInitiatedShutdown)
             if (n->spot) where.preemption_probe = preemption_probe();
             where.connect_attempts = 10;
@@ -256,6 +263,10 @@ public:
             std::unique_ptr<RemoteNode> remote;
             for (int attempt = 0;; ++attempt) {
                 try {
+                    // The user-data key is single-use: once it has authenticated the node, the
+                    // node makes a new one and the pool pins that instead.
+                    if (!n->host_key_rotated) rotate_host_key(*n, emit);
+                    where.host_key = ssh::HostKeyPin::public_key(n->host_public_key);
                     remote = RemoteNode::start(where, spec_, pool_id_, node, n->instance_id, emit);
                     break;
                 } catch (const ssh::HostKeyMismatch&) {
@@ -377,7 +388,50 @@ private:
         return i;
     }
 
-    void create_infra() {
+    // Who may reach port 22: SKY_CLIENT_CIDR when set (validated), else this client's public
+    // address as AWS sees it (checkip.amazonaws.com over TLS, only when talking to AWS's own
+    // endpoint: a private or fake endpoint says nothing about the path to the instances), else
+    // nullopt (the caller opens 0.0.0.0/0 with a notice). Returns "a.b.c.d/n" or an IPv6 CIDR.
+    std::optional<std::string> ssh_ingress_cidr(bool detect) const {
+        if (const char* v = std::getenv("SKY_CLIENT_CIDR"); v && *v) {
+            std::string text = trim(v);
+            std::string addr = text.substr(0, text.find('/'));
+            const bool v6 = addr.find(':') != std::string::npos;
+            unsigned char buf[sizeof(in6_addr)];
+            int bits = v6 ? 128 : 32;
+            bool ok = ::inet_pton(v6 ? AF_INET6 : AF_INET, addr.c_str(), buf) == 1;
+            if (ok && text.find('/') != std::string::npos) {
+                const std::string len = text.substr(text.find('/') + 1);
+                ok = !len.empty() && len.size() <= 3 &&
+                     std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; });
+                if (ok) {
+                    const int n = std::stoi(len);
+                    ok = n >= 0 && n <= bits;
+                    bits = n;
+                }
+            }
+            if (!ok)
+                throw ConfigError("SKY_CLIENT_CIDR: \"" + text +
+                                  "\" is not an address or CIDR (e.g. 203.0.113.7/32)");
+            return addr + "/" + std::to_string(bits);
+        }
+        if (!detect || client_->custom_endpoint()) return std::nullopt;
+        try {
+            HttpOptions o;
+            o.connect_timeout = std::chrono::seconds(3);
+            o.attempt_timeout = std::chrono::seconds(5);
+            o.retry.max_attempts = 2;
+            o.max_body_bytes = 256;
+            std::string ip =
+                trim(http_send({.method = "GET", .url = "https://checkip.amazonaws.com/"}, o).body);
+            in_addr a{};
+            if (::inet_pton(AF_INET, ip.c_str(), &a) == 1) return ip + "/32";
+        } catch (const std::exception&) {
+        }
+        return std::nullopt;
+    }
+
+    void create_infra(const std::function<void(Event)>& emit) {
         std::lock_guard lk(infra_m_);
         if (dir_.empty()) {
             std::string tmpl =
@@ -432,13 +486,27 @@ private:
                     group_id_ = str_of(g, "groupId");
             }
             if (group_id_.empty()) throw ProvisionError("AWS: CreateSecurityGroup returned no id");
-            // Port 22 only: the worker is reached through the SSH tunnel, never directly.
+            // Port 22 only: the worker is reached through the SSH tunnel, never directly. And
+            // only from this client where its address is known.
+            std::optional<std::string> cidr = ssh_ingress_cidr(/*detect=*/true);
+            if (!cidr) {
+                const std::string text =
+                    "AWS: notice: SSH (port 22) of this pool's instances is open to 0.0.0.0/0, "
+                    "since this client's public address is unknown; set SKY_CLIENT_CIDR (e.g. "
+                    "203.0.113.7/32) to allow only it";
+                std::fprintf(stderr, "sky: %s\n", text.substr(std::string("AWS: ").size()).c_str());
+                emit(ErrorEvent{text, std::nullopt});
+            }
             QueryParams a;
             a.set("GroupId", group_id_);
             a.set("IpPermissions.1.IpProtocol", "tcp");
             a.set("IpPermissions.1.FromPort", 22);
             a.set("IpPermissions.1.ToPort", 22);
-            a.set("IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0");
+            if (cidr && cidr->find(':') != std::string::npos) {
+                a.set("IpPermissions.1.Ipv6Ranges.1.CidrIpv6", *cidr);
+            } else {
+                a.set("IpPermissions.1.IpRanges.1.CidrIp", cidr.value_or("0.0.0.0/0"));
+            }
             try {
                 (void)client_->call("AuthorizeSecurityGroupIngress", a);
             } catch (const HttpError& e) {
@@ -662,6 +730,103 @@ private:
         return live;
     }
 
+    // Replaces the host key the node got in its user-data (readable there through the instance
+    // metadata, and by anyone in the account allowed DescribeInstanceAttribute) with one made on
+    // the node. Over a session that pins the user-data key, a root script finds the sshd serving
+    // it, generates a fresh ed25519 key, moves it over the host key file that sshd loads (the one
+    // whose public half is the pinned key), removes cloud-init's copies of the user-data, prints
+    // the new public key and makes sshd load it (SIGHUP: sshd re-executes itself; this session
+    // stays up). The new key arrives over the authenticated, pinned session, so pinning it is no
+    // trust on first use. A node where this fails keeps the user-data key, with an ErrorEvent.
+    // Throws what ssh::Session throws while connecting (the caller retries while the node boots).
+    void rotate_host_key(AwsNode& n, const std::function<void(Event)>& emit) {
+        std::istringstream words(n.host_public_key);
+        std::string type, blob;
+        words >> type >> blob;
+        ssh::SessionOptions o;
+        o.host = n.public_ip;
+        o.port = 22;
+        o.user = ssh_user_;
+        o.private_key_file = dir_ / "key";
+        o.host_key = ssh::HostKeyPin::public_key(n.host_public_key);
+        o.connect_timeout = std::chrono::seconds(15);
+        o.connect_attempts = 3;
+        o.retry_auth_failure = true;  // authorized_keys may not be written yet
+        ssh::Session session(o);
+        const std::string script = fmt::format(
+            "set -eu\n"
+            "umask 077\n"
+            "old_blob='{blob}'\n"
+            "# The sshd serving this session: the outermost sshd among this shell's ancestors.\n"
+            "p=$$ listener=\n"
+            "while [ \"$p\" -gt 1 ] 2>/dev/null; do\n"
+            "  [ \"$(sed -n 's/^Name:[[:space:]]*//p' /proc/$p/status)\" = sshd ] && listener=$p\n"
+            "  p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status)\n"
+            "done\n"
+            "[ -n \"$listener\" ] || {{ echo 'no sshd among the session ancestors' >&2; exit 3; }}\n"
+            "cfg=/etc/ssh/sshd_config\n"
+            "set -- $(tr '\\0' ' ' < /proc/$listener/cmdline)\n"
+            "while [ $# -gt 1 ]; do [ \"$1\" = -f ] && cfg=$2; shift; done\n"
+            "key=\n"
+            "for k in $(sshd -T -f \"$cfg\" 2>/dev/null | awk '$1==\"hostkey\"{{print $2}}') "
+            "/etc/ssh/ssh_host_ed25519_key; do\n"
+            "  [ -f \"$k\" ] || continue\n"
+            "  if [ \"$(ssh-keygen -y -f \"$k\" 2>/dev/null | awk '{{print $2}}')\" = \"$old_blob\" ]; "
+            "then key=$k; break; fi\n"
+            "done\n"
+            "[ -n \"$key\" ] || {{ echo 'sshd loads no file with the pinned key' >&2; exit 4; }}\n"
+            "tmp=$(mktemp -d \"$(dirname \"$key\")/.sky-hostkey.XXXXXX\")\n"
+            "ssh-keygen -q -t ed25519 -N '' -C sky-host -f \"$tmp/key\" </dev/null >/dev/null\n"
+            "chmod 600 \"$tmp/key\"\n"
+            "chmod 644 \"$tmp/key.pub\"\n"
+            "mv -f \"$tmp/key.pub\" \"$key.pub\"\n"
+            "mv -f \"$tmp/key\" \"$key\"\n"
+            "rmdir \"$tmp\"\n"
+            "# cloud-init's copies of the user-data: the key in them is dead now; drop them anyway.\n"
+            "rm -f /var/lib/cloud/instance/user-data.txt /var/lib/cloud/instance/user-data.txt.i "
+            "/var/lib/cloud/instance/scripts/part-001 2>/dev/null || true\n"
+            "cat \"$key.pub\"\n"
+            "kill -HUP \"$listener\"\n"
+            "sleep 1  # sshd re-executes; the next connection then sees the new key\n",
+            fmt::arg("blob", blob));
+        std::string failure;
+        std::string fresh;
+        try {
+            ssh::ExecOptions eo;
+            eo.stdin_data = script;
+            eo.timeout = std::chrono::seconds(60);
+            ssh::ExecResult r = session.exec(
+                "if [ \"$(id -u)\" = 0 ]; then exec bash -s; else exec sudo -n bash -s; fi", eo);
+            std::istringstream out(r.out);
+            for (std::string line; std::getline(out, line);)
+                if (line.rfind("ssh-ed25519 ", 0) == 0) fresh = trim(line);
+            if (r.exit_status != 0) {
+                std::string err = trim(r.err);
+                if (auto nl = err.rfind('\n'); nl != std::string::npos) err = err.substr(nl + 1);
+                failure = fmt::format("exit status {}: {}", r.exit_status, err.substr(0, 200));
+            } else if (fresh.empty()) {
+                failure = "no new public key came back";
+            } else {
+                std::istringstream fw(fresh);
+                std::string fresh_type, fresh_blob;
+                fw >> fresh_type >> fresh_blob;
+                (void)ssh::fingerprint_of_public_key(fresh);  // throws when it does not parse
+                if (fresh_blob == blob) failure = "the node presented the same key again";
+            }
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        n.host_key_rotated = true;
+        if (!failure.empty()) {
+            emit(ErrorEvent{fmt::format("AWS: host key of {} not rotated ({}); the node keeps the "
+                                        "key from its user-data",
+                                        n.instance_id, failure),
+                            n.instance_id});
+            return;
+        }
+        n.host_public_key = fresh;
+    }
+
     // How a spot node learns it is being reclaimed: the instance metadata's
     // spot/instance-action (IMDSv2) answers 200 about two minutes before. Only on machines our
     // own user-data marked (never a test host or anyone else's machine); SKY_AWS_PREEMPTION_PROBE
@@ -701,7 +866,10 @@ private:
             "service ssh restart\n"
             "shutdown -h +{minutes} 'sky: pool hard timeout' 2>/dev/null || true\n"
             "# The node's watchdog may power this machine off only where this marker exists.\n"
-            "mkdir -p /etc/sky && touch /etc/sky/power-off-on-expiry\n",
+            "mkdir -p /etc/sky && touch /etc/sky/power-off-on-expiry\n"
+            "# This script holds the host key; the client replaces that key after its first\n"
+            "# connection. Drop this copy of it now (cloud-init's own copies go then).\n"
+            "rm -f -- \"$0\" 2>/dev/null || true\n",
             fmt::arg("pool", pool_id_), fmt::arg("priv", trim(host_private)),
             fmt::arg("pub", trim(host_public)), fmt::arg("minutes", minutes));
     }
@@ -722,6 +890,11 @@ private:
         p.set("SecurityGroupId.1", group_id_);
         p.set("ClientToken", token.substr(0, 64));
         p.set("InstanceInitiatedShutdownBehavior", "terminate");
+        // IMDSv2 only, one hop: a container or a forwarded request on the node cannot read the
+        // metadata (user-data included) with a plain GET.
+        p.set("MetadataOptions.HttpTokens", "required");
+        p.set("MetadataOptions.HttpPutResponseHopLimit", 1);
+        p.set("MetadataOptions.HttpEndpoint", "enabled");
         p.set("UserData", aws::base64_encode(data.at(0)));
         p.set("TagSpecification.1.ResourceType", "instance");
         p.set("TagSpecification.1.Tag.1.Key", "sky:pool");

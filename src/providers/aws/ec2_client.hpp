@@ -18,10 +18,32 @@ namespace sky::detail::aws {
 /// `profile`, else AWS_PROFILE, else "default"); nullopt when neither has them.
 [[nodiscard]] std::optional<Credentials> load_default_credentials(const std::string& profile = {});
 
+/// An EC2 endpoint and where it came from.
+struct EndpointChoice {
+    std::string url;     ///< empty: AWS's own (https://ec2.<region>.amazonaws.com)
+    std::string source;  ///< what set it ("AWS_ENDPOINT_URL_EC2", ...); empty for AWS's own
+};
+
+/// The endpoint override in force: `explicit_url` (named `explicit_source`) when given, else
+/// AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL, else none (AWS's own endpoint).
+[[nodiscard]] EndpointChoice choose_endpoint(const std::string& explicit_url = {},
+                                             const std::string& explicit_source = "AWS{.endpoint}");
+
+/// Refuses an endpoint that would expose the credentials (ConfigError naming `source`): only
+/// http:// and https:// URLs; plain http:// only to a loopback host (127.0.0.0/8, ::1,
+/// localhost) unless SKY_ALLOW_INSECURE_ENDPOINT=1, since SigV4 headers (access key id, session
+/// token) and every request body (user-data with host keys) would travel in clear text.
+void check_endpoint(const std::string& url, const std::string& source);
+
+/// The URL without any user:password part, for messages.
+[[nodiscard]] std::string shown_endpoint(const std::string& url);
+
 struct Ec2ClientConfig {
     std::string region = "us-east-1";
     /// Empty: https://ec2.<region>.amazonaws.com. A fake: http://127.0.0.1:<port>.
     std::string endpoint;
+    /// What set `endpoint` (a variable's name), for the error that refuses it.
+    std::string endpoint_source = "endpoint";
     Credentials credentials;
     /// Timeouts and retries; is_retryable, parse_error and prepare are set by the client.
     HttpOptions http = default_http_options();
@@ -41,6 +63,11 @@ public:
                                            const QueryParams& params = {}) const;
 
     [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
+    /// True when requests (and so the credentials' signatures) go to an endpoint that is not
+    /// AWS's default one for the region.
+    [[nodiscard]] bool custom_endpoint() const { return !config_.endpoint.empty(); }
+    /// The one-line notice about a custom endpoint ("" for AWS's own).
+    [[nodiscard]] std::string endpoint_notice() const;
     [[nodiscard]] const std::string& region() const { return config_.region; }
 
 private:

@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "fakes/gzip_bomb.hpp"
 #include "hosts/test_hosts.hpp"
 #include "http/http_client.hpp"
 #include "providers/aws/sigv4.hpp"
@@ -499,6 +500,7 @@ void FakeEc2::serve() {
                 response.set(http::field::server, "AmazonEC2");
                 response.set(http::field::content_type, "text/xml;charset=UTF-8");
                 response.keep_alive(request.keep_alive());
+                for (const auto& [name, value] : reply.headers) response.set(name, value);
                 response.body() = std::move(reply.body);
                 response.prepare_payload();
                 http::write(*socket, response, ec);
@@ -580,6 +582,15 @@ Ec2Reply FakeEc2::handle(const std::string& method, const std::string& target,
             for (auto waited = std::chrono::milliseconds(0); waited < fault->delay && !stop_;
                  waited += std::chrono::milliseconds(10)) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            if (fault->gzip_bomb_bytes > 0) {
+                // Built once per size: a 1 GiB bomb takes a second to make.
+                static std::mutex bomb_mutex;
+                static std::map<std::size_t, std::string> bombs;
+                std::lock_guard bomb_lock(bomb_mutex);
+                auto& bomb = bombs[fault->gzip_bomb_bytes];
+                if (bomb.empty()) bomb = gzip_bomb(fault->gzip_bomb_bytes);
+                return Ec2Reply{200, bomb, {{"Content-Encoding", "gzip"}}};
             }
             if (fault->status != 200) fail(fault->status, fault->code, fault->message);
         }
@@ -786,6 +797,15 @@ json FakeEc2::run_instances(const json& params) {
             {"EbsOptimized", false},
         };
         if (!key_name.empty()) instance["KeyName"] = key_name;
+        // As EC2 reports them: the request's options over the account defaults (IMDSv1 allowed).
+        json metadata = {{"State", "applied"},
+                         {"HttpTokens", "optional"},
+                         {"HttpPutResponseHopLimit", 1},
+                         {"HttpEndpoint", "enabled"},
+                         {"HttpProtocolIpv6", "disabled"},
+                         {"InstanceMetadataTags", "disabled"}};
+        if (params.contains("MetadataOptions")) metadata.merge_patch(params["MetadataOptions"]);
+        instance["MetadataOptions"] = metadata;
         if (spot) {
             instance["InstanceLifecycle"] = "spot";
             instance["SpotInstanceRequestId"] = new_id("sir");

@@ -54,12 +54,17 @@ struct Ec2Fault {
     std::string message = "Request limit exceeded.";
     int count = 1;                       ///< how many requests it applies to
     std::chrono::milliseconds delay{0};  ///< answer this late (a timeout test)
+    /// Instead of an error: HTTP 200 with a gzip bomb of this many decoded bytes
+    /// (Content-Encoding: gzip), as a hostile or broken endpoint might send. 0: none.
+    std::size_t gzip_bomb_bytes = 0;
 };
 
 /// One answer.
 struct Ec2Reply {
     int status = 200;
     std::string body;
+    /// Extra response headers (e.g. Content-Encoding).
+    std::vector<std::pair<std::string, std::string>> headers;
 };
 
 /// An error the fake answers with (EC2's code, message and HTTP status).

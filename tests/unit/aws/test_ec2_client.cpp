@@ -97,3 +97,68 @@ TEST_CASE("aws client: refuses to start without credentials; default endpoint", 
     config.endpoint = "http://127.0.0.1:9/";
     CHECK(Ec2Client(config).endpoint() == "http://127.0.0.1:9");
 }
+
+TEST_CASE("aws endpoint: plain http only to loopback unless SKY_ALLOW_INSECURE_ENDPOINT=1",
+          "[aws]") {
+    ScopedEnv env;
+    env.unset("SKY_ALLOW_INSECURE_ENDPOINT");
+    Ec2ClientConfig config;
+    config.credentials = {"AKID", "secret", ""};
+    auto accepted = [&](const std::string& url) {
+        config.endpoint = url;
+        config.endpoint_source = "AWS_ENDPOINT_URL_EC2";
+        try {
+            (void)Ec2Client(config);
+            return std::string();
+        } catch (const sky::ConfigError& e) {
+            return std::string(e.what());
+        }
+    };
+    for (const char* ok : {"https://ec2.example.com", "https://10.1.2.3:8443/", "http://127.0.0.1:9",
+                           "http://127.45.6.7/", "http://[::1]:8080", "http://localhost:4566",
+                           "http://LOCALHOST", "HTTP://127.0.0.1"}) {
+        INFO(ok);
+        CHECK(accepted(ok).empty());
+    }
+    for (const char* refused :
+         {"http://10.1.2.3:8080", "http://ec2.example.com", "http://127.0.0.1.evil.example/",
+          "http://[::2]:80", "http://user:pw@198.51.100.1/", "ftp://127.0.0.1/", "127.0.0.1:80"}) {
+        INFO(refused);
+        const std::string why = accepted(refused);
+        CHECK_FALSE(why.empty());
+        CHECK(why.find("AWS_ENDPOINT_URL_EC2") != std::string::npos);  // names the variable
+        CHECK(why.find("pw@") == std::string::npos);                    // never a password
+    }
+    CHECK(accepted("http://10.1.2.3:8080").find("SKY_ALLOW_INSECURE_ENDPOINT") !=
+          std::string::npos);
+    env.set("SKY_ALLOW_INSECURE_ENDPOINT", "1");
+    CHECK(accepted("http://10.1.2.3:8080").empty());
+    CHECK_FALSE(accepted("ftp://10.1.2.3/").empty());  // still only http and https
+}
+
+TEST_CASE("aws endpoint: the override's source, and the notice about it", "[aws]") {
+    ScopedEnv env;
+    env.unset("AWS_ENDPOINT_URL_EC2");
+    env.unset("AWS_ENDPOINT_URL");
+    CHECK(choose_endpoint().url.empty());
+    CHECK(choose_endpoint().source.empty());
+    env.set("AWS_ENDPOINT_URL", "https://a.example");
+    CHECK(choose_endpoint().source == "AWS_ENDPOINT_URL");
+    env.set("AWS_ENDPOINT_URL_EC2", "https://b.example");
+    CHECK(choose_endpoint().url == "https://b.example");
+    CHECK(choose_endpoint().source == "AWS_ENDPOINT_URL_EC2");
+    CHECK(choose_endpoint("https://c.example").source == "AWS{.endpoint}");
+    CHECK(shown_endpoint("https://user:pw@host.example:1/x") == "https://host.example:1/x");
+
+    Ec2ClientConfig config;
+    config.credentials = {"AKID", "secret", ""};
+    CHECK_FALSE(Ec2Client(config).custom_endpoint());
+    CHECK(Ec2Client(config).endpoint_notice().empty());
+    config.endpoint = "https://b.example";
+    config.endpoint_source = "AWS_ENDPOINT_URL_EC2";
+    Ec2Client custom(config);
+    CHECK(custom.custom_endpoint());
+    CHECK(custom.endpoint_notice().find("https://b.example") != std::string::npos);
+    CHECK(custom.endpoint_notice().find("AWS_ENDPOINT_URL_EC2") != std::string::npos);
+    CHECK(custom.endpoint_notice().find("secret") == std::string::npos);
+}
