@@ -47,9 +47,18 @@ std::vector<std::string> tail(const ssh::ExecResult& r, std::size_t n = 20) {
 }
 
 // Shell prelude of every shipping command: private files, the store's directories.
+// sky_sha hashes its stdin: OpenSSL's command where the node has it (it uses the CPU's SHA
+// instructions, 3-5x faster than coreutils' sha256sum), sha256sum otherwise.
 constexpr const char* kPrelude =
     "umask 077; sky=\"$HOME/.sky\"; cas=\"$sky/cas\"; "
-    "mkdir -p \"$cas\" \"$sky/prog\" && chmod 700 \"$sky\" || exit 90; ";
+    "mkdir -p \"$cas\" \"$sky/prog\" && chmod 700 \"$sky\" || exit 90; "
+    "if command -v openssl >/dev/null 2>&1; then sky_sha() { openssl dgst -sha256 -r | cut -c1-64; }; "
+    "else sky_sha() { sha256sum | cut -c1-64; }; fi; ";
+
+// Every shipping command runs in bash (arrays, $'..', /dev/tcp), whatever the login shell is.
+std::string in_bash(const std::string& script) {
+    return "exec bash -c " + shell_quote(std::string(kPrelude) + script);
+}
 
 // Streams a file through zstd: produces compressed bytes on demand.
 class ZstdReader {
@@ -137,19 +146,27 @@ std::vector<std::string> PoolShipment::inventory(const NodeSite& site, bool& com
     std::string in;
     for (auto& f : manifest_.files)
         in += fmt::format("{}\t{}\t{}\n", f.sha256, f.size, f.source.string());
-    std::string cmd = std::string(kPrelude) +
+    std::string cmd = in_bash(
                       fmt::format(
                           "command -v zstd >/dev/null 2>&1 && echo zstd; "
                           "[ -f {prog}/.complete ] && {{ echo complete; exit 0; }}; "
-                          "while IFS=$'\\t' read -r h size path; do "
-                          "[ -f \"$cas/$h\" ] && continue; "
-                          "if [ -f \"$path\" ] && [ \"$(stat -Lc %s \"$path\")\" = \"$size\" ] && "
-                          "[ \"$(sha256sum < \"$path\" | cut -c1-64)\" = \"$h\" ]; then "
-                          "t=\"$cas/.in-$h.$$\"; "
-                          "if cp \"$path\" \"$t\" && chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\"; "
-                          "then echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
+                          "H=(); P=(); "
+                          "while IFS=$'\\t' read -r h size path; do [ -f \"$cas/$h\" ] && continue; "
+                          "H+=(\"$h\"); P+=(\"$path\"); done; "
+                          // One hashing process for every candidate the node's system has.
+                          "E=(); for p in \"${{P[@]}}\"; do [ -f \"$p\" ] && E+=(\"$p\"); done; "
+                          "declare -A S; if [ ${{#E[@]}} -gt 0 ]; then "
+                          "if command -v openssl >/dev/null 2>&1; then "
+                          "out=$(openssl dgst -sha256 -r -- \"${{E[@]}}\" 2>/dev/null); "
+                          "else out=$(sha256sum -- \"${{E[@]}}\" 2>/dev/null); fi; "
+                          "while IFS= read -r l; do S[\"${{l:66}}\"]=\"${{l:0:64}}\"; done "
+                          "<<< \"$out\"; fi; "
+                          "for i in \"${{!H[@]}}\"; do h=${{H[i]}}; p=${{P[i]}}; "
+                          "if [ \"${{S[$p]:-}}\" = \"$h\" ]; then t=\"$cas/.in-$h.$$\"; "
+                          "if cp -- \"$p\" \"$t\" && mv -f -- \"$t\" \"$cas/$h\"; then "
+                          "echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
                           "echo \"need $h\"; done",
-                          fmt::arg("prog", shell_quote(program_dir(site.home, manifest_))));
+                          fmt::arg("prog", shell_quote(program_dir(site.home, manifest_)))));
     auto r = site.session->exec(cmd, {.stdin_data = in, .timeout = std::chrono::minutes(10)});
     if (r.exit_status != 0)
         throw ShipFailure("upload",
@@ -224,18 +241,16 @@ void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<st
         // Decompress (when compressed), then check the content against its hash before it
         // enters the store under that name.
         auto r = s.exec(
-            std::string(kPrelude) +
-                fmt::format("in={in}; h={h}; {unz}"
-                            "if [ \"$(sha256sum < \"$in\" | cut -c1-64)\" = \"$h\" ]; then "
+            in_bash(fmt::format("in={in}; h={h}; {unz}"
+                            "if [ \"$got\" = \"$h\" ]; then "
                             "chmod 500 \"$in\" && mv -f \"$in\" \"$cas/$h\"; else rm -f \"$in\"; "
                             "echo \"sky: {name} arrived damaged (hash mismatch)\" >&2; exit 3; fi",
                             fmt::arg("in", shell_quote(incoming)), fmt::arg("h", f->sha256),
                             fmt::arg("name", f->name),
-                            fmt::arg("unz", zstd ? fmt::format("zstd -dqf --rm {} -o \"$in\" || "
-                                                               "{{ rm -f \"$in\" {}; exit 4; }}; ",
-                                                               shell_quote(sent_path),
+                            fmt::arg("unz", zstd ? fmt::format("got=$(zstd -dqc {0} | tee \"$in\" | "
+                                                               "sky_sha); rm -f {0}; ",
                                                                shell_quote(sent_path))
-                                                 : "")),
+                                                 : "got=$(sky_sha < \"$in\"); "))),
             {.timeout = std::chrono::minutes(10)});
         if (r.exit_status != 0)
             throw ShipFailure("upload",
@@ -261,8 +276,7 @@ bool PoolShipment::ensure_server(Holder& h) {
         const auto& run = h.site.run_dir;
         const auto exe = h.prog_dir + "/" + manifest_.program().name;
         auto r = h.site.session->exec(
-            std::string(kPrelude) +
-                fmt::format(
+            in_bash(fmt::format(
                     "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
                     "printf '%s\\n' \"$t\" > serve-token; "
                     "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
@@ -274,7 +288,7 @@ bool PoolShipment::ensure_server(Holder& h) {
                     "tail -n 5 serve.log; exit 1",
                     fmt::arg("run", shell_quote(run)),
                     fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
-                    fmt::arg("exe", shell_quote(exe))),
+                    fmt::arg("exe", shell_quote(exe)))),
             {.stdin_data = h.token + "\n", .timeout = seconds(30)});
         int port = r.exit_status == 0 ? std::atoi(r.out.c_str()) : 0;
         if (port <= 0 || port > 65535) {
@@ -323,8 +337,7 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
     // bash's /dev/tcp is the receiver: it is on every image, and this node cannot run the
     // program yet. The token travels in the environment of the transfer, never in an argument.
     auto r = site.session->exec(
-        std::string(kPrelude) +
-            fmt::format(
+        in_bash(fmt::format(
                 "IFS= read -r tok; export SKY_T=\"$tok\"; "
                 "timeout 5 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {addr} {port} 2>/dev/null || "
                 "{{ echo unreachable; exit 0; }}; "
@@ -332,11 +345,11 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
                 "t=\"$cas/.in-$h.$$\"; "
                 "if SKY_H=\"$h\" timeout 1200 bash -c 'exec 3<>\"/dev/tcp/$0/$1\" && "
                 "printf \"%s %s\\n\" \"$SKY_T\" \"$SKY_H\" >&3 && cat <&3' {addr} {port} "
-                "> \"$t\" 2>/dev/null && [ \"$(sha256sum < \"$t\" | cut -c1-64)\" = \"$h\" ]; "
+                "> \"$t\" 2>/dev/null && [ \"$(sky_sha < \"$t\")\" = \"$h\" ]; "
                 "then chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\" && "
                 "echo \"got $h $(stat -c %s \"$cas/$h\")\"; "
                 "else rm -f \"$t\"; echo \"failed $h\"; fi; done",
-                fmt::arg("addr", shell_quote(from.site.peer_address)), fmt::arg("port", from.port)),
+                fmt::arg("addr", shell_quote(from.site.peer_address)), fmt::arg("port", from.port))),
         eo);
     std::vector<std::string> failed;
     for (auto& h : missing)
@@ -352,8 +365,7 @@ std::string PoolShipment::compose(const NodeSite& site) {
     for (auto& f : manifest_.files) in += f.sha256 + "\t" + f.name + "\n";
     const auto prog = program_dir(site.home, manifest_);
     auto r = site.session->exec(
-        std::string(kPrelude) +
-            fmt::format("prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
+        in_bash(fmt::format("prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
                         "tmp=\"$prog.tmp-$$\"; rm -rf \"$tmp\"; mkdir -p \"$tmp/lib\" || exit 1; "
                         "while IFS=$'\\t' read -r h name; do "
                         "ln \"$cas/$h\" \"$tmp/$name\" 2>/dev/null || cp -p \"$cas/$h\" "
@@ -361,7 +373,7 @@ std::string PoolShipment::compose(const NodeSite& site) {
                         "done; touch \"$tmp/.complete\"; "
                         "mv -T \"$tmp\" \"$prog\" 2>/dev/null || rm -rf \"$tmp\"; "
                         "test -f \"$prog/.complete\"",
-                        fmt::arg("prog", shell_quote(prog))),
+                        fmt::arg("prog", shell_quote(prog)))),
         {.stdin_data = in, .timeout = seconds(120)});
     if (r.exit_status != 0)
         throw ShipFailure("upload",

@@ -90,6 +90,9 @@ public:
     void enter_netns(int i) const;
     /// Takes host i's link down (a silent network partition: packets vanish) or back up.
     void set_link_up(int i, bool up);
+    /// The bridge every host hangs on; traffic from this machine to the hosts leaves through
+    /// its egress (benchmarks shape it with `tc`), host-to-host traffic does not.
+    [[nodiscard]] const std::string& bridge() const { return bridge_; }
     /// The per-run directory (keys, configs, logs).
     [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
     /// Where host i's private directory `path` (under /root, /tmp or /home, as the host sees
