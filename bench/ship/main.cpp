@@ -63,7 +63,7 @@ int run_pool(const char* file, int nodes) {
             std::fprintf(stderr, "%7.3f %s\n",
                          std::chrono::duration<double>(Clock::now() - t0).count(),
                          sky::describe(e).c_str());
-            return e;
+            return std::nullopt;
         };
     sky::ComputePool pool{spec};
     double start = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
             std::cout << "step " << p->step << " " << p->bytes_done << " " << p->bytes_total
                       << std::endl;
         }
-        return e;
+        return std::nullopt;
     };
     try {
         sky::ComputePool pool{spec};
