@@ -781,6 +781,12 @@ struct UploadOp final : Op {
 struct TunnelOp final : Op {
     std::string target_host;
     std::uint16_t target_port = 0;
+    std::string socket_path;  // non-empty: a Unix socket on the server (direct-streamlocal)
+
+    std::string target() const {
+        return socket_path.empty() ? target_host + ":" + std::to_string(target_port)
+                                   : "unix:" + socket_path;
+    }
     std::uint32_t window = 0;
     static constexpr std::size_t kRing = 4u << 20;
     static constexpr std::size_t kMaxRead = 256u << 10;
@@ -824,6 +830,14 @@ struct TunnelOp final : Op {
             m.push_back(static_cast<char>(v));
         };
         std::string m;
+        if (!socket_path.empty()) {
+            // direct-streamlocal@openssh.com: socket path, reserved string, reserved uint32.
+            put32(m, static_cast<std::uint32_t>(socket_path.size()));
+            m += socket_path;
+            put32(m, 0);
+            put32(m, 0);
+            return m;
+        }
         put32(m, static_cast<std::uint32_t>(target_host.size()));
         m += target_host;
         put32(m, target_port);
@@ -840,7 +854,10 @@ struct TunnelOp final : Op {
                 if (s.opener && s.opener != this) return Step::idle;
                 s.opener = this;
                 std::string msg = open_message();
-                ch = libssh2_channel_open_ex(s.s, "direct-tcpip", 12, window,
+                const std::string type =
+                    socket_path.empty() ? "direct-tcpip" : "direct-streamlocal@openssh.com";
+                ch = libssh2_channel_open_ex(s.s, type.data(), static_cast<unsigned>(type.size()),
+                                             window,
                                              LIBSSH2_CHANNEL_PACKET_DEFAULT, msg.data(),
                                              static_cast<unsigned>(msg.size()));
                 if (!ch) {
@@ -850,8 +867,7 @@ struct TunnelOp final : Op {
                         return Step::idle;
                     }
                     s.opener = nullptr;
-                    auto f = s.error(rc, "cannot open a tunnel to " + target_host + ":" +
-                                             std::to_string(target_port));
+                    auto f = s.error(rc, "cannot open a tunnel to " + target());
                     finish(f);
                     return Step::done;
                 }
@@ -1006,8 +1022,7 @@ class TunnelTransport final : public sky::detail::Transport {
 public:
     TunnelTransport(std::shared_ptr<Session::Impl> session, std::shared_ptr<TunnelOp> op)
         : session_(std::move(session)), op_(std::move(op)) {
-        desc_ = "ssh channel to " + op_->target_host + ":" + std::to_string(op_->target_port) +
-                " via " + session_->label;
+        desc_ = "ssh channel to " + op_->target() + " via " + session_->label;
     }
     ~TunnelTransport() override { shutdown(); }
 
@@ -1667,12 +1682,32 @@ void Session::upload(const UploadSource& read, const std::string& remote_path, i
     if (source_error) std::rethrow_exception(source_error);
 }
 
+namespace {
+std::unique_ptr<sky::detail::Transport> open_channel(const std::shared_ptr<Session::Impl>& impl_,
+                                                     const std::shared_ptr<TunnelOp>& op,
+                                                     std::chrono::milliseconds timeout);
+}  // namespace
+
 std::unique_ptr<sky::detail::Transport> Session::open_tunnel(const std::string& host,
                                                              std::uint16_t port,
                                                              std::chrono::milliseconds timeout) {
     auto op = std::make_shared<TunnelOp>();
     op->target_host = host;
     op->target_port = port;
+    return open_channel(impl_, op, timeout);
+}
+
+std::unique_ptr<sky::detail::Transport> Session::open_unix_socket(
+    const std::string& path, std::chrono::milliseconds timeout) {
+    auto op = std::make_shared<TunnelOp>();
+    op->socket_path = path;
+    return open_channel(impl_, op, timeout);
+}
+
+namespace {
+std::unique_ptr<sky::detail::Transport> open_channel(const std::shared_ptr<Session::Impl>& impl_,
+                                                     const std::shared_ptr<TunnelOp>& op,
+                                                     std::chrono::milliseconds timeout) {
     op->window = std::max<std::uint32_t>(impl_->opts.tunnel_window, 256u << 10);
     impl_->submit(op);
     auto transport = std::make_unique<TunnelTransport>(impl_, op);
@@ -1680,9 +1715,8 @@ std::unique_ptr<sky::detail::Transport> Session::open_tunnel(const std::string& 
     if (!op->cv.wait_for(lk, timeout, [&] { return op->opened || op->finished; })) {
         lk.unlock();
         transport->shutdown();  // the pump frees the channel once the open completes
-        throw sky::TimeoutError("ssh " + impl_->label + ": tunnel to " + host + ":" +
-                                std::to_string(port) + " not open within " +
-                                std::to_string(timeout.count()) + " ms");
+        throw sky::TimeoutError("ssh " + impl_->label + ": tunnel to " + op->target() +
+                                " not open within " + std::to_string(timeout.count()) + " ms");
     }
     if (!op->opened) {
         Failure f = op->failure;
@@ -1693,5 +1727,6 @@ std::unique_ptr<sky::detail::Transport> Session::open_tunnel(const std::string& 
     }
     return transport;
 }
+}  // namespace
 
 }  // namespace sky::detail::ssh

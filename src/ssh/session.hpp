@@ -182,6 +182,12 @@ public:
         const std::string& host, std::uint16_t port,
         std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+    /// Opens a channel to a Unix socket on the server (OpenSSH's direct-streamlocal): only
+    /// the SSH user (and root) can reach a socket in a 0700 directory, unlike a TCP port.
+    /// Throws ChannelError when the server refuses (no such socket, forwarding disabled).
+    std::unique_ptr<sky::detail::Transport> open_unix_socket(
+        const std::string& path, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
     /// "SHA256:..." of the key the server presented.
     [[nodiscard]] const std::string& host_key_fingerprint() const;
     /// False once the connection is lost or closed.

@@ -140,7 +140,8 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     };
     eo.on_stderr = keep;
     auto b = s.exec(
-        fmt::format("SKY_HOME={} bash {}/bootstrap.sh", quote(n->image_home_), quote(n->run_dir_)),
+        fmt::format("umask 077; SKY_HOME={} bash {}/bootstrap.sh", quote(n->image_home_),
+                    quote(n->run_dir_)),
         eo);
     if (b.exit_status != 0)
         n->fail(phase,
@@ -158,23 +159,40 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     token_ = random_hex(32);
     const std::string token_line = token_ + "\n";
     s.upload(std::string_view(token_line), run_dir_ + "/token", 0600);
+    // The worker listens on a Unix socket in this pool's 0700 directory: only this user (and
+    // root) can connect, where any local user could reach a TCP port.
+    socket_path_ = run_dir_ + "/worker.sock";
+    if (socket_path_.size() >= 100) {  // sun_path holds 108 bytes
+        auto d = s.exec("umask 077; mktemp -d /tmp/sky-XXXXXXXXXX", {.timeout = std::chrono::seconds(30)});
+        std::string dir = d.out.substr(0, d.out.find('\n'));
+        if (d.exit_status != 0 || dir.empty()) fail("worker", "cannot make a socket directory", {d.err});
+        socket_path_ = dir + "/worker.sock";
+    }
+    // Everything the user gives (PoolSpec::env) goes into a 0700 script in the private run
+    // directory, never into a command line that `ps` shows to every user of the node.
     std::string env;
-    for (auto& [k, v] : spec_.env) env += fmt::format("export {}={}; ", k, quote(v));
+    for (auto& [k, v] : spec_.env) env += fmt::format("export {}={}\n", k, quote(v));
     const std::string script = fmt::format(
-        "cd {run} && rm -f port exit && touch heartbeat && "
-        "[ -f {img}/env.sh ] && . {img}/env.sh; {env}"
-        "export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} "
-        "SKY_WORKER_LISTEN=127.0.0.1:0 SKY_WORKER_PORT_FILE={run}/port "
+        "umask 077\n"
+        "cd {run} || exit 1\n"
+        "rm -f port exit; touch heartbeat\n"
+        "[ -f {img}/env.sh ] && . {img}/env.sh\n"
+        "{env}"
+        "export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
+        "export SKY_WORKER_LISTEN={listen} SKY_WORKER_PORT_FILE={run}/port "
         "SKY_WORKER_TOKEN_FILE={run}/token SKY_WORKER_HEARTBEAT_FILE={run}/heartbeat "
-        "SKY_WORKER_ACCEPT_TIMEOUT={accept}; "
-        "{exe} --sky-worker >> {run}/worker.log 2>&1; echo $? > {run}/exit",
+        "SKY_WORKER_ACCEPT_TIMEOUT={accept}\n"
+        "{exe} --sky-worker >> {run}/worker.log 2>&1\n"
+        "echo $? > {run}/exit\n",
         fmt::arg("run", quote(run_dir_)), fmt::arg("img", quote(image_home_)), fmt::arg("env", env),
-        fmt::arg("lib", quote(lib_dir_)), fmt::arg("accept", spec_.idle_timeout.count()),
-        fmt::arg("exe", quote(exe_path_)));
+        fmt::arg("lib", quote(lib_dir_)), fmt::arg("listen", quote("unix:" + socket_path_)),
+        fmt::arg("accept", spec_.idle_timeout.count()), fmt::arg("exe", quote(exe_path_)));
+    s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
-    auto r = s.exec(
-        fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $!", quote(script)),
-        {.timeout = std::chrono::seconds(30)});
+    auto r = s.exec(fmt::format("umask 077; setsid bash {}/start.sh > /dev/null 2>&1 < /dev/null & "
+                                "echo $!",
+                                quote(run_dir_)),
+                    {.timeout = std::chrono::seconds(30)});
     pgid_ = r.out.substr(0, r.out.find('\n'));
     if (r.exit_status != 0 || pgid_.empty() ||
         pgid_.find_first_not_of("0123456789") != std::string::npos)
@@ -200,7 +218,6 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
                             : "the worker could not start: " + loader,
              lines);
     }
-    worker_port_ = static_cast<std::uint16_t>(std::stoi(port.out));
 
     // The watchdog: a process of its own, independent of the worker and of this client. It ends
     // the worker when the client has not been heard from for idle_timeout or when the hard
@@ -235,14 +252,15 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         fmt::arg("idle", spec_.idle_timeout.count()), fmt::arg("off", power_off),
         fmt::arg("probe", probe));
     auto w = s.exec(
-        fmt::format("setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > {}/watchdog.pid",
+        fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
+                    "{}/watchdog.pid",
                     quote(watchdog), quote(run_dir_)),
         {.timeout = std::chrono::seconds(30)});
     if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
 }
 
 std::unique_ptr<Transport> RemoteNode::connect_worker() {
-    return session_->open_tunnel("127.0.0.1", worker_port_, std::chrono::seconds(30));
+    return session_->open_unix_socket(socket_path_, std::chrono::seconds(30));
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
@@ -300,9 +318,15 @@ void RemoteNode::stop() noexcept {
                     "kill $(cat {run}/serve.pid 2>/dev/null) 2>/dev/null; "
                     "{killpg}"
                     "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
-                    "rm -rf {run}; rmdir {pool} 2>/dev/null; true",
+                    "rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
                     fmt::arg("run", quote(run_dir_)),
                     fmt::arg("pool", quote(std::filesystem::path(run_dir_).parent_path().string())),
+                    fmt::arg("sock", socket_path_.rfind(run_dir_, 0) == 0 || socket_path_.empty()
+                                         ? std::string()
+                                         : "rm -rf " + quote(std::filesystem::path(socket_path_)
+                                                                 .parent_path()
+                                                                 .string()) +
+                                               "; "),
                     fmt::arg("killpg", pgid_.empty()
                                            ? ""
                                            : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep "

@@ -1,8 +1,8 @@
 #pragma once
 // A node reached over SSH: the path every remote provider ends in. Ships the program and its
 // shared libraries (ship/shipment.hpp), runs the image's bootstrap script, starts the worker
-// on 127.0.0.1 of the node and a watchdog beside it, and tunnels the worker connection through
-// the same SSH session.
+// on a Unix socket in the pool's private directory on the node and a watchdog beside it, and
+// tunnels the worker connection through the same SSH session.
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -47,7 +47,7 @@ public:
                                              const std::function<void(Event)>& emit);
     ~RemoteNode();
 
-    /// A new transport to the worker (an SSH direct-tcpip channel to 127.0.0.1:port).
+    /// A new transport to the worker (an SSH direct-streamlocal channel to its Unix socket).
     std::unique_ptr<Transport> connect_worker();
     [[nodiscard]] const std::string& token() const noexcept { return token_; }
     /// Starts a fresh worker after the last one ended (the upload and bootstrap stay).
@@ -79,7 +79,7 @@ private:
     bool shipped_ = false;  // this node may serve files to its peers
     std::string token_;
     std::string pgid_;  // the worker's process group
-    std::uint16_t worker_port_ = 0;
+    std::string socket_path_;  // the worker's Unix socket on the node
 };
 
 }  // namespace sky::detail
