@@ -1,6 +1,7 @@
 // sky::AWS: EC2 instances launched for one pool and terminated with it. The catalog orders the
 // offers; the backend walks them on capacity errors, pins each node's host key (generated here and
-// installed by user-data), and reaches every node over SSH through RemoteNode.
+// installed by user-data, then replaced by one the node makes, read back over the first pinned
+// session), and reaches every node over SSH through RemoteNode.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -15,6 +15,7 @@
 #include "fakes/ec2/fake_ec2.hpp"
 #include "hosts/test_hosts.hpp"
 #include "providers/aws/ec2_client.hpp"
+#include "ssh/session.hpp"
 #include "sky/sky.hpp"
 
 using sky::test::Ec2Fault;
@@ -147,6 +148,14 @@ std::vector<nlohmann::json> sky_groups(const FakeEc2& fake) {
 std::string launch(const FakeEc2& fake, const std::string& type, const std::string& pool,
                    bool spot);
 
+// Whether any recorded event's text contains `text`.
+bool said(Recorder& rec, const std::string& text) {
+    std::lock_guard lk(rec.m);
+    for (const auto& l : rec.lines)
+        if (l.find(text) != std::string::npos) return true;
+    return false;
+}
+
 std::vector<sky::Offer> a100_offers(sky::Spot spot) {
     return sky::Catalog::embedded().select(
         {.accelerator = sky::Accelerator("A100"), .region = "us-east-1", .spot = spot}, "aws");
@@ -216,6 +225,9 @@ TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "
     CHECK(sky_groups(fake).empty());
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
                                 std::chrono::seconds(10)));
+    // The fake's endpoint is not AWS's, and this client's address is unknown to it: both said.
+    CHECK(said(rec, "AWS requests signed with your credentials go to " + fake.endpoint()));
+    CHECK(said(rec, "open to 0.0.0.0/0"));
     CHECK(rec.count<sky::InfraCreating>() == 1);
     CHECK(rec.count<sky::InfraCreated>() == 1);
     CHECK(rec.count<sky::InstanceLaunching>() >= 1);
@@ -676,28 +688,30 @@ TEST_CASE("aws pool: a spot reclaim seen on the node by its watchdog is a preemp
     SKIP_WITHOUT_HOSTS();
     Env env;
     // On EC2 the watchdog asks the instance metadata (spot/instance-action); a test host has
-    // none, so the probe is a file (test hosts share this machine's /tmp).
+    // none, so the probe is a file in the host's own /tmp.
     const std::string mark = "/tmp/sky-test-reclaim-" + std::to_string(::getpid());
-    std::filesystem::remove(mark);
     ::setenv("SKY_AWS_PREEMPTION_PROBE", ("test -f " + mark).c_str(), 1);
     struct Cleanup {  // also when an assertion ends the test early
-        std::string path;
+        std::filesystem::path path;
         ~Cleanup() {
             ::unsetenv("SKY_AWS_PREEMPTION_PROBE");
             std::error_code ec;
-            std::filesystem::remove(path, ec);
+            if (!path.empty()) std::filesystem::remove(path, ec);
         }
-    } cleanup{mark};
+    } cleanup;
     TestHosts hosts(1);
     FakeEc2 fake = make_fake(&hosts);
     Recorder rec;
     {
         sky::ComputePool pool{spec_for(fake, 1, rec)};
         REQUIRE(pool.instances().at(0).spot);
+        const int h = fake.host_of(pool.instances().at(0).id);
+        REQUIRE(h >= 0);
+        cleanup.path = hosts.host_path(h, mark);  // the host's /tmp, seen from here
         auto call =
             std::async(std::launch::async, [&] { return sky::compute<sleep_ms>(30000) >> pool; });
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        std::ofstream(mark) << "reclaim\n";
+        std::ofstream(cleanup.path) << "reclaim\n";
         REQUIRE(call.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
         try {
             (void)call.get();
@@ -710,4 +724,135 @@ TEST_CASE("aws pool: a spot reclaim seen on the node by its watchdog is a preemp
     CHECK(rec.count<sky::InstancePreempted>() == 1);
     CHECK(live_instances(fake) == 0);
     rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: the user-data host key is replaced on the node; IMDSv2; SSH from "
+          "SKY_CLIENT_CIDR",
+          "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    ::setenv("SKY_CLIENT_CIDR", "198.51.100.7/32", 1);
+    struct Unset {
+        ~Unset() { ::unsetenv("SKY_CLIENT_CIDR"); }
+    } unset;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        CHECK((sky::compute<node_index>() >> pool) == 0);
+        const std::string id = pool.instances().at(0).id;
+        const int h = fake.host_of(id);
+        REQUIRE(h >= 0);
+        // The key the user-data carried.
+        const std::string ud = fake.user_data(id);
+        const std::string open = "<<'SKY_HOST_PUB'\n";
+        auto b = ud.find(open);
+        REQUIRE(b != std::string::npos);
+        b += open.size();
+        const std::string ud_public = ud.substr(b, ud.find('\n', b) - b);
+        const std::string ud_fingerprint = sky::detail::ssh::fingerprint_of_public_key(ud_public);
+        // The node's sshd presents another key now: a connection pinned to the user-data key is
+        // refused, and the pool (which never trusts on first use) reached it through its new pin.
+        sky::detail::ssh::SessionOptions o;
+        o.host = hosts.address(h);
+        o.user = "root";
+        o.private_key_file = hosts.client_key_path();
+        o.host_key = sky::detail::ssh::HostKeyPin::public_key(ud_public);
+        o.connect_attempts = 1;
+        try {
+            sky::detail::ssh::Session s(o);
+            FAIL("the node still presents the key from its user-data");
+        } catch (const sky::detail::ssh::HostKeyMismatch& e) {
+            CHECK(e.actual() != ud_fingerprint);
+            CHECK(e.actual().rfind("SHA256:", 0) == 0);
+        }
+        CHECK((sky::compute<node_index>() >> pool) == 0);  // still pinned and working
+        CHECK_FALSE(said(rec, "not rotated"));
+        // The user-data removes its own copy of the key once it has run.
+        CHECK(ud.find("rm -f -- \"$0\"") != std::string::npos);
+
+        // IMDSv2 only, one hop.
+        auto launched = fake.instances();
+        REQUIRE(launched.size() == 1);
+        CHECK(launched[0]["MetadataOptions"]["HttpTokens"] == "required");
+        CHECK(launched[0]["MetadataOptions"]["HttpPutResponseHopLimit"] == 1);
+        CHECK(launched[0]["MetadataOptions"]["HttpEndpoint"] == "enabled");
+
+        // Port 22 from the configured address only.
+        auto groups = sky_groups(fake);
+        REQUIRE(groups.size() == 1);
+        const std::string rules = groups[0]["ipPermissions"].dump();
+        INFO(rules);
+        CHECK(rules.find("198.51.100.7/32") != std::string::npos);
+        CHECK(rules.find("0.0.0.0/0") == std::string::npos);
+        CHECK_FALSE(said(rec, "open to 0.0.0.0/0"));
+    }
+    CHECK(live_instances(fake) == 0);
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: a malformed SKY_CLIENT_CIDR or a plain-http remote endpoint is a ConfigError",
+          "[aws_pool]") {
+    Env env;
+    sky::PoolSpec spec;
+    spec.accelerator = "A100";
+    spec.display = sky::Display::quiet;
+    ::setenv("SKY_CLIENT_CIDR", "203.0.113.300/32", 1);
+    spec.provider = sky::AWS{.endpoint = "http://127.0.0.1:1"};
+    CHECK_THROWS_WITH(sky::ComputePool{spec}, Catch::Contains("SKY_CLIENT_CIDR"));
+    ::unsetenv("SKY_CLIENT_CIDR");
+    ::unsetenv("SKY_ALLOW_INSECURE_ENDPOINT");
+    spec.provider = sky::AWS{.endpoint = "http://192.0.2.10:8080"};
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("a plain-http endpoint on another host was accepted");
+    } catch (const sky::ConfigError& e) {
+        const std::string what = e.what();
+        CHECK(what.find("AWS{.endpoint}") != std::string::npos);
+        CHECK(what.find("SKY_ALLOW_INSECURE_ENDPOINT") != std::string::npos);
+        CHECK(what.find(kSecret) == std::string::npos);
+    }
+    ::setenv("AWS_ENDPOINT_URL_EC2", "http://192.0.2.10:8080", 1);
+    auto r = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "aws"});
+    ::unsetenv("AWS_ENDPOINT_URL_EC2");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("AWS_ENDPOINT_URL_EC2") != std::string::npos);
+}
+
+TEST_CASE("aws: a gzip bomb from the endpoint is a clear error with bounded memory", "[aws_ls]") {
+    if (!std::filesystem::exists(model_path())) {
+        WARN("skipped: no EC2 model at " << model_path() << " (SKY_TESTDATA_DIR)");
+        return;
+    }
+    Env env;
+    FakeEc2 fake = make_fake(nullptr);
+    const std::size_t decoded = std::size_t{1} << 30;  // 1 GiB of zeros, ~6.5 MiB on the wire
+    // The EC2 client itself: a typed error naming the limit, not retried.
+    fake.inject_fault(
+        Ec2Fault{.action = "DescribeInstances", .status = 200, .count = 1, .gzip_bomb_bytes = decoded});
+    try {
+        (void)ask(fake, "DescribeInstances");
+        FAIL("the bomb was accepted");
+    } catch (const sky::detail::HttpError& e) {
+        CHECK(e.kind() == sky::detail::HttpError::Kind::body_too_large);
+        CHECK(e.attempts() == 1);
+        CHECK(std::string(e.what()).find("exceeds the limit") != std::string::npos);
+    }
+    // `sky ls`: fails with that error, and its peak memory stays far below the decoded size.
+    fake.inject_fault(Ec2Fault{
+        .action = "DescribeInstances", .status = 200, .count = 10, .gzip_bomb_bytes = decoded});
+    ::setenv("AWS_ENDPOINT_URL_EC2", fake.endpoint().c_str(), 1);
+    auto r = sky::test::run_command(
+        {"/usr/bin/time", "-f", "sky-ls-max-rss-kib=%M", SKY_CLI_PATH, "ls", "--provider", "aws"},
+        std::chrono::seconds(60));
+    ::unsetenv("AWS_ENDPOINT_URL_EC2");
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("exceeds the limit of 67108864 bytes") != std::string::npos);
+    auto at = r.output.find("sky-ls-max-rss-kib=");
+    REQUIRE(at != std::string::npos);
+    const long rss_kib = std::stol(r.output.substr(at + std::string("sky-ls-max-rss-kib=").size()));
+    CHECK(rss_kib < 256 * 1024);
+    CHECK(r.output.find(kSecret) == std::string::npos);
 }
