@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <random>
 
 #include "metrics/metrics.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/worker.hpp"
 #include "sky/detail/serialize.hpp"
 
@@ -23,14 +23,6 @@ std::unique_ptr<Backend> make_backend(const PoolSpec& spec, const std::string& p
     throw ConfigError(fmt::format(
         "PoolSpec::provider: the '{}' provider is not available in this build of sky yet",
         spec.provider.name()));
-}
-
-std::string random_hex(std::size_t n) {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string s(n, '0');
-    for (auto& c : s) c = digits[rng() & 15];
-    return s;
 }
 
 namespace {
@@ -118,17 +110,29 @@ void PoolCore::cost_started(const Instance& i) {
 
 void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     auto& t = *n.transport;
-    if (!t.wait_readable(std::chrono::seconds(60)))
+    // Until the worker has proven it holds the token, frames are limited to the fixed size of
+    // the auth frames, and nothing it sends is decoded. The token itself never travels.
+    auto reader = std::make_unique<FrameReader>(t, auth_max_frame);
+    try {
+        client_authenticate(t, *reader, token, std::chrono::seconds(60));
+    } catch (const ProtocolError& e) {
+        throw ProtocolError(fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
+    } catch (const std::exception& e) {
+        throw Error(fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
+    }
+    // Authenticated: the hello may be larger, and is still decoded with a bounded archive.
+    reader = std::make_unique<FrameReader>(std::move(*reader), 1 << 20);
+    // The hello usually came in the same read as the proof: wait only when it is not here.
+    if (!reader->has_buffered_frame() && !t.wait_readable(std::chrono::seconds(60)))
         throw Error(fmt::format("node {} ({}): no hello from the worker within 60 s", n.index,
                                 n.instance.id));
-    FrameReader r(t, 1 << 20);
     Frame f;
     bool got = false;
     try {
-        got = r.next(f);
+        got = reader->next(f);
     } catch (const std::exception& e) {
-        throw Error(fmt::format("node {} ({}): bad hello from the worker: {}", n.index,
-                                n.instance.id, e.what()));
+        throw ProtocolError(fmt::format("node {} ({}): bad hello from the worker: {}", n.index,
+                                        n.instance.id, e.what()));
     }
     if (!got || f.header.type != MsgType::hello)
         throw Error(fmt::format("node {} ({}): the worker closed the connection before its hello",
@@ -137,21 +141,18 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     try {
         load_from(f.payload, wh);
     } catch (const std::exception& e) {
-        throw ProtocolError(fmt::format("node {}: unreadable worker hello: {}", n.index, e.what()));
+        throw ProtocolError(fmt::format("node {} ({}): unreadable worker hello: {}", n.index,
+                                        n.instance.id, e.what()));
     }
     if (wh.protocol != protocol_version)
         throw ProtocolError(fmt::format("node {}: worker speaks protocol {}, this client {}",
                                         n.index, wh.protocol, protocol_version));
-    if (wh.token != token)
-        throw ProtocolError(
-            fmt::format("node {}: the worker did not present this pool's token", n.index));
     if (wh.build_id != self_build_id())
         throw ProtocolError(fmt::format(
             "node {}: the worker runs a different build of the program (build id {}, this "
             "client {})",
             n.index, wh.build_id, self_build_id()));
     ClientHello ch;
-    ch.token = token;
     ch.pool_id = id_;
     ch.instance_id = n.instance.id;
     ch.node = n.index;
@@ -174,6 +175,8 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     append_frame(frame, MsgType::hello, 0, payload.span());
     std::span<const std::byte> one[] = {frame.span()};
     t.write_all(one);
+    // The reader thread goes on with whatever this reader has buffered.
+    n.frames = std::make_unique<FrameReader>(std::move(*reader), default_max_frame);
 }
 
 std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>& calls,
@@ -331,15 +334,7 @@ void PoolCore::finish(std::vector<Completion>& done) {
     done.clear();
 }
 
-std::exception_ptr PoolCore::error_from(const NodeSlot& n, const Task& t,
-                                        std::span<const std::byte> p) {
-    ErrorMsg e;
-    try {
-        load_from(p, e);
-    } catch (const std::exception& x) {
-        return std::make_exception_ptr(
-            ProtocolError(fmt::format("node {}: unreadable error frame: {}", n.index, x.what())));
-    }
+std::exception_ptr PoolCore::error_from(const NodeSlot& n, const Task& t, ErrorMsg e) {
     if (e.kind == ErrorMsg::cancelled)
         return std::make_exception_ptr(
             CancelledError(fmt::format("{} was cancelled before it started", t.call.function)));
@@ -377,7 +372,7 @@ void PoolCore::reader_loop(NodeSlot* n) {
                 if (r.type == MsgType::result)
                     done.push_back({t.batch, t.index, std::move(r.payload), nullptr});
                 else
-                    done.push_back({t.batch, t.index, {}, error_from(*n, t, r.payload.span())});
+                    done.push_back({t.batch, t.index, {}, error_from(*n, t, std::move(r.error))});
             }
             dispatch_locked(out);
         }
@@ -390,18 +385,28 @@ void PoolCore::reader_loop(NodeSlot* n) {
         finish(done);
     };
     try {
-        FrameReader reader(*n->transport);
+        FrameReader& reader = *n->frames;
         Frame f;
         while (reader.next(f)) {
             switch (f.header.type) {
                 case MsgType::result:
-                case MsgType::error:
-                    got.push_back({f.header.call_id, f.header.type, f.take_payload()});
+                    got.push_back({f.header.call_id, f.header.type, f.take_payload(), {}});
                     break;
+                case MsgType::error: {
+                    // Decoded here, not under the lock: an unreadable one ends the connection.
+                    ErrorMsg e;
+                    try {
+                        load_from(f.payload, e);
+                    } catch (const std::exception& x) {
+                        throw ProtocolError(fmt::format("unreadable error frame: {}", x.what()));
+                    }
+                    got.push_back({f.header.call_id, f.header.type, {}, std::move(e)});
+                    break;
+                }
                 case MsgType::log: {
                     auto m = decode_log(f.payload);
                     if (f.header.call_id) {
-                        Received r{f.header.call_id, MsgType::log, {}};
+                        Received r{f.header.call_id, MsgType::log, {}, {}};
                         r.payload.append(f.payload.data(), f.payload.size());
                         got.push_back(std::move(r));
                     }
@@ -530,6 +535,7 @@ void PoolCore::restart_node(int i) {
     std::string old_id = n.instance.id;
     {
         std::lock_guard lk(n.write_m);
+        n.frames.reset();  // reads from the transport
         n.transport.reset();
     }
     try {

@@ -48,6 +48,7 @@ struct NodeSlot {
     int index = 0;
     Instance instance;
     std::unique_ptr<Transport> transport;
+    std::unique_ptr<FrameReader> frames;  ///< on `transport`, from the handshake on
     std::thread reader;
     std::mutex write_m;
     State state = State::starting;
@@ -88,6 +89,7 @@ private:
         std::uint64_t call_id;
         MsgType type;
         Buffer payload;
+        ErrorMsg error;  ///< for error frames, decoded on arrival
     };
 
     void emit(Event e) { bus_->post(std::move(e)); }
@@ -108,7 +110,7 @@ private:
     void send(std::vector<Outgoing>& out);
     void send_control(NodeSlot& n, MsgType type, std::uint64_t call_id);
     static void finish(std::vector<Completion>& done);
-    std::exception_ptr error_from(const NodeSlot& n, const Task& t, std::span<const std::byte> p);
+    std::exception_ptr error_from(const NodeSlot& n, const Task& t, ErrorMsg e);
 
     PoolSpec spec_;
     std::string id_;
@@ -135,7 +137,7 @@ private:
     bool closed_ = false;
 };
 
-/// Random lowercase hex of n characters (from std::random_device).
+/// Random lowercase hex of n characters (OpenSSL RAND_bytes; defined in runtime/auth.cpp).
 std::string random_hex(std::size_t n);
 
 }  // namespace sky::detail

@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -108,6 +109,22 @@ int connect_tcp(const std::string& host, int port, std::chrono::milliseconds tim
     }
     int flags = 0;
     ::ioctl(fd, FIONBIO, &flags);
+    return fd;
+}
+
+int connect_unix(const std::string& path) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (path.size() >= sizeof a.sun_path)
+        throw ConfigError(fmt::format("Unix socket path too long: '{}'", path));
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw Error(fmt::format("socket: {}", std::strerror(errno)));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        int e = errno;
+        ::close(fd);
+        throw Error(fmt::format("connect to {} failed: {}", path, std::strerror(e)));
+    }
     return fd;
 }
 

@@ -30,4 +30,8 @@ private:
 /// Connects to 127.0.0.1:port (TCP, no delay); throws sky::Error.
 int connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout);
 
+/// Connects to the Unix socket at `path` (a worker's SKY_WORKER_LISTEN=unix:PATH); throws
+/// sky::Error.
+int connect_unix(const std::string& path);
+
 }  // namespace sky::detail

@@ -32,6 +32,8 @@ const char* msg_type_name(MsgType t) noexcept {
             return "cancel";
         case MsgType::shutdown:
             return "shutdown";
+        case MsgType::auth:
+            return "auth";
     }
     return "unknown";
 }
@@ -54,7 +56,7 @@ FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame) {
         throw ProtocolError(fmt::format("unsupported protocol version {} (this build speaks {})",
                                         h.version, protocol_version));
     if (type < static_cast<std::uint8_t>(MsgType::hello) ||
-        type > static_cast<std::uint8_t>(MsgType::shutdown))
+        type > static_cast<std::uint8_t>(MsgType::auth))
         throw ProtocolError(fmt::format("unknown frame type {}", type));
     h.type = static_cast<MsgType>(type);
     if (h.length > max_frame)

@@ -20,7 +20,8 @@ static_assert(std::endian::native == std::endian::little,
               "the frame header is little-endian; big-endian hosts need byte swaps here");
 
 inline constexpr std::uint32_t frame_magic = 0x31594b53;  // "SKY1"
-inline constexpr std::uint8_t protocol_version = 1;
+// 2: mutual challenge-response (auth frames) before the hellos; no token in any hello.
+inline constexpr std::uint8_t protocol_version = 2;
 inline constexpr std::size_t frame_header_size = 24;
 /// Default upper bound of one frame's payload; larger frames close the connection.
 inline constexpr std::uint64_t default_max_frame = std::uint64_t{2} << 30;  // 2 GiB
@@ -35,6 +36,7 @@ enum class MsgType : std::uint8_t {
     heartbeat = 7,  // both ways, empty
     cancel = 8,     // client -> worker, empty: drop the call if it has not started
     shutdown = 9,   // client -> worker, empty: finish and exit
+    auth = 10,      // both ways, before the hellos, fixed sizes (runtime/auth.hpp)
 };
 [[nodiscard]] const char* msg_type_name(MsgType t) noexcept;
 
@@ -158,10 +160,9 @@ struct ErrorMsg {
 
 /// Metrics payload: a cereal MetricsSample (metrics/metrics.hpp).
 
-/// The client's hello: who the worker is in the pool.
+/// The client's hello (after authentication): who the worker is in the pool.
 struct ClientHello {
     std::uint32_t protocol = protocol_version;
-    std::string token;
     std::string pool_id;
     std::string instance_id;
     std::int32_t node = 0;
@@ -178,16 +179,15 @@ struct ClientHello {
 
     template <class A>
     void serialize(A& ar) {
-        ar(protocol, token, pool_id, instance_id, node, total_nodes, concurrency, head_addr,
-           head_port, accelerators, idle_timeout_s, hard_timeout_s, collect_metrics,
-           metrics_interval_ms, max_frame);
+        ar(protocol, pool_id, instance_id, node, total_nodes, concurrency, head_addr, head_port,
+           accelerators, idle_timeout_s, hard_timeout_s, collect_metrics, metrics_interval_ms,
+           max_frame);
     }
 };
 
-/// The worker's hello: what it is and what it can run.
+/// The worker's hello (after authentication): what it is and what it can run.
 struct WorkerHello {
     std::uint32_t protocol = protocol_version;
-    std::string token;
     std::string build_id;
     std::int64_t pid = 0;
     std::string hostname;
@@ -195,7 +195,7 @@ struct WorkerHello {
 
     template <class A>
     void serialize(A& ar) {
-        ar(protocol, token, build_id, pid, hostname, functions);
+        ar(protocol, build_id, pid, hostname, functions);
     }
 };
 

@@ -1,5 +1,4 @@
 #include "runtime/worker.hpp"
-#include "ship/file_server.hpp"
 
 #include <arpa/inet.h>
 #include <cxxabi.h>
@@ -7,10 +6,12 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,10 +29,12 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/capture.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/worker_context.hpp"
+#include "ship/file_server.hpp"
 #include "sky/detail/registry.hpp"
 #include "sky/detail/serialize.hpp"
 #include "sky/errors.hpp"
@@ -100,10 +103,12 @@ struct Job {
 
 class Worker {
 public:
-    Worker(FdTransport& t, std::string token, long parent_pid)
-        : t_(t), writer_(t), token_(std::move(token)), parent_pid_(parent_pid) {}
+    // The connection is already authenticated (worker_authenticate): the worker needs no token.
+    Worker(FdTransport& t, long parent_pid) : t_(t), writer_(t), parent_pid_(parent_pid) {}
 
     int run() {
+        // The hello goes out before output capture starts, so no log frame can come first.
+        if (!send_hello()) return 3;
         capture_ = std::make_unique<OutputCapture>(
             [this](std::uint64_t id, std::uint8_t s, std::string_view line) {
                 try {
@@ -133,9 +138,8 @@ private:
         (void)!::write(err_fd_, line.data(), line.size());
     }
 
-    bool handshake() {
+    bool send_hello() {
         WorkerHello wh;
-        wh.token = token_;
         wh.build_id = self_build_id();
         wh.pid = ::getpid();
         char host[256] = {};
@@ -144,9 +148,17 @@ private:
         for (auto& e : all_functions()) wh.functions.emplace_back(std::string(e.name), e.signature);
         Buffer payload;
         save_to(payload, wh);
-        writer_.append(MsgType::hello, 0, payload.span());
-        writer_.flush();
+        try {
+            writer_.append(MsgType::hello, 0, payload.span());
+            writer_.flush();
+        } catch (const std::exception& e) {
+            say(fmt::format("cannot send the hello: {}", e.what()));
+            return false;
+        }
+        return true;
+    }
 
+    bool handshake() {
         if (!t_.wait_readable(std::chrono::seconds(60))) {
             say("no hello from the client within 60 s");
             return false;
@@ -154,14 +166,22 @@ private:
         reader_ = std::make_unique<FrameReader>(t_, 1 << 20);
         auto& reader = *reader_;
         Frame f;
-        if (!reader.next(f) || f.header.type != MsgType::hello) {
-            say("the first frame from the client was not a hello");
+        ClientHello ch;
+        // Whatever the client sends, a bad hello ends this connection with a message, never an
+        // exception out of sky::init (std::terminate) or an allocation its sizes ask for.
+        try {
+            if (!reader.next(f) || f.header.type != MsgType::hello) {
+                say("the first frame from the client was not a hello");
+                return false;
+            }
+            load_from(f.payload, ch);
+        } catch (const std::exception& e) {
+            say(fmt::format("unreadable hello from the client, closing: {}", e.what()));
             return false;
         }
-        ClientHello ch;
-        load_from(f.payload, ch);
-        if (ch.token != token_) {
-            say("the client's hello carried the wrong token; closing");
+        if (ch.protocol != protocol_version) {
+            say(fmt::format("the client speaks protocol {}, this worker {}; closing", ch.protocol,
+                            protocol_version));
             return false;
         }
         auto& info = worker_instance();
@@ -411,7 +431,6 @@ private:
 
     FdTransport& t_;
     Writer writer_;
-    std::string token_;
     long parent_pid_;
     int err_fd_ = 2;
     int concurrency_ = 1;
@@ -439,45 +458,111 @@ private:
 
 bool initialised() noexcept { return g_initialised.load(); }
 
-int listen_and_accept(const std::string& where, const std::string& port_file,
-                      std::chrono::seconds timeout) {
-    // where: "HOST:PORT" (an IPv4 address; a remote worker listens on 127.0.0.1 only and is
-    // reached through an SSH tunnel). PORT 0 picks a free one, written to port_file.
+namespace {
+
+// The listening socket: "unix:/absolute/path" (0600, in a directory the caller made 0700) or
+// "HOST:PORT" (IPv4; remote workers listen on 127.0.0.1 only). What the port file gets: the
+// port, or "unix".
+struct Listener {
+    int fd = -1;
+    std::string unix_path;
+    std::string port_text;
+};
+
+Listener open_listener(const std::string& where) {
+    Listener l;
+    if (where.rfind("unix:", 0) == 0) {
+        const std::string path = where.substr(5);
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        if (path.empty() || path[0] != '/' || path.size() >= sizeof a.sun_path) {
+            std::fprintf(stderr,
+                         "sky worker: SKY_WORKER_LISTEN=unix:PATH needs an absolute path shorter "
+                         "than %zu bytes, got '%s'\n",
+                         sizeof a.sun_path, path.c_str());
+            return l;
+        }
+        std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+        // A socket left by an earlier worker in the same (private) directory is replaced;
+        // anything else at that path is not ours to remove.
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+        l.fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        // The socket file is created 0600 from the start: no moment where others may connect.
+        mode_t old = ::umask(077);
+        int rc = l.fd < 0 ? -1 : ::bind(l.fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        ::umask(old);
+        if (rc != 0 || ::chmod(path.c_str(), 0600) != 0 || ::listen(l.fd, 16) != 0) {
+            std::fprintf(stderr, "sky worker: cannot listen on %s: %s\n", where.c_str(),
+                         std::strerror(errno));
+            if (rc == 0) ::unlink(path.c_str());
+            if (l.fd >= 0) ::close(l.fd);
+            l.fd = -1;
+            return l;
+        }
+        l.unix_path = path;
+        l.port_text = "unix";
+        return l;
+    }
     auto colon = where.rfind(':');
     std::string host = colon == std::string::npos ? "127.0.0.1" : where.substr(0, colon);
     int port = colon == std::string::npos ? std::atoi(where.c_str())
                                           : std::atoi(where.c_str() + colon + 1);
-    int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
-    ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<std::uint16_t>(port));
     if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
-        ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 4) != 0) {
+        ::bind(l.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l.fd, 16) != 0) {
         std::fprintf(stderr, "sky worker: cannot listen on %s: %s\n", where.c_str(),
                      std::strerror(errno));
-        return -1;
+        ::close(l.fd);
+        l.fd = -1;
+        return l;
     }
     socklen_t len = sizeof a;
-    ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
+    ::getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len);
+    l.port_text = std::to_string(ntohs(a.sin_port));
+    return l;
+}
+
+void note_to_stderr(const std::string& msg) {
+    std::fprintf(stderr, "sky worker %d: %s\n", static_cast<int>(::getpid()), msg.c_str());
+}
+
+}  // namespace
+
+int listen_and_accept(const std::string& where, const std::string& port_file,
+                      std::chrono::seconds timeout, std::string_view token) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    Listener l = open_listener(where);
+    if (l.fd < 0) return -1;
     if (!port_file.empty()) {
+        // Written whole and renamed: a reader never sees a partial file, and a non-empty file
+        // means the worker is listening.
         std::string tmp = port_file + ".tmp";
         if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-            std::fprintf(f, "%d\n", ntohs(a.sin_port));
+            std::fprintf(f, "%s\n", l.port_text.c_str());
             std::fclose(f);
             std::rename(tmp.c_str(), port_file.c_str());
         }
     }
-    pollfd p{ls, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count() * 1000)) != 1) {
-        std::fprintf(stderr, "sky worker: no client connected within %lld s\n",
-                     static_cast<long long>(timeout.count()));
-        ::close(ls);
-        return -1;
+    // Accepts until one peer proves it holds the token: a squatter is dropped, not served, and
+    // cannot keep the client out. Each peer gets 10 s to answer the challenge.
+    int fd = -1;
+    try {
+        fd = worker_authenticate(l.fd, -1, token, deadline, std::chrono::seconds(10),
+                                 note_to_stderr);
+    } catch (const std::exception& e) {
+        note_to_stderr(e.what());
     }
-    int fd = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
-    ::close(ls);
+    if (fd < 0)
+        std::fprintf(stderr, "sky worker: no client authenticated within %lld s\n",
+                     static_cast<long long>(timeout.count()));
+    ::close(l.fd);
+    if (!l.unix_path.empty()) ::unlink(l.unix_path.c_str());
     return fd;
 }
 
@@ -489,7 +574,7 @@ std::string& argv0() {
 }  // namespace
 const std::string& program_name() { return argv0(); }
 
-int run_worker(int fd, const std::string& token, long parent_pid) {
+int run_worker(int fd, long parent_pid) {
     g_is_worker = true;
     // Keep freed memory in the heap instead of returning it to the kernel: a worker that
     // receives large arguments over and over then reuses pages instead of faulting in fresh
@@ -497,7 +582,7 @@ int run_worker(int fd, const std::string& token, long parent_pid) {
     ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
     ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
     FdTransport t(fd, "client connection");
-    Worker w(t, token, parent_pid);
+    Worker w(t, parent_pid);
     return w.run();
 }
 
@@ -551,18 +636,37 @@ void init(int argc, char** argv) {
         std::_Exit(2);
     }
     std::string tok = token;
+    // Wipe the value in the environment block too, not only the pointer to it.
+    if (token_from_file.empty()) OPENSSL_cleanse(const_cast<char*>(token), std::strlen(token));
     ::unsetenv("SKY_WORKER_TOKEN");  // the function's child processes need not see it
+    ::unsetenv("SKY_WORKER_TOKEN_FILE");
     int fd = -1;
     if (fd_s) {
-        fd = std::atoi(fd_s);
+        // A socketpair from a Local client: the same handshake as over the network, so a bug in
+        // it cannot hide behind the provider that runs in the tests.
+        try {
+            fd = detail::worker_authenticate(
+                -1, std::atoi(fd_s), tok,
+                std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                std::chrono::seconds(60), [](const std::string& m) {
+                    std::fprintf(stderr, "sky worker %d: %s\n", static_cast<int>(::getpid()),
+                                 m.c_str());
+                });
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "sky worker: %s\n", e.what());
+        }
+        if (fd < 0) std::_Exit(3);
     } else {
         const char* port_file = std::getenv("SKY_WORKER_PORT_FILE");
         const char* wait_s = std::getenv("SKY_WORKER_ACCEPT_TIMEOUT");
         fd = detail::listen_and_accept(listen, port_file ? port_file : "",
-                                       std::chrono::seconds(wait_s ? std::atoi(wait_s) : 600));
+                                       std::chrono::seconds(wait_s ? std::atoi(wait_s) : 600), tok);
         if (fd < 0) std::_Exit(5);
     }
-    int code = detail::run_worker(fd, tok, parent);
+    // Authenticated: the token is not needed any more.
+    OPENSSL_cleanse(tok.data(), tok.size());
+    if (!token_from_file.empty()) OPENSSL_cleanse(token_from_file.data(), token_from_file.size());
+    int code = detail::run_worker(fd, parent);
     std::fflush(nullptr);
     ::_exit(code);
 }

@@ -16,6 +16,7 @@
 
 #include "sky/detail/buffer.hpp"
 #include "sky/detail/serialize.hpp"
+#include "sky/errors.hpp"
 
 namespace sky::detail {
 
@@ -95,13 +96,19 @@ private:
     std::atomic<bool> done_{false};
 };
 
-/// Decodes one outcome as R (rethrowing its error).
+/// Decodes one outcome as R (rethrowing its error). Result bytes that do not decode as R (a
+/// broken or hostile worker) are a ProtocolError, never an allocation their sizes ask for.
 template <class R>
 R take(const Outcome& o) {
     if (o.error) std::rethrow_exception(o.error);
     if constexpr (!std::is_void_v<R>) {
         R r{};
-        load_each(o.result.span(), r);
+        try {
+            load_each(o.result.span(), r);
+        } catch (const cereal::Exception& e) {
+            throw ProtocolError(std::string("a result from the worker could not be decoded: ") +
+                                e.what());
+        }
         return r;
     }
 }

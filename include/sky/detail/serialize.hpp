@@ -27,13 +27,120 @@
 
 #include "sky/detail/buffer.hpp"
 
+namespace sky::detail {
+
+/// A cereal input archive over a span of bytes that never trusts a size read from them: every
+/// size tag (string length, element count) larger than the bytes left is refused before anything
+/// is allocated, and vectors of non-numbers grow as their elements arrive instead of being
+/// resized up front. It reads what cereal::BinaryOutputArchive writes. Every frame from a peer
+/// is decoded with it, so a hostile or broken peer gets a cereal::Exception, never a multi-GiB
+/// allocation. (Every element of a non-empty type takes at least one byte; a vector of more
+/// than "bytes left" elements of an empty type is refused too, which is the price of the bound.)
+class BoundedInputArchive
+    : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
+public:
+    explicit BoundedInputArchive(std::span<const std::byte> bytes)
+        : cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision>(this),
+          at_(bytes.data()),
+          end_(bytes.data() + bytes.size()) {}
+
+    /// Copies `size` bytes out; throws cereal::Exception when fewer are left.
+    void loadBinary(void* const data, std::streamsize size) {
+        const auto n = static_cast<std::size_t>(size);
+        if (size < 0 || n > remaining())
+            throw cereal::Exception("Failed to read " + std::to_string(size) +
+                                    " bytes from input stream! Read " +
+                                    std::to_string(remaining()));
+        if (n) std::memcpy(data, at_, n);
+        at_ += n;
+    }
+    /// Bytes not read yet.
+    [[nodiscard]] std::size_t remaining() const noexcept {
+        return static_cast<std::size_t>(end_ - at_);
+    }
+    /// Throws when a count claims more elements of `element_bytes` each than the bytes left.
+    void check_count(std::uint64_t count, std::size_t element_bytes = 1) const {
+        if (count > remaining() / (element_bytes ? element_bytes : 1))
+            throw cereal::Exception("a size of " + std::to_string(count) + " does not fit in the " +
+                                    std::to_string(remaining()) + " bytes left");
+    }
+
+private:
+    const std::byte* at_;
+    const std::byte* end_;
+};
+
+/// Numbers: their bytes as they are (little-endian hosts only, as the frame header).
+template <class T>
+std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, T& t) {
+    ar.loadBinary(std::addressof(t), sizeof(t));
+}
+/// Names are not on the wire.
+template <class T>
+void CEREAL_SERIALIZE_FUNCTION_NAME(BoundedInputArchive& ar, cereal::NameValuePair<T>& t) {
+    ar(t.value);
+}
+/// The one place sizes come in: checked against the bytes left before anyone allocates.
+template <class T>
+void CEREAL_SERIALIZE_FUNCTION_NAME(BoundedInputArchive& ar, cereal::SizeTag<T>& t) {
+    ar(t.size);
+    ar.check_count(static_cast<std::uint64_t>(t.size));
+}
+/// Raw bytes (strings, vectors of numbers).
+template <class T>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, cereal::BinaryData<T>& bd) {
+    ar.loadBinary(bd.data, static_cast<std::streamsize>(bd.size));
+}
+/// Vectors: numbers are checked against their real size on the wire; other elements are
+/// appended one by one, so memory follows the bytes actually decoded, whatever sizeof(T) is.
+template <class T, class A>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::vector<T, A>& v) {
+    cereal::size_type n = 0;
+    ar(cereal::make_size_tag(n));
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+        ar.check_count(n, sizeof(T));
+        v.resize(static_cast<std::size_t>(n));
+        ar(cereal::binary_data(v.data(), static_cast<std::size_t>(n) * sizeof(T)));
+    } else {
+        v.clear();
+        for (cereal::size_type i = 0; i < n; ++i) {
+            v.emplace_back();
+            ar(v.back());
+        }
+    }
+}
+/// std::vector<bool>: one byte per element.
+template <class A>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::vector<bool, A>& v) {
+    cereal::size_type n = 0;
+    ar(cereal::make_size_tag(n));
+    v.resize(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        bool b = false;
+        ar(b);
+        v[i] = b;
+    }
+}
+
+}  // namespace sky::detail
+
+// Polymorphic types registered with cereal work through the bounded archive too, and cereal's
+// load/save pairing checks find the output archive that writes what it reads.
+CEREAL_REGISTER_ARCHIVE(sky::detail::BoundedInputArchive)
+namespace cereal::traits::detail {
+template <>
+struct get_output_from_input<sky::detail::BoundedInputArchive> {
+    using type = cereal::BinaryOutputArchive;
+};
+}  // namespace cereal::traits::detail
+
 namespace sky {
 
 /// A type that can be an argument or a result of a remote function: cereal can save and load it.
 template <class T>
 concept serializable = std::is_same_v<T, void> ||
     (cereal::traits::is_output_serializable<T, cereal::BinaryOutputArchive>::value&&
-         cereal::traits::is_input_serializable<T, cereal::BinaryInputArchive>::value&&
+         cereal::traits::is_input_serializable<T, detail::BoundedInputArchive>::value&&
              std::is_default_constructible_v<T>);
 
 namespace detail {
@@ -47,12 +154,11 @@ void save_to(Buffer& out, const Ts&... values) {
     ar(values...);
 }
 
-/// Reads values saved by save_to; throws cereal::Exception when the bytes run out.
+/// Reads values saved by save_to with a BoundedInputArchive; throws cereal::Exception when the
+/// bytes run out or a size does not fit in them (never allocates more than they can fill).
 template <class... Ts>
 void load_from(std::span<const std::byte> bytes, Ts&... values) {
-    SpanReader sb(bytes);
-    std::istream is(&sb);
-    cereal::BinaryInputArchive ar(is);
+    BoundedInputArchive ar(bytes);
     ar(values...);
 }
 
@@ -84,11 +190,9 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
             return 8 + static_cast<std::size_t>(n) * sizeof(E);
         }
     }
-    SpanReader sb(bytes);
-    std::istream is(&sb);
-    cereal::BinaryInputArchive ar(is);
+    BoundedInputArchive ar(bytes);
     ar(value);
-    return bytes.size() - sb.remaining();
+    return bytes.size() - ar.remaining();
 }
 
 /// Like load_from, taking the fast path of load_one for vectors of numbers.

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "e2e/local/functions.hpp"
+#include "e2e/local/wire.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
 
@@ -159,17 +160,11 @@ TEST_CASE("a worker fed garbage closes the connection and exits, without a crash
     REQUIRE(::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, envp.data()) == 0);
     posix_spawn_file_actions_destroy(&fa);
     ::close(sv[1]);
-    // Read its hello, answer with a proper hello, then send garbage.
+    // Authenticate, read its hello, answer with a proper hello, then send garbage.
     sky::detail::FdTransport t(sv[0], "test worker");
-    sky::detail::FrameReader r(t);
-    sky::detail::Frame f;
-    REQUIRE(r.next(f));
-    CHECK(f.header.type == sky::detail::MsgType::hello);
-    sky::detail::ClientHello ch;
-    ch.token = "t0k";
-    sky::detail::Buffer p, frame;
-    sky::detail::save_to(p, ch);
-    sky::detail::append_frame(frame, sky::detail::MsgType::hello, 0, p.span());
+    std::unique_ptr<sky::detail::FrameReader> r;
+    e2e::wire::connect_client(t, r, "t0k");
+    sky::detail::Buffer frame;
     const char junk[] = "this is not a frame header at all.......";
     frame.append(junk, sizeof junk);
     std::span<const std::byte> one[] = {frame.span()};
@@ -251,18 +246,12 @@ TEST_CASE("a worker can listen on loopback TCP (as remote workers do) and serve 
     REQUIRE(port > 0);
     int fd = sky::detail::connect_tcp("127.0.0.1", port, std::chrono::seconds(5));
     sky::detail::FdTransport t(fd, "tcp worker");
-    sky::detail::FrameReader r(t);
-    sky::detail::Frame f;
-    REQUIRE(r.next(f));
-    sky::detail::WorkerHello wh;
-    sky::detail::load_from(f.payload, wh);
-    CHECK(wh.token == "tok");
+    std::unique_ptr<sky::detail::FrameReader> rp;
+    sky::detail::WorkerHello wh = e2e::wire::connect_client(t, rp, "tok");
     CHECK(wh.build_id == sky::detail::self_build_id());
-    sky::detail::ClientHello ch;
-    ch.token = "tok";
-    sky::detail::Buffer p, frame;
-    sky::detail::save_to(p, ch);
-    sky::detail::append_frame(frame, sky::detail::MsgType::hello, 0, p.span());
+    auto& r = *rp;
+    sky::detail::Frame f;
+    sky::detail::Buffer frame;
     auto call = sky::compute<add>(2, 3);
     sky::detail::Buffer cp;
     sky::detail::append_call_header(cp, call.function_name(), call.desc().signature);

@@ -1,0 +1,296 @@
+#include "runtime/auth.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "sky/errors.hpp"
+
+namespace sky::detail {
+
+void random_bytes(std::span<std::byte> out) {
+    // RAND_bytes takes an int: fill in chunks (callers ask for a few bytes, but be exact).
+    std::size_t done = 0;
+    while (done < out.size()) {
+        const int n = static_cast<int>(std::min<std::size_t>(out.size() - done, INT_MAX / 2));
+        if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data() + done), n) != 1)
+            throw Error(
+                "the system's random number generator failed (OpenSSL RAND_bytes); refusing to "
+                "make a secret from anything weaker");
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+std::string random_hex(std::size_t n) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::vector<std::byte> raw((n + 1) / 2);
+    random_bytes(raw);
+    std::string s(n, '0');
+    for (std::size_t i = 0; i < n; ++i) {
+        auto b = static_cast<unsigned>(raw[i / 2]);
+        s[i] = digits[(i % 2 ? b : b >> 4) & 15];
+    }
+    OPENSSL_cleanse(raw.data(), raw.size());
+    return s;
+}
+
+AuthBlock auth_mac(std::string_view token, char tag, const AuthBlock& a, const AuthBlock& b) {
+    unsigned char msg[1 + 2 * sizeof(AuthBlock)];
+    msg[0] = static_cast<unsigned char>(tag);
+    std::memcpy(msg + 1, a.data(), a.size());
+    std::memcpy(msg + 1 + a.size(), b.data(), b.size());
+    AuthBlock out{};
+    unsigned int len = 0;
+    if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), msg, sizeof msg,
+              reinterpret_cast<unsigned char*>(out.data()), &len) ||
+        len != out.size())
+        throw Error("HMAC-SHA256 failed (OpenSSL)");
+    return out;
+}
+
+bool auth_equal(const AuthBlock& a, const AuthBlock& b) noexcept {
+    return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+namespace {
+
+// One auth frame: the header and `parts` concatenated.
+Buffer auth_frame(std::initializer_list<const AuthBlock*> parts) {
+    Buffer f;
+    f.resize(frame_header_size);
+    encode_header(f.data(), MsgType::auth, 0, parts.size() * sizeof(AuthBlock));
+    for (auto* p : parts) f.append(p->data(), p->size());
+    return f;
+}
+
+[[noreturn]] void auth_failed(const std::string& why) {
+    throw ProtocolError("authentication failed: " + why);
+}
+
+}  // namespace
+
+void client_authenticate(Transport& t, FrameReader& reader, std::string_view token,
+                         std::chrono::milliseconds timeout) {
+    auto read_auth = [&](const char* what, AuthBlock& out) {
+        if (!reader.has_buffered_frame() && !t.wait_readable(timeout))
+            throw Error(
+                fmt::format("no {} from the worker within {} s", what,
+                            std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+        Frame f;
+        bool got = false;
+        try {
+            got = reader.next(f);
+        } catch (const ProtocolError& e) {
+            auth_failed(fmt::format("bad {} from the peer: {}", what, e.what()));
+        }
+        if (!got) throw Error(fmt::format("the worker closed the connection before its {}", what));
+        if (f.header.type != MsgType::auth || f.payload.size() != sizeof(AuthBlock))
+            auth_failed(
+                fmt::format("expected the worker's {} ({} bytes), got a {} frame of {} bytes", what,
+                            sizeof(AuthBlock), msg_type_name(f.header.type), f.payload.size()));
+        std::memcpy(out.data(), f.payload.data(), out.size());
+    };
+    AuthBlock nw{}, nc{}, proof{};
+    read_auth("challenge", nw);
+    random_bytes(nc);
+    const AuthBlock mine = auth_mac(token, 'c', nw, nc);
+    Buffer answer = auth_frame({&nc, &mine});
+    std::span<const std::byte> one[] = {answer.span()};
+    t.write_all(one);
+    read_auth("proof", proof);
+    if (!auth_equal(proof, auth_mac(token, 'w', nc, nw)))
+        auth_failed("the worker's proof does not match this pool's token (not our worker)");
+}
+
+namespace {
+
+// A peer on its way through the handshake: the challenge is sent, its answer is being read.
+struct Pending {
+    int fd = -1;
+    AuthBlock nw{};
+    std::array<std::byte, frame_header_size + auth_max_frame> in{};
+    std::size_t have = 0;
+    std::chrono::steady_clock::time_point until;
+};
+
+bool send_all(int fd, const Buffer& b) {
+    std::size_t off = 0;
+    while (off < b.size()) {
+        ssize_t n = ::send(fd, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        off += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+void set_blocking(int fd, bool blocking) {
+    int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) ::fcntl(fd, F_SETFL, blocking ? (fl & ~O_NONBLOCK) : (fl | O_NONBLOCK));
+}
+
+// Sends a fresh challenge; false when the peer is already gone.
+bool start(Pending& p, std::chrono::milliseconds per_peer) {
+    random_bytes(p.nw);
+    p.until = std::chrono::steady_clock::now() + per_peer;
+    // The challenge is 56 bytes on a fresh socket: it fits in the send buffer, so a blocking
+    // write cannot stall here; the socket is made non-blocking for the reads that follow.
+    set_blocking(p.fd, true);
+    bool ok = send_all(p.fd, auth_frame({&p.nw}));
+    set_blocking(p.fd, false);
+    return ok;
+}
+
+enum class Step { more, done, failed };
+
+// Reads what the peer sent (never more than its answer, so nothing after it is consumed) and
+// checks it once complete.
+Step advance(Pending& p, std::string_view token, std::string& why) {
+    for (;;) {
+        ssize_t n = ::recv(p.fd, p.in.data() + p.have, p.in.size() - p.have, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Step::more;
+        if (n <= 0) {
+            why = n == 0 ? "it closed the connection" : std::strerror(errno);
+            return Step::failed;
+        }
+        p.have += static_cast<std::size_t>(n);
+        if (p.have >= frame_header_size) {
+            try {
+                FrameHeader h = decode_header(p.in.data(), auth_max_frame);
+                if (h.type != MsgType::auth || h.length != auth_max_frame)
+                    throw ProtocolError(fmt::format("a {} frame of {} bytes instead of the answer",
+                                                    msg_type_name(h.type), h.length));
+            } catch (const std::exception& e) {
+                why = e.what();
+                return Step::failed;
+            }
+        }
+        if (p.have < p.in.size()) continue;
+        AuthBlock nc{}, mac{};
+        std::memcpy(nc.data(), p.in.data() + frame_header_size, nc.size());
+        std::memcpy(mac.data(), p.in.data() + frame_header_size + nc.size(), mac.size());
+        if (!auth_equal(mac, auth_mac(token, 'c', p.nw, nc))) {
+            why = "wrong HMAC (the peer does not hold the pool token)";
+            return Step::failed;
+        }
+        const AuthBlock proof = auth_mac(token, 'w', nc, p.nw);
+        set_blocking(p.fd, true);
+        if (!send_all(p.fd, auth_frame({&proof}))) {
+            why = "it closed the connection before the worker's proof";
+            return Step::failed;
+        }
+        return Step::done;
+    }
+}
+
+}  // namespace
+
+int worker_authenticate(int listen_fd, int fd, std::string_view token,
+                        std::chrono::steady_clock::time_point deadline,
+                        std::chrono::milliseconds per_peer,
+                        const std::function<void(const std::string&)>& note) {
+    using Clock = std::chrono::steady_clock;
+    // Bounded so that a flood of connections costs a fixed amount of memory and descriptors;
+    // the oldest unauthenticated peer makes room for a new one.
+    constexpr std::size_t max_pending = 32;
+    std::vector<Pending> pending;
+    auto drop = [&](std::size_t i, const std::string& why) {
+        note(fmt::format("dropped a connection that failed authentication: {}", why));
+        ::close(pending[i].fd);
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    };
+    auto close_all = [&] {
+        for (auto& p : pending) ::close(p.fd);
+        pending.clear();
+    };
+    if (listen_fd < 0) {
+        pending.push_back({});
+        pending.back().fd = fd;
+        if (!start(pending.back(), per_peer)) {
+            note("the client closed the connection before the challenge");
+            close_all();
+            return -1;
+        }
+    } else {
+        set_blocking(listen_fd, false);
+    }
+    for (;;) {
+        auto now = Clock::now();
+        if (now >= deadline) {
+            close_all();
+            return -1;
+        }
+        for (std::size_t i = 0; i < pending.size();)
+            if (now >= pending[i].until)
+                drop(i, "it did not answer the challenge in time");
+            else
+                ++i;
+        if (listen_fd < 0 && pending.empty()) return -1;
+        auto wake = deadline;
+        for (auto& p : pending) wake = std::min(wake, p.until);
+        std::vector<pollfd> fds;
+        if (listen_fd >= 0) fds.push_back({listen_fd, POLLIN, 0});
+        for (auto& p : pending) fds.push_back({p.fd, POLLIN, 0});
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+        int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(ms, 60000)));
+        if (r < 0 && errno != EINTR) {
+            note(fmt::format("poll failed: {}", std::strerror(errno)));
+            close_all();
+            return -1;
+        }
+        if (r <= 0) continue;
+        std::size_t first = 0;
+        if (listen_fd >= 0) {
+            first = 1;
+            if (fds[0].revents & POLLIN) {
+                int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+                if (c >= 0) {
+                    if (pending.size() >= max_pending) drop(0, "too many connections at once");
+                    Pending p;
+                    p.fd = c;
+                    if (start(p, per_peer)) {
+                        pending.push_back(p);
+                    } else {
+                        note("dropped a connection that closed before the challenge");
+                        ::close(c);
+                    }
+                }
+            }
+        }
+        // Newly accepted peers are not in `fds`: they are looked at on the next round.
+        for (std::size_t k = first; k < fds.size(); ++k) {
+            if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            std::size_t i = 0;
+            while (i < pending.size() && pending[i].fd != fds[k].fd) ++i;
+            if (i == pending.size()) continue;  // dropped in this round
+            std::string why;
+            switch (advance(pending[i], token, why)) {
+                case Step::more:
+                    break;
+                case Step::failed:
+                    drop(i, why);
+                    break;
+                case Step::done: {
+                    int ok = pending[i].fd;
+                    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+                    close_all();
+                    return ok;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace sky::detail

@@ -1,0 +1,66 @@
+#pragma once
+// Mutual challenge-response authentication of a connection between a client and a worker, and
+// the randomness behind it and every other secret (tokens, pool ids).
+//
+// The pool token never travels. On a new connection:
+//   worker -> client  auth frame: Nw                                   (32 bytes)
+//   client -> worker  auth frame: Nc || HMAC-SHA256(token, "c"||Nw||Nc) (64 bytes)
+//   worker -> client  auth frame: HMAC-SHA256(token, "w"||Nc||Nw)      (32 bytes)
+// and only then the hellos. Every auth frame has a fixed size, so nothing of variable size is
+// decoded from a peer before it has proven that it holds the token.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "runtime/protocol.hpp"
+#include "runtime/transport.hpp"
+
+namespace sky::detail {
+
+inline constexpr std::size_t auth_nonce_size = 32;
+inline constexpr std::size_t auth_mac_size = 32;
+/// The largest auth frame (the client's answer); readers use it as their frame limit until the
+/// peer is authenticated.
+inline constexpr std::uint64_t auth_max_frame = auth_nonce_size + auth_mac_size;
+
+using AuthBlock = std::array<std::byte, 32>;
+
+/// Fills `out` from OpenSSL's RAND_bytes (the kernel's generator behind a DRBG). Throws
+/// sky::Error when it fails: a secret must never come from a weaker source.
+void random_bytes(std::span<std::byte> out);
+
+/// Random lowercase hex of n characters (RAND_bytes).
+std::string random_hex(std::size_t n);
+
+/// HMAC-SHA256(token, tag || a || b).
+AuthBlock auth_mac(std::string_view token, char tag, const AuthBlock& a, const AuthBlock& b);
+
+/// Constant-time equality (CRYPTO_memcmp): the time a check takes tells nothing about the MAC.
+bool auth_equal(const AuthBlock& a, const AuthBlock& b) noexcept;
+
+/// The client's side on a fresh connection: reads the worker's challenge through `reader`
+/// (whose frame limit must be auth_max_frame), answers it, and checks the worker's proof.
+/// On return the worker is authenticated and `reader` may hold the frames that followed the
+/// proof (the worker's hello). Throws ProtocolError ("authentication failed: ...") when the peer
+/// does not prove it holds `token`, sky::Error when the transport fails or `timeout` passes
+/// while waiting for the worker.
+void client_authenticate(Transport& t, FrameReader& reader, std::string_view token,
+                         std::chrono::milliseconds timeout);
+
+/// The worker's side. Authenticates connections until one proves it holds `token`:
+/// - `listen_fd` >= 0: accepts on it (several unauthenticated peers at once, each dropped after
+///   `per_peer` or at its first wrong byte), so a squatter that connects first cannot keep the
+///   client out;
+/// - else the one connected descriptor `fd` (a socketpair from a Local client).
+/// Returns the authenticated descriptor (blocking, the worker's proof already sent), or -1 when
+/// `deadline` passed or the single peer failed. Each dropped peer is reported through `note`.
+int worker_authenticate(int listen_fd, int fd, std::string_view token,
+                        std::chrono::steady_clock::time_point deadline,
+                        std::chrono::milliseconds per_peer,
+                        const std::function<void(const std::string&)>& note);
+
+}  // namespace sky::detail

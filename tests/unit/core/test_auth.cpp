@@ -1,0 +1,371 @@
+// The handshake (mutual challenge-response over a socketpair, both sides the real code), the
+// randomness behind secrets, and bounded decoding of everything a peer sends.
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "metrics/metrics.hpp"
+#include "runtime/auth.hpp"
+#include "runtime/fd_transport.hpp"
+#include "runtime/protocol.hpp"
+#include "sky/detail/call.hpp"
+#include "sky/detail/serialize.hpp"
+#include "sky/errors.hpp"
+
+using namespace sky::detail;
+using namespace std::chrono_literals;
+
+namespace {
+
+long max_rss_kib() {
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+// A transport that keeps a copy of every byte that crosses it, both ways.
+class Tap final : public Transport {
+public:
+    explicit Tap(Transport& t) : t_(t) {}
+    std::size_t read_some(std::span<std::byte> buf) override {
+        std::size_t n = t_.read_some(buf);
+        seen.append(reinterpret_cast<const char*>(buf.data()), n);
+        return n;
+    }
+    void write_all(std::span<const std::span<const std::byte>> bufs) override {
+        for (auto& b : bufs) seen.append(reinterpret_cast<const char*>(b.data()), b.size());
+        t_.write_all(bufs);
+    }
+    void shutdown() noexcept override { t_.shutdown(); }
+    bool wait_readable(std::chrono::milliseconds timeout) override {
+        return t_.wait_readable(timeout);
+    }
+    [[nodiscard]] std::string describe() const override { return "tap"; }
+    std::string seen;
+
+private:
+    Transport& t_;
+};
+
+struct Handshake {
+    int worker_fd = -1;  // what worker_authenticate returned
+    std::string client_error;
+    bool client_protocol_error = false;
+    std::string wire;  // every byte, both directions, as the client saw them
+    std::vector<std::string> notes;
+};
+
+// The real worker side in a thread, the real client side here, over a socketpair.
+Handshake run_handshake(const std::string& worker_token, const std::string& client_token) {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    Handshake o;
+    std::thread w([&] {
+        o.worker_fd =
+            worker_authenticate(-1, sv[1], worker_token, std::chrono::steady_clock::now() + 10s,
+                                10s, [&](const std::string& m) { o.notes.push_back(m); });
+    });
+    {
+        FdTransport ft(sv[0], "client end");
+        Tap tap(ft);
+        FrameReader r(tap, auth_max_frame);
+        try {
+            client_authenticate(tap, r, client_token, 10s);
+        } catch (const sky::ProtocolError& e) {
+            o.client_error = e.what();
+            o.client_protocol_error = true;
+        } catch (const std::exception& e) {
+            o.client_error = e.what();
+        }
+        // The worker decides only once the client answered; unblock it if the client gave up.
+        ft.shutdown();
+        w.join();
+        o.wire = tap.seen;
+    }
+    if (o.worker_fd >= 0) ::close(o.worker_fd);
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("random ids come from RAND_bytes: distinct, hex, of the length asked", "[auth]") {
+    std::set<std::string> seen;
+    for (int i = 0; i < 2000; ++i) {
+        std::string s = random_hex(32);
+        REQUIRE(s.size() == 32);
+        CHECK(s.find_first_not_of("0123456789abcdef") == std::string::npos);
+        seen.insert(s);
+    }
+    CHECK(seen.size() == 2000);
+    CHECK(random_hex(7).size() == 7);
+    CHECK(random_hex(0).empty());
+    // Every hex digit shows up in each position's mix: not a constant or a short cycle.
+    std::set<char> digits;
+    for (auto& s : seen) digits.insert(s[0]);
+    CHECK(digits.size() == 16);
+    AuthBlock a{}, b{};
+    random_bytes(a);
+    random_bytes(b);
+    CHECK_FALSE(auth_equal(a, b));
+}
+
+TEST_CASE("the MAC binds the token, the direction and both nonces", "[auth]") {
+    AuthBlock nw{}, nc{};
+    random_bytes(nw);
+    random_bytes(nc);
+    const AuthBlock m = auth_mac("token", 'c', nw, nc);
+    CHECK(auth_equal(m, auth_mac("token", 'c', nw, nc)));
+    CHECK_FALSE(auth_equal(m, auth_mac("tokem", 'c', nw, nc)));
+    CHECK_FALSE(auth_equal(m, auth_mac("token", 'w', nw, nc)));
+    CHECK_FALSE(auth_equal(m, auth_mac("token", 'c', nc, nw)));
+}
+
+TEST_CASE("client and worker authenticate each other; the token never crosses the wire", "[auth]") {
+    const std::string token = random_hex(32);
+    Handshake o = run_handshake(token, token);
+    CHECK(o.client_error.empty());
+    CHECK(o.worker_fd >= 0);
+    CHECK(o.notes.empty());
+    // Challenge (24 + 32), answer (24 + 64), proof (24 + 32).
+    CHECK(o.wire.size() == 56 + 88 + 56);
+    CHECK(o.wire.find(token) == std::string::npos);
+    CHECK(o.wire.find(token.substr(0, 8)) == std::string::npos);
+}
+
+TEST_CASE("a client without the token is refused by the worker", "[auth]") {
+    Handshake o = run_handshake(random_hex(32), random_hex(32));
+    CHECK(o.worker_fd < 0);
+    REQUIRE(o.notes.size() == 1);
+    CHECK_THAT(o.notes[0], Catch::Contains("wrong HMAC"));
+    // The worker sent no proof: the client sees the connection end, never a proof to check.
+    CHECK_FALSE(o.client_error.empty());
+    CHECK(o.wire.size() == 56 + 88);
+}
+
+TEST_CASE("a worker that cannot prove it holds the token is refused by the client", "[auth]") {
+    // A forged worker: it sends a challenge and then a proof made up without the token.
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    std::thread fake([fd = sv[1]] {
+        FdTransport t(fd, "fake worker");
+        AuthBlock nw{}, forged{};
+        random_bytes(nw);
+        random_bytes(forged);
+        Buffer out;
+        append_frame(out, MsgType::auth, 0, nw);
+        std::span<const std::byte> one[] = {out.span()};
+        t.write_all(one);
+        FrameReader r(t, auth_max_frame);
+        Frame f;
+        if (!r.next(f)) return;
+        Buffer proof;
+        append_frame(proof, MsgType::auth, 0, forged);
+        std::span<const std::byte> two[] = {proof.span()};
+        t.write_all(two);
+    });
+    FdTransport t(sv[0], "client end");
+    FrameReader r(t, auth_max_frame);
+    try {
+        client_authenticate(t, r, "the real token", 10s);
+        FAIL("the client accepted a forged proof");
+    } catch (const sky::ProtocolError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("authentication failed"));
+    }
+    fake.join();
+}
+
+TEST_CASE("a worker that sends anything but a challenge first is refused, unread", "[auth]") {
+    for (int kind = 0; kind < 3; ++kind) {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        Buffer out;
+        if (kind == 0) {
+            // A hello (what an old worker, or an impostor replaying one, sends first).
+            WorkerHello wh;
+            Buffer p;
+            save_to(p, wh);
+            append_frame(out, MsgType::hello, 0, p.span());
+        } else if (kind == 1) {
+            // A header that claims a 3 GiB frame.
+            out.resize(frame_header_size);
+            encode_header(out.data(), MsgType::auth, 0, 3ull << 30);
+        } else {
+            const char junk[] = "not a frame header, not at all";
+            out.append(junk, sizeof junk);
+        }
+        REQUIRE(::write(sv[1], out.data(), out.size()) == static_cast<ssize_t>(out.size()));
+        FdTransport t(sv[0], "client end");
+        FrameReader r(t, auth_max_frame);
+        CHECK_THROWS_AS(client_authenticate(t, r, "tok", 5s), sky::ProtocolError);
+        ::close(sv[1]);
+    }
+    CHECK(max_rss_kib() < 300 * 1024);
+}
+
+TEST_CASE("the worker drops garbage, truncated and oversized answers without a crash", "[auth]") {
+    auto try_answer = [](const Buffer& answer, bool close_after) {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        std::vector<std::string> notes;
+        int got = -2;
+        std::thread w([&] {
+            got = worker_authenticate(-1, sv[1], "tok", std::chrono::steady_clock::now() + 5s, 2s,
+                                      [&](const std::string& m) { notes.push_back(m); });
+        });
+        char challenge[56];
+        REQUIRE(::recv(sv[0], challenge, sizeof challenge, MSG_WAITALL) == 56);
+        if (answer.size()) (void)!::write(sv[0], answer.data(), answer.size());
+        if (close_after) ::shutdown(sv[0], SHUT_WR);
+        w.join();
+        ::close(sv[0]);
+        CHECK(got == -1);
+        CHECK(notes.size() == 1);
+    };
+    Buffer junk;
+    junk.append("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+    try_answer(junk, true);
+    Buffer huge;
+    huge.resize(frame_header_size);
+    encode_header(huge.data(), MsgType::auth, 0, 3ull << 30);
+    try_answer(huge, false);
+    Buffer hello;  // a hello where the answer belongs
+    hello.resize(frame_header_size);
+    encode_header(hello.data(), MsgType::hello, 0, 64);
+    try_answer(hello, false);
+    Buffer cut;  // a right header, then half the answer, then the end
+    cut.resize(frame_header_size + 20);
+    encode_header(cut.data(), MsgType::auth, 0, 64);
+    try_answer(cut, true);
+    try_answer(Buffer{}, false);  // silence: dropped after its time
+    CHECK(max_rss_kib() < 300 * 1024);
+}
+
+TEST_CASE("bounded decoding refuses sizes larger than the bytes left, before allocating",
+          "[serialize][auth]") {
+    auto claim = [](std::uint64_t n) {
+        Buffer b;
+        b.append(&n, 8);
+        b.append("abcdefgh", 8);
+        return b;
+    };
+    const Buffer big = claim(3ull << 30);
+    std::string s;
+    CHECK_THROWS_AS(load_from(big.span(), s), cereal::Exception);
+    std::vector<std::string> vs;
+    CHECK_THROWS_AS(load_from(big.span(), vs), cereal::Exception);
+    std::vector<double> vd;
+    CHECK_THROWS_AS(load_from(big.span(), vd), cereal::Exception);
+    CHECK_THROWS_AS(load_each(big.span(), vd), cereal::Exception);
+    std::map<std::string, int> m;
+    CHECK_THROWS_AS(load_from(big.span(), m), cereal::Exception);
+    std::vector<std::array<double, 4096>> va;  // 32 KiB elements: memory follows the bytes
+    CHECK_THROWS_AS(load_from(claim(16).span(), va), cereal::Exception);
+    // A count that fits in the bytes but whose elements do not: 8 elements of 8 bytes in 8.
+    std::vector<std::uint64_t> vu;
+    CHECK_THROWS_AS(load_from(claim(8).span(), vu), cereal::Exception);
+    // The messages of the protocol, and results decoded for the caller.
+    Buffer hello;
+    std::uint32_t proto = protocol_version;
+    hello.append(&proto, 4);
+    std::uint64_t n = 3ull << 30;
+    hello.append(&n, 8);
+    hello.append("abcd", 4);
+    WorkerHello wh;
+    CHECK_THROWS_AS(load_from(hello.span(), wh), cereal::Exception);
+    ClientHello ch;
+    CHECK_THROWS_AS(load_from(hello.span(), ch), cereal::Exception);
+    ErrorMsg em;
+    CHECK_THROWS_AS(load_from(hello.span(), em), cereal::Exception);
+    sky::detail::Outcome o;
+    o.result.append(big.data(), big.size());
+    CHECK_THROWS_AS(take<std::string>(o), sky::ProtocolError);
+    CHECK_THROWS_AS(take<std::vector<std::string>>(o), sky::ProtocolError);
+    CHECK(max_rss_kib() < 300 * 1024);
+}
+
+TEST_CASE("every truncation and random bytes in protocol messages decode or throw, no crash",
+          "[serialize][auth]") {
+    WorkerHello wh;
+    wh.build_id = "abc";
+    wh.hostname = "host";
+    wh.functions = {{"f", 1}, {"g", 2}};
+    ClientHello ch;
+    ch.pool_id = "pool";
+    ch.accelerators = {"H100", "H100"};
+    ErrorMsg em{ErrorMsg::exception, "std::runtime_error", "boom", {"a", "b"}};
+    MetricsSample ms;
+    ms.gpu_utilization = 50.0;
+    Buffer bw, bc, be, bm;
+    save_to(bw, wh);
+    save_to(bc, ch);
+    save_to(be, em);
+    save_to(bm, ms);
+    auto all_cuts = [](const Buffer& b, auto value) {
+        for (std::size_t k = 0; k < b.size(); ++k) {
+            auto v = value;
+            CHECK_THROWS_AS(load_from(b.span().subspan(0, k), v), cereal::Exception);
+        }
+        auto v = value;
+        CHECK_NOTHROW(load_from(b.span(), v));
+    };
+    all_cuts(bw, WorkerHello{});
+    all_cuts(bc, ClientHello{});
+    all_cuts(be, ErrorMsg{});
+    all_cuts(bm, MetricsSample{});
+    std::mt19937 rng(42);
+    for (int round = 0; round < 2000; ++round) {
+        Buffer junk;
+        std::size_t len = rng() % 200;
+        for (std::size_t i = 0; i < len; ++i) junk.push_back(static_cast<std::byte>(rng()));
+        WorkerHello a;
+        ClientHello b;
+        ErrorMsg c;
+        MetricsSample d;
+        try {
+            load_from(junk.span(), a);
+        } catch (const cereal::Exception&) {
+        }
+        try {
+            load_from(junk.span(), b);
+        } catch (const cereal::Exception&) {
+        }
+        try {
+            load_from(junk.span(), c);
+        } catch (const cereal::Exception&) {
+        }
+        try {
+            load_from(junk.span(), d);
+        } catch (const cereal::Exception&) {
+        }
+    }
+    CHECK(max_rss_kib() < 300 * 1024);
+}
+
+TEST_CASE("the bounded archive reads what cereal's binary archive writes", "[serialize][auth]") {
+    Buffer b;
+    std::vector<bool> vb{true, false, true};
+    std::vector<std::array<int, 3>> va{{1, 2, 3}, {4, 5, 6}};
+    std::vector<std::vector<std::string>> vvs{{"a", "b"}, {}, {"c"}};
+    std::unique_ptr<int> up = std::make_unique<int>(7);
+    std::deque<int> dq{1, 2, 3};
+    save_to(b, vb, va, vvs, up, dq);
+    std::vector<bool> vb2;
+    std::vector<std::array<int, 3>> va2;
+    std::vector<std::vector<std::string>> vvs2;
+    std::unique_ptr<int> up2;
+    std::deque<int> dq2;
+    load_from(b.span(), vb2, va2, vvs2, up2, dq2);
+    CHECK(vb2 == vb);
+    CHECK(va2 == va);
+    CHECK(vvs2 == vvs);
+    REQUIRE(up2);
+    CHECK(*up2 == 7);
+    CHECK(dq2 == dq);
+    STATIC_REQUIRE(sky::serializable<std::vector<bool>>);
+}
