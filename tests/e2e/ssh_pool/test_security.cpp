@@ -1,0 +1,102 @@
+// sky::SSH against an unprivileged user on the nodes (review C1, H2): a process running as
+// nobody on each test host races to connect to every new listening socket and reads every
+// process's command line while a pool runs. It must reach no worker, get no byte from any
+// socket of the pool, and see no secret; the client must get only true results.
+#include <openssl/rand.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+
+#include "hosts/test_hosts.hpp"
+#include "sky/sky.hpp"
+
+using sky::test::TestHosts;
+
+namespace ssh_security {
+long sum_to(int n) {
+    long s = 0;
+    for (int i = 1; i <= n; ++i) s += i;
+    return s;
+}
+std::string secret_seen() {
+    const char* v = std::getenv("SKY_TEST_SECRET");
+    return v ? v : "";
+}
+}  // namespace ssh_security
+
+namespace {
+
+std::string random_secret() {
+    unsigned char b[16];
+    REQUIRE(RAND_bytes(b, sizeof b) == 1);
+    std::string s = "sky-secret-";
+    for (auto c : b) s += "0123456789abcdef"[c & 15];
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads no secret",
+          "[ssh_pool][security]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    const std::string secret = random_secret();
+    for (int i = 0; i < hosts.size(); ++i) {
+        std::filesystem::copy_file(SKY_ATTACKER_SCRIPT, hosts.host_path(i, "/tmp/attacker.py"));
+        std::ofstream(hosts.host_path(i, "/tmp/attacker-secret")) << secret << "\n";
+        std::filesystem::permissions(hosts.host_path(i, "/tmp/attacker-secret"),
+                                     std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::others_read);
+    }
+    std::vector<std::future<sky::test::CommandResult>> attackers;
+    for (int i = 0; i < hosts.size(); ++i)
+        attackers.push_back(std::async(std::launch::async, [&hosts, i] {
+            return sky::test::run_command(
+                {"ssh", "-i", hosts.client_key_path().string(), "-o",
+                 "UserKnownHostsFile=" + hosts.known_hosts_file().string(), "-o", "BatchMode=yes",
+                 "-o", "IdentitiesOnly=yes", "root@" + hosts.address(i),
+                 "setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "
+                 "/tmp/attacker.py 12 /tmp/attacker-secret"},
+                std::chrono::seconds(40));
+        }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the attackers are watching
+
+    sky::SSH ssh;
+    for (int i = 0; i < hosts.size(); ++i) ssh.hosts.push_back(hosts.address(i));
+    ssh.port = hosts.port(0);
+    ssh.identity_file = hosts.client_key_path().string();
+    ssh.known_hosts = hosts.known_hosts_file().string();
+    for (int pools = 0; pools < 2; ++pools) {  // two pools: more worker sockets to race for
+        sky::ComputePool pool{{.provider = ssh,
+                               .nodes = 2,
+                               .env = {{"SKY_TEST_SECRET", secret}},
+                               .display = sky::Display::quiet}};
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        int rounds = 0;
+        while (std::chrono::steady_clock::now() < deadline && rounds < 1000) {
+            for (long v : sky::compute<ssh_security::sum_to>(100) | pool) CHECK(v == 5050);
+            ++rounds;
+        }
+        for (auto& s : sky::compute<ssh_security::secret_seen>() | pool) CHECK(s == secret);
+    }
+    bool saw_worker = false;
+    for (auto& a : attackers) {
+        auto r = a.get();
+        INFO(r.output);
+        REQUIRE(r.output.find("attacker uid=65534") != std::string::npos);
+        REQUIRE(r.output.find("attacker done") != std::string::npos);
+        if (r.output.find("worker.sock") != std::string::npos) saw_worker = true;
+        CHECK(r.output.find("connected unix:") == std::string::npos);
+        CHECK(r.output.find("secret-in-ps") == std::string::npos);
+        // A TCP listener of the pool (the file server that feeds peers) may accept it, but
+        // sends nothing without the transfer token.
+        std::istringstream is(r.output);
+        for (std::string l; std::getline(is, l);)
+            if (l.rfind("connected tcp:", 0) == 0) CHECK(l.find("bytes=0") != std::string::npos);
+    }
+    // The race was run: an attacker saw a worker's socket appear, and the file system refused it.
+    CHECK(saw_worker);
+}
