@@ -179,7 +179,11 @@ std::vector<LoadedObject> loaded_objects() {
             // The program itself comes first with an empty name; the vDSO has no file.
             if (!info->dlpi_name || !*info->dlpi_name) return 0;
             std::filesystem::path p(info->dlpi_name);
-            v.push_back({p.filename().string(), p});
+            // The vDSO is listed by name ("linux-vdso.so.1") with no file behind it; a library
+            // found through a relative LD_LIBRARY_PATH entry has a relative name.
+            std::error_code ec;
+            if (!std::filesystem::is_regular_file(p, ec)) return 0;
+            v.push_back({p.filename().string(), std::filesystem::absolute(p, ec)});
             return 0;
         },
         &out);
