@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hosts/test_hosts.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
 
@@ -121,11 +122,13 @@ struct OpenSshPath {
         }
         if (fd < 0) throw std::runtime_error("ssh -L did not come up");
         t = std::make_unique<d::FdTransport>(fd, "ssh -L");
-        r = std::make_unique<d::FrameReader>(*t);
+        // The same handshake the pool does: challenge-response, then the hellos.
+        r = std::make_unique<d::FrameReader>(*t, d::auth_max_frame);
+        d::client_authenticate(*t, *r, "bench", std::chrono::seconds(30));
+        r = std::make_unique<d::FrameReader>(std::move(*r), 1u << 30);
         d::Frame f;
         if (!r->next(f)) throw std::runtime_error("no hello through ssh -L");
         d::ClientHello ch;
-        ch.token = "bench";
         d::Buffer p, frame;
         d::save_to(p, ch);
         d::append_frame(frame, d::MsgType::hello, 0, p.span());

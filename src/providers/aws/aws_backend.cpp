@@ -258,6 +258,10 @@ public:
             where.power_off_on_expiry = true;  // shutdown terminates (InstanceInitiatedShutdown)
             if (n->spot) where.preemption_probe = preemption_probe();
             where.connect_attempts = 10;
+            // The pool's nodes share one shipment: each file leaves the client once, the others
+            // copy it from a node that has it over the VPC's private addresses.
+            where.shipment = shipment();
+            where.peer_address = n->private_ip.empty() ? n->public_ip : n->private_ip;
             // A fresh instance may still present its image's host key until user-data has run:
             // a mismatch then is retried for a while, never accepted.
             auto until = Clock::now() + boot_wait_;
@@ -1186,6 +1190,12 @@ private:
     std::string gpu_ami_, cpu_ami_;
 
     mutable std::mutex m_;
+    std::shared_ptr<ship::PoolShipment> shipment_;
+    std::shared_ptr<ship::PoolShipment> shipment() {
+        std::lock_guard lk(m_);
+        if (!shipment_) shipment_ = std::make_shared<ship::PoolShipment>(ship::this_program());
+        return shipment_;
+    }
     std::vector<AwsNode> nodes_;
     std::vector<std::string> launched_;  // every id RunInstances returned, until terminated
     std::set<std::string> terminated_;   // confirmed terminated
