@@ -154,7 +154,8 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
         s += "  local dir; dir=$(dirname \"$1\")\n";
         s += "  (umask 022; $SUDO mkdir -p \"$dir\")\n";
         s += "  if [ -n \"$(find \"$dir\" -maxdepth 0 -perm -0002 ! -perm -1000)\" ]; then\n";
-        s += "    echo \"sky: refusing to write $1: $dir is writable by every user\" >&2; return 1\n";
+        s += "    echo \"sky: refusing to write $1: $dir is writable by every user\" >&2; return "
+             "1\n";
         s += "  fi\n";
         s += "  local tmp; tmp=$($SUDO mktemp \"$dir/.sky-file.XXXXXX\")\n";
         s += "  if ! base64 -d <<< \"$3\" | $SUDO tee \"$tmp\" > /dev/null ||\n";

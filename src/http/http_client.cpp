@@ -406,8 +406,8 @@ HttpResponse http_send(HttpRequest request, const HttpOptions& options) {
                 "HttpOptions::max_body_bytes), transfer aborted",
                 current.method, shown_url, options.max_body_bytes, options.max_body_bytes >> 20);
             spdlog::debug("http: {}", what);
-            throw HttpError(HttpError::Kind::body_too_large, result.response.status,
-                            "BodyTooLarge", "", attempt, "", what);
+            throw HttpError(HttpError::Kind::body_too_large, result.response.status, "BodyTooLarge",
+                            "", attempt, "", what);
         }
 
         // Sleeps before the next attempt; false when the budget does not allow one.

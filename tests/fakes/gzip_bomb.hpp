@@ -1,7 +1,7 @@
 #pragma once
 /// \file A gzip bomb for tests: a small, valid gzip stream that decodes to a huge run of zero
-/// bytes (about 160:1: 13 bits per 258 bytes). Written by hand (fixed-Huffman deflate: one literal, then
-/// length-258/distance-1 copies) so the tests need no zlib of their own.
+/// bytes (about 160:1: 13 bits per 258 bytes). Written by hand (fixed-Huffman deflate: one literal,
+/// then length-258/distance-1 copies) so the tests need no zlib of their own.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -65,9 +65,9 @@ inline std::string gzip_bomb(std::size_t min_decoded) {
     std::string out = {'\x1f', '\x8b', '\x08', '\0', '\0', '\0', '\0', '\0', '\0', '\x03'};
     out.reserve(out.size() + copies * 13 / 8 + 32);
     BitWriter w(out);
-    w.bits(1, 1);        // BFINAL
-    w.bits(1, 2);        // BTYPE 01: fixed Huffman codes
-    w.code(0x30, 8);     // literal 0
+    w.bits(1, 1);     // BFINAL
+    w.bits(1, 2);     // BTYPE 01: fixed Huffman codes
+    w.code(0x30, 8);  // literal 0
     for (std::size_t i = 0; i < copies; ++i) {
         w.code(0xC5, 8);  // length symbol 285: 258 bytes, no extra bits
         w.code(0, 5);     // distance code 0: distance 1

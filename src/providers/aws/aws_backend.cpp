@@ -137,7 +137,7 @@ struct AwsNode {
     Offer offer;
     bool spot = false;
     std::string public_ip, private_ip;
-    std::string host_public_key;  // the pinned host key, "ssh-ed25519 AAAA..."
+    std::string host_public_key;    // the pinned host key, "ssh-ed25519 AAAA..."
     bool host_key_rotated = false;  // the user-data key was replaced (or that was tried)
     std::unique_ptr<RemoteNode> remote;
     bool gone = false;  // EC2 says the instance ended (preempted or terminated)
@@ -408,7 +408,8 @@ private:
             if (ok && text.find('/') != std::string::npos) {
                 const std::string len = text.substr(text.find('/') + 1);
                 ok = !len.empty() && len.size() <= 3 &&
-                     std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; });
+                     std::all_of(len.begin(), len.end(),
+                                 [](char c) { return c >= '0' && c <= '9'; });
                 if (ok) {
                     const int n = std::stoi(len);
                     ok = n >= 0 && n <= bits;
@@ -768,7 +769,8 @@ private:
             "  [ \"$(sed -n 's/^Name:[[:space:]]*//p' /proc/$p/status)\" = sshd ] && listener=$p\n"
             "  p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status)\n"
             "done\n"
-            "[ -n \"$listener\" ] || {{ echo 'no sshd among the session ancestors' >&2; exit 3; }}\n"
+            "[ -n \"$listener\" ] || {{ echo 'no sshd among the session ancestors' >&2; exit 3; "
+            "}}\n"
             "cfg=/etc/ssh/sshd_config\n"
             "set -- $(tr '\\0' ' ' < /proc/$listener/cmdline)\n"
             "while [ $# -gt 1 ]; do [ \"$1\" = -f ] && cfg=$2; shift; done\n"
@@ -776,7 +778,8 @@ private:
             "for k in $(sshd -T -f \"$cfg\" 2>/dev/null | awk '$1==\"hostkey\"{{print $2}}') "
             "/etc/ssh/ssh_host_ed25519_key; do\n"
             "  [ -f \"$k\" ] || continue\n"
-            "  if [ \"$(ssh-keygen -y -f \"$k\" 2>/dev/null | awk '{{print $2}}')\" = \"$old_blob\" ]; "
+            "  if [ \"$(ssh-keygen -y -f \"$k\" 2>/dev/null | awk '{{print $2}}')\" = "
+            "\"$old_blob\" ]; "
             "then key=$k; break; fi\n"
             "done\n"
             "[ -n \"$key\" ] || {{ echo 'sshd loads no file with the pinned key' >&2; exit 4; }}\n"
@@ -787,7 +790,8 @@ private:
             "mv -f \"$tmp/key.pub\" \"$key.pub\"\n"
             "mv -f \"$tmp/key\" \"$key\"\n"
             "rmdir \"$tmp\"\n"
-            "# cloud-init's copies of the user-data: the key in them is dead now; drop them anyway.\n"
+            "# cloud-init's copies of the user-data: the key in them is dead now; drop them "
+            "anyway.\n"
             "rm -f /var/lib/cloud/instance/user-data.txt /var/lib/cloud/instance/user-data.txt.i "
             "/var/lib/cloud/instance/scripts/part-001 2>/dev/null || true\n"
             "cat \"$key.pub\"\n"

@@ -90,14 +90,15 @@ void check_endpoint(const std::string& url, const std::string& source) {
     const std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
     if (iequals(scheme, "https")) return;
     if (!iequals(scheme, "http")) {
-        throw sky::ConfigError(fmt::format(
-            "AWS: {} is \"{}\": expected an http:// or https:// URL", source, shown));
+        throw sky::ConfigError(
+            fmt::format("AWS: {} is \"{}\": expected an http:// or https:// URL", source, shown));
     }
     if (is_loopback_host(host_of_url(url))) return;
     if (env("SKY_ALLOW_INSECURE_ENDPOINT") == "1") {
-        notice_once(fmt::format("{} is plain http:// to {} (SKY_ALLOW_INSECURE_ENDPOINT=1): the "
-                                "access key id, session token and requests travel unencrypted",
-                                source, shown));
+        notice_once(
+            fmt::format("{} is plain http:// to {} (SKY_ALLOW_INSECURE_ENDPOINT=1): the "
+                        "access key id, session token and requests travel unencrypted",
+                        source, shown));
         return;
     }
     throw sky::ConfigError(fmt::format(
@@ -196,9 +197,10 @@ Ec2Client::Ec2Client(Ec2ClientConfig config) : config_(std::move(config)) {
 
 std::string Ec2Client::endpoint_notice() const {
     if (config_.endpoint.empty()) return {};
-    return fmt::format("AWS requests signed with your credentials go to {} (set by {}), not to "
-                       "AWS's own endpoint",
-                       shown_endpoint(endpoint_), config_.endpoint_source);
+    return fmt::format(
+        "AWS requests signed with your credentials go to {} (set by {}), not to "
+        "AWS's own endpoint",
+        shown_endpoint(endpoint_), config_.endpoint_source);
 }
 
 XmlElement Ec2Client::call(std::string_view action, const QueryParams& params) const {

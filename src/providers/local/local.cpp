@@ -31,9 +31,12 @@ namespace {
 // cloud access. PoolSpec::env and Image::env pass one explicitly when a function does need it.
 bool is_provider_credential(std::string_view name) {
     static constexpr std::string_view prefixes[] = {"AWS_", "VERDA_", "DATACRUNCH_"};
-    static constexpr std::string_view names[] = {
-        "RUNPOD_API_KEY",     "VAST_API_KEY",              "VASTAI_API_KEY",
-        "DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "DO_TOKEN"};
+    static constexpr std::string_view names[] = {"RUNPOD_API_KEY",
+                                                 "VAST_API_KEY",
+                                                 "VASTAI_API_KEY",
+                                                 "DIGITALOCEAN_TOKEN",
+                                                 "DIGITALOCEAN_ACCESS_TOKEN",
+                                                 "DO_TOKEN"};
     for (auto p : prefixes)
         if (name.substr(0, p.size()) == p) return true;
     for (auto n : names)

@@ -15,8 +15,8 @@
 #include "fakes/ec2/fake_ec2.hpp"
 #include "hosts/test_hosts.hpp"
 #include "providers/aws/ec2_client.hpp"
-#include "ssh/session.hpp"
 #include "sky/sky.hpp"
+#include "ssh/session.hpp"
 
 using sky::test::Ec2Fault;
 using sky::test::FakeEc2;
@@ -726,9 +726,10 @@ TEST_CASE("aws pool: a spot reclaim seen on the node by its watchdog is a preemp
     rec.check_no_secrets();
 }
 
-TEST_CASE("aws pool: the user-data host key is replaced on the node; IMDSv2; SSH from "
-          "SKY_CLIENT_CIDR",
-          "[aws_pool]") {
+TEST_CASE(
+    "aws pool: the user-data host key is replaced on the node; IMDSv2; SSH from "
+    "SKY_CLIENT_CIDR",
+    "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
     Env env;
     ::setenv("SKY_CLIENT_CIDR", "198.51.100.7/32", 1);
@@ -829,8 +830,8 @@ TEST_CASE("aws: a gzip bomb from the endpoint is a clear error with bounded memo
     FakeEc2 fake = make_fake(nullptr);
     const std::size_t decoded = std::size_t{1} << 30;  // 1 GiB of zeros, ~6.5 MiB on the wire
     // The EC2 client itself: a typed error naming the limit, not retried.
-    fake.inject_fault(
-        Ec2Fault{.action = "DescribeInstances", .status = 200, .count = 1, .gzip_bomb_bytes = decoded});
+    fake.inject_fault(Ec2Fault{
+        .action = "DescribeInstances", .status = 200, .count = 1, .gzip_bomb_bytes = decoded});
     try {
         (void)ask(fake, "DescribeInstances");
         FAIL("the bomb was accepted");

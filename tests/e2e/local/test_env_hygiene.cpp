@@ -26,9 +26,9 @@ TEST_CASE("local workers get the client's environment minus provider credentials
             ::setenv("SKY_E2E_ORDINARY", "kept", 1);
         }
         ~Vars() {
-            for (const char* n : {"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "RUNPOD_API_KEY",
-                                  "VERDA_CLIENT_SECRET", "DO_TOKEN", "DIGITALOCEAN_TOKEN",
-                                  "SKY_E2E_ORDINARY"})
+            for (const char* n :
+                 {"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "RUNPOD_API_KEY",
+                  "VERDA_CLIENT_SECRET", "DO_TOKEN", "DIGITALOCEAN_TOKEN", "SKY_E2E_ORDINARY"})
                 ::unsetenv(n);
         }
     } vars;

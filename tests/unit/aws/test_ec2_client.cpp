@@ -114,9 +114,9 @@ TEST_CASE("aws endpoint: plain http only to loopback unless SKY_ALLOW_INSECURE_E
             return std::string(e.what());
         }
     };
-    for (const char* ok : {"https://ec2.example.com", "https://10.1.2.3:8443/", "http://127.0.0.1:9",
-                           "http://127.45.6.7/", "http://[::1]:8080", "http://localhost:4566",
-                           "http://LOCALHOST", "HTTP://127.0.0.1"}) {
+    for (const char* ok : {"https://ec2.example.com", "https://10.1.2.3:8443/",
+                           "http://127.0.0.1:9", "http://127.45.6.7/", "http://[::1]:8080",
+                           "http://localhost:4566", "http://LOCALHOST", "HTTP://127.0.0.1"}) {
         INFO(ok);
         CHECK(accepted(ok).empty());
     }
@@ -127,7 +127,7 @@ TEST_CASE("aws endpoint: plain http only to loopback unless SKY_ALLOW_INSECURE_E
         const std::string why = accepted(refused);
         CHECK_FALSE(why.empty());
         CHECK(why.find("AWS_ENDPOINT_URL_EC2") != std::string::npos);  // names the variable
-        CHECK(why.find("pw@") == std::string::npos);                    // never a password
+        CHECK(why.find("pw@") == std::string::npos);                   // never a password
     }
     CHECK(accepted("http://10.1.2.3:8080").find("SKY_ALLOW_INSECURE_ENDPOINT") !=
           std::string::npos);

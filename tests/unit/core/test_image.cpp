@@ -68,8 +68,8 @@ namespace {
 int run_bootstrap(const std::string& script, const std::string& dir, const std::string& home,
                   std::string& output) {
     std::ofstream(dir + "/bootstrap.sh") << script;
-    std::string cmd = "umask 000; SKY_HOME=" + home + " bash " + dir + "/bootstrap.sh > " + dir +
-                      "/out.txt 2>&1";
+    std::string cmd =
+        "umask 000; SKY_HOME=" + home + " bash " + dir + "/bootstrap.sh > " + dir + "/out.txt 2>&1";
     int rc = std::system(cmd.c_str());
     std::ifstream out(dir + "/out.txt");
     output.assign(std::istreambuf_iterator<char>(out), {});

@@ -33,11 +33,16 @@ fs::path write_temp(const std::string& name, const std::string& text) {
 TEST_CASE("known_hosts: @revoked removes a key that another line accepts", "[ssh][hygiene]") {
     const std::string a = fake_key(1), b = fake_key(2);
     const auto fa = fingerprint_of_public_key(a), fb = fingerprint_of_public_key(b);
-    auto file = write_temp("sky-known-hosts-revoked",
-                           "10.0.0.5 " + a + "\n"
-                           "10.0.0.5 " + b + "\n"
-                           "@revoked * " + a + " old key\n"
-                           "[10.0.0.6]:2222 " + a + "\n");
+    auto file = write_temp("sky-known-hosts-revoked", "10.0.0.5 " + a +
+                                                          "\n"
+                                                          "10.0.0.5 " +
+                                                          b +
+                                                          "\n"
+                                                          "@revoked * " +
+                                                          a +
+                                                          " old key\n"
+                                                          "[10.0.0.6]:2222 " +
+                                                          a + "\n");
     auto keys = known_hosts_entries(file, "10.0.0.5", 22);
     REQUIRE(keys.size() == 1);
     CHECK(keys[0].fingerprint == fb);

@@ -18,9 +18,12 @@ TEST_CASE("terminal_safe escapes control characters, keeps tab and UTF-8", "[dis
     CHECK(terminal_safe("fake\rreal") == "fake\\x0dreal");
     CHECK(terminal_safe("a\bb\x7f\n") == "a\\x08b\\x7f\\x0a");
     // C1 controls: CSI (U+009B) and OSC (U+009D) in UTF-8, and raw C1 bytes.
-    CHECK(terminal_safe("\xc2\x9b" "2J") == "\\u{9b}2J");
-    CHECK(terminal_safe("\xc2\x9d" "0;t") == "\\u{9d}0;t");
-    CHECK(terminal_safe("\x9b" "2J") == "\\x9b2J");
+    CHECK(terminal_safe("\xc2\x9b"
+                        "2J") == "\\u{9b}2J");
+    CHECK(terminal_safe("\xc2\x9d"
+                        "0;t") == "\\u{9d}0;t");
+    CHECK(terminal_safe("\x9b"
+                        "2J") == "\\x9b2J");
     // Invalid or truncated UTF-8, overlong forms and surrogates are escaped byte by byte.
     CHECK(terminal_safe("\xc0\xaf") == "\\xc0\\xaf");
     CHECK(terminal_safe("\xed\xa0\x80") == "\\xed\\xa0\\x80");
