@@ -8,7 +8,8 @@ asm(".section .rodata\n"
     ".hidden sky_ship_blob_begin\n"
     ".globl sky_ship_blob_begin\n"
     "sky_ship_blob_begin:\n"
-    ".incbin \"" SHIP_BLOB_FILE "\"\n"
+    ".incbin \"" SHIP_BLOB_FILE
+    "\"\n"
     ".hidden sky_ship_blob_end\n"
     ".globl sky_ship_blob_end\n"
     "sky_ship_blob_end:\n"
@@ -21,6 +22,7 @@ extern "C" const unsigned char sky_ship_blob_end[];
 extern "C" std::uint64_t ship_blob_checksum() {
     std::uint64_t size = static_cast<std::uint64_t>(sky_ship_blob_end - sky_ship_blob_begin);
     std::uint64_t sum = size;
-    for (std::uint64_t i = 0; i < size; i += 4096) sum = sum * 1099511628211ull + sky_ship_blob_begin[i];
+    for (std::uint64_t i = 0; i < size; i += 4096)
+        sum = sum * 1099511628211ull + sky_ship_blob_begin[i];
     return sum;
 }

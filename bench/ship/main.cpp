@@ -99,7 +99,8 @@ Row measure(const std::string& what, const TestHosts& h, int nodes, const fs::pa
     auto file = h.dir() / "bench-hosts";
     {
         std::ofstream f(file);
-        f << h.client_key_path().string() << "\n" << h.known_hosts_file().string() << "\n"
+        f << h.client_key_path().string() << "\n"
+          << h.known_hosts_file().string() << "\n"
           << h.port(0) << "\n";
         for (int i = 0; i < nodes; ++i) f << h.address(i) << "\n";
     }
@@ -122,8 +123,8 @@ Row openssh_copy(const TestHosts& h, const fs::path& lib) {
     auto r = sky::test::run_command(
         {"sh", "-c",
          "ssh -i '" + h.client_key_path().string() + "' -o UserKnownHostsFile='" +
-             h.known_hosts_file().string() +
-             "' -o BatchMode=yes -o IdentitiesOnly=yes root@" + h.address(0) +
+             h.known_hosts_file().string() + "' -o BatchMode=yes -o IdentitiesOnly=yes root@" +
+             h.address(0) +
              " 'cat > /tmp/copy && sha256sum /tmp/copy >/dev/null && rm -f /tmp/copy' < '" +
              lib.string() + "'"},
         std::chrono::seconds(600));
@@ -138,7 +139,8 @@ Row openssh_copy(const TestHosts& h, const fs::path& lib) {
 
 int main(int argc, char** argv) {
     sky::init(argc, argv);
-    if (argc == 4 && std::strcmp(argv[1], "--pool") == 0) return run_pool(argv[2], std::atoi(argv[3]));
+    if (argc == 4 && std::strcmp(argv[1], "--pool") == 0)
+        return run_pool(argv[2], std::atoi(argv[3]));
     std::string rate = "200mbit";
     if (argc == 3 && std::strcmp(argv[1], "--rate") == 0) rate = argv[2];
     std::string why;

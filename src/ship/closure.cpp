@@ -154,16 +154,31 @@ std::uint64_t Manifest::total_bytes() const {
 bool is_node_provided(std::string_view name) {
     // glibc: the C library, its loader and the libraries built with it. The node's own are used
     // (its version is checked against what the program needs).
-    static constexpr std::array<std::string_view, 19> glibc = {
-        "libc.so",      "libm.so",         "libpthread.so", "libdl.so",     "librt.so",
-        "libresolv.so", "libutil.so",      "libmvec.so",    "libanl.so",    "libnsl.so",
-        "libnss_",      "libthread_db.so", "libBrokenLocale.so", "libcidn.so", "libmemusage.so",
-        "libpcprofile.so", "libc_malloc_debug.so", "ld-linux", "ld64.so"};
+    static constexpr std::array<std::string_view, 19> glibc = {"libc.so",
+                                                               "libm.so",
+                                                               "libpthread.so",
+                                                               "libdl.so",
+                                                               "librt.so",
+                                                               "libresolv.so",
+                                                               "libutil.so",
+                                                               "libmvec.so",
+                                                               "libanl.so",
+                                                               "libnsl.so",
+                                                               "libnss_",
+                                                               "libthread_db.so",
+                                                               "libBrokenLocale.so",
+                                                               "libcidn.so",
+                                                               "libmemusage.so",
+                                                               "libpcprofile.so",
+                                                               "libc_malloc_debug.so",
+                                                               "ld-linux",
+                                                               "ld64.so"};
     // GPU drivers: user-space halves of the kernel driver, which must match it.
     static constexpr std::array<std::string_view, 10> driver = {
-        "libcuda.so",        "libcudadebugger.so", "libnvidia-",        "libnvcuvid.so",
-        "libnvoptix.so",     "libGLX_nvidia.so",   "libEGL_nvidia.so",  "libGLESv2_nvidia.so",
-        "libGLESv1_CM_nvidia.so", "linux-vdso.so"};
+        "libcuda.so",       "libcudadebugger.so",  "libnvidia-",
+        "libnvcuvid.so",    "libnvoptix.so",       "libGLX_nvidia.so",
+        "libEGL_nvidia.so", "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so",
+        "linux-vdso.so"};
     for (auto p : glibc)
         if (starts_with(name, p)) return true;
     for (auto p : driver)

@@ -14,9 +14,9 @@ namespace sky::detail::ship {
 
 /// One file to place on a node.
 struct ShippedFile {
-    std::string name;               ///< where it goes in the node's program directory
-    std::filesystem::path source;   ///< the real file on this machine
-    std::string sha256;             ///< 64 hex characters of its content
+    std::string name;              ///< where it goes in the node's program directory
+    std::filesystem::path source;  ///< the real file on this machine
+    std::string sha256;            ///< 64 hex characters of its content
     std::uint64_t size = 0;
 };
 
@@ -36,8 +36,8 @@ bool is_node_provided(std::string_view name);
 /// The shared objects the loader has loaded into this process (real paths, the program excluded),
 /// in load order, with the file name the loader found each under.
 struct LoadedObject {
-    std::string name;             ///< "libfoo.so.1", as looked up (the directory entry's name)
-    std::filesystem::path path;   ///< the path it was loaded from
+    std::string name;            ///< "libfoo.so.1", as looked up (the directory entry's name)
+    std::filesystem::path path;  ///< the path it was loaded from
 };
 std::vector<LoadedObject> loaded_objects();
 

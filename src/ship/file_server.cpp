@@ -89,8 +89,9 @@ int serve_files_main() {
     }
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
     if (dir.empty() || token.size() < 32 || port_file.empty()) {
-        std::fprintf(stderr, "sky file server: SKY_SERVE_DIR, SKY_SERVE_TOKEN_FILE (a token of "
-                             "32 or more characters) and SKY_SERVE_PORT_FILE must be set\n");
+        std::fprintf(stderr,
+                     "sky file server: SKY_SERVE_DIR, SKY_SERVE_TOKEN_FILE (a token of "
+                     "32 or more characters) and SKY_SERVE_PORT_FILE must be set\n");
         return 2;
     }
     int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

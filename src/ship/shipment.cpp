@@ -52,7 +52,8 @@ std::vector<std::string> tail(const ssh::ExecResult& r, std::size_t n = 20) {
 constexpr const char* kPrelude =
     "umask 077; sky=\"$HOME/.sky\"; cas=\"$sky/cas\"; "
     "mkdir -p \"$cas\" \"$sky/prog\" && chmod 700 \"$sky\" || exit 90; "
-    "if command -v openssl >/dev/null 2>&1; then sky_sha() { openssl dgst -sha256 -r | cut -c1-64; }; "
+    "if command -v openssl >/dev/null 2>&1; then sky_sha() { openssl dgst -sha256 -r | cut -c1-64; "
+    "}; "
     "else sky_sha() { sha256sum | cut -c1-64; }; fi; ";
 
 // Every shipping command runs in bash (arrays, $'..', /dev/tcp), whatever the login shell is.
@@ -85,8 +86,8 @@ public:
             auto mode = eof_ && ib_.pos == ib_.size ? ZSTD_e_end : ZSTD_e_continue;
             std::size_t left = ZSTD_compressStream2(cctx_, &ob, &ib_, mode);
             if (ZSTD_isError(left))
-                throw ShipFailure("upload",
-                                  std::string("zstd compression failed: ") + ZSTD_getErrorName(left));
+                throw ShipFailure(
+                    "upload", std::string("zstd compression failed: ") + ZSTD_getErrorName(left));
             if (mode == ZSTD_e_end && left == 0) done_ = true;
         }
         return ob.pos;
@@ -147,26 +148,25 @@ std::vector<std::string> PoolShipment::inventory(const NodeSite& site, bool& com
     for (auto& f : manifest_.files)
         in += fmt::format("{}\t{}\t{}\n", f.sha256, f.size, f.source.string());
     std::string cmd = in_bash(
-                      fmt::format(
-                          "command -v zstd >/dev/null 2>&1 && echo zstd; "
-                          "[ -f {prog}/.complete ] && {{ echo complete; exit 0; }}; "
-                          "H=(); P=(); "
-                          "while IFS=$'\\t' read -r h size path; do [ -f \"$cas/$h\" ] && continue; "
-                          "H+=(\"$h\"); P+=(\"$path\"); done; "
-                          // One hashing process for every candidate the node's system has.
-                          "E=(); for p in \"${{P[@]}}\"; do [ -f \"$p\" ] && E+=(\"$p\"); done; "
-                          "declare -A S; if [ ${{#E[@]}} -gt 0 ]; then "
-                          "if command -v openssl >/dev/null 2>&1; then "
-                          "out=$(openssl dgst -sha256 -r -- \"${{E[@]}}\" 2>/dev/null); "
-                          "else out=$(sha256sum -- \"${{E[@]}}\" 2>/dev/null); fi; "
-                          "while IFS= read -r l; do S[\"${{l:66}}\"]=\"${{l:0:64}}\"; done "
-                          "<<< \"$out\"; fi; "
-                          "for i in \"${{!H[@]}}\"; do h=${{H[i]}}; p=${{P[i]}}; "
-                          "if [ \"${{S[$p]:-}}\" = \"$h\" ]; then t=\"$cas/.in-$h.$$\"; "
-                          "if cp -- \"$p\" \"$t\" && mv -f -- \"$t\" \"$cas/$h\"; then "
-                          "echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
-                          "echo \"need $h\"; done",
-                          fmt::arg("prog", shell_quote(program_dir(site.home, manifest_)))));
+        fmt::format("command -v zstd >/dev/null 2>&1 && echo zstd; "
+                    "[ -f {prog}/.complete ] && {{ echo complete; exit 0; }}; "
+                    "H=(); P=(); "
+                    "while IFS=$'\\t' read -r h size path; do [ -f \"$cas/$h\" ] && continue; "
+                    "H+=(\"$h\"); P+=(\"$path\"); done; "
+                    // One hashing process for every candidate the node's system has.
+                    "E=(); for p in \"${{P[@]}}\"; do [ -f \"$p\" ] && E+=(\"$p\"); done; "
+                    "declare -A S; if [ ${{#E[@]}} -gt 0 ]; then "
+                    "if command -v openssl >/dev/null 2>&1; then "
+                    "out=$(openssl dgst -sha256 -r -- \"${{E[@]}}\" 2>/dev/null); "
+                    "else out=$(sha256sum -- \"${{E[@]}}\" 2>/dev/null); fi; "
+                    "while IFS= read -r l; do S[\"${{l:66}}\"]=\"${{l:0:64}}\"; done "
+                    "<<< \"$out\"; fi; "
+                    "for i in \"${{!H[@]}}\"; do h=${{H[i]}}; p=${{P[i]}}; "
+                    "if [ \"${{S[$p]:-}}\" = \"$h\" ]; then t=\"$cas/.in-$h.$$\"; "
+                    "if cp -- \"$p\" \"$t\" && mv -f -- \"$t\" \"$cas/$h\"; then "
+                    "echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
+                    "echo \"need $h\"; done",
+                    fmt::arg("prog", shell_quote(program_dir(site.home, manifest_)))));
     auto r = site.session->exec(cmd, {.stdin_data = in, .timeout = std::chrono::minutes(10)});
     if (r.exit_status != 0)
         throw ShipFailure("upload",
@@ -214,8 +214,7 @@ void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<st
                         wire += got;
                         return got;
                     },
-                    sent_path, 0600,
-                    [&](std::uint64_t) { progress.update(done + z.consumed()); });
+                    sent_path, 0600, [&](std::uint64_t) { progress.update(done + z.consumed()); });
             } else {
                 std::ifstream in(f->source, std::ios::binary);
                 if (!in) throw ShipFailure("upload", "cannot read " + f->source.string());
@@ -240,18 +239,19 @@ void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<st
         }
         // Decompress (when compressed), then check the content against its hash before it
         // enters the store under that name.
-        auto r = s.exec(
-            in_bash(fmt::format("in={in}; h={h}; {unz}"
-                            "if [ \"$got\" = \"$h\" ]; then "
-                            "chmod 500 \"$in\" && mv -f \"$in\" \"$cas/$h\"; else rm -f \"$in\"; "
-                            "echo \"sky: {name} arrived damaged (hash mismatch)\" >&2; exit 3; fi",
-                            fmt::arg("in", shell_quote(incoming)), fmt::arg("h", f->sha256),
-                            fmt::arg("name", f->name),
-                            fmt::arg("unz", zstd ? fmt::format("got=$(zstd -dqc {0} | tee \"$in\" | "
-                                                               "sky_sha); rm -f {0}; ",
-                                                               shell_quote(sent_path))
-                                                 : "got=$(sky_sha < \"$in\"); "))),
-            {.timeout = std::chrono::minutes(10)});
+        auto r =
+            s.exec(in_bash(fmt::format(
+                       "in={in}; h={h}; {unz}"
+                       "if [ \"$got\" = \"$h\" ]; then "
+                       "chmod 500 \"$in\" && mv -f \"$in\" \"$cas/$h\"; else rm -f \"$in\"; "
+                       "echo \"sky: {name} arrived damaged (hash mismatch)\" >&2; exit 3; fi",
+                       fmt::arg("in", shell_quote(incoming)), fmt::arg("h", f->sha256),
+                       fmt::arg("name", f->name),
+                       fmt::arg("unz", zstd ? fmt::format("got=$(zstd -dqc {0} | tee \"$in\" | "
+                                                          "sky_sha); rm -f {0}; ",
+                                                          shell_quote(sent_path))
+                                            : "got=$(sky_sha < \"$in\"); "))),
+                   {.timeout = std::chrono::minutes(10)});
         if (r.exit_status != 0)
             throw ShipFailure("upload",
                               fmt::format("{} could not be stored on the node (exit status {})",
@@ -277,18 +277,18 @@ bool PoolShipment::ensure_server(Holder& h) {
         const auto exe = h.prog_dir + "/" + manifest_.program().name;
         auto r = h.site.session->exec(
             in_bash(fmt::format(
-                    "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
-                    "printf '%s\\n' \"$t\" > serve-token; "
-                    "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
-                    "SKY_SERVE_PORT_FILE={run}/serve-port SKY_SERVE_IDLE=120 "
-                    "LD_LIBRARY_PATH={lib} setsid {exe} --sky-serve-files > serve.log 2>&1 "
-                    "< /dev/null & echo $! > serve.pid; "
-                    "for i in $(seq 100); do [ -s serve-port ] && cat serve-port && exit 0; "
-                    "kill -0 $(cat serve.pid) 2>/dev/null || break; sleep 0.05; done; "
-                    "tail -n 5 serve.log; exit 1",
-                    fmt::arg("run", shell_quote(run)),
-                    fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
-                    fmt::arg("exe", shell_quote(exe)))),
+                "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
+                "printf '%s\\n' \"$t\" > serve-token; "
+                "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
+                "SKY_SERVE_PORT_FILE={run}/serve-port SKY_SERVE_IDLE=120 "
+                "LD_LIBRARY_PATH={lib} setsid {exe} --sky-serve-files > serve.log 2>&1 "
+                "< /dev/null & echo $! > serve.pid; "
+                "for i in $(seq 100); do [ -s serve-port ] && cat serve-port && exit 0; "
+                "kill -0 $(cat serve.pid) 2>/dev/null || break; sleep 0.05; done; "
+                "tail -n 5 serve.log; exit 1",
+                fmt::arg("run", shell_quote(run)),
+                fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
+                fmt::arg("exe", shell_quote(exe)))),
             {.stdin_data = h.token + "\n", .timeout = seconds(30)});
         int port = r.exit_status == 0 ? std::atoi(r.out.c_str()) : 0;
         if (port <= 0 || port > 65535) {
@@ -338,18 +338,18 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
     // program yet. The token travels in the environment of the transfer, never in an argument.
     auto r = site.session->exec(
         in_bash(fmt::format(
-                "IFS= read -r tok; export SKY_T=\"$tok\"; "
-                "timeout 5 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {addr} {port} 2>/dev/null || "
-                "{{ echo unreachable; exit 0; }}; "
-                "while IFS= read -r h; do [ -f \"$cas/$h\" ] && {{ echo \"got $h 0\"; continue; }}; "
-                "t=\"$cas/.in-$h.$$\"; "
-                "if SKY_H=\"$h\" timeout 1200 bash -c 'exec 3<>\"/dev/tcp/$0/$1\" && "
-                "printf \"%s %s\\n\" \"$SKY_T\" \"$SKY_H\" >&3 && cat <&3' {addr} {port} "
-                "> \"$t\" 2>/dev/null && [ \"$(sky_sha < \"$t\")\" = \"$h\" ]; "
-                "then chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\" && "
-                "echo \"got $h $(stat -c %s \"$cas/$h\")\"; "
-                "else rm -f \"$t\"; echo \"failed $h\"; fi; done",
-                fmt::arg("addr", shell_quote(from.site.peer_address)), fmt::arg("port", from.port))),
+            "IFS= read -r tok; export SKY_T=\"$tok\"; "
+            "timeout 5 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {addr} {port} 2>/dev/null || "
+            "{{ echo unreachable; exit 0; }}; "
+            "while IFS= read -r h; do [ -f \"$cas/$h\" ] && {{ echo \"got $h 0\"; continue; }}; "
+            "t=\"$cas/.in-$h.$$\"; "
+            "if SKY_H=\"$h\" timeout 1200 bash -c 'exec 3<>\"/dev/tcp/$0/$1\" && "
+            "printf \"%s %s\\n\" \"$SKY_T\" \"$SKY_H\" >&3 && cat <&3' {addr} {port} "
+            "> \"$t\" 2>/dev/null && [ \"$(sky_sha < \"$t\")\" = \"$h\" ]; "
+            "then chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\" && "
+            "echo \"got $h $(stat -c %s \"$cas/$h\")\"; "
+            "else rm -f \"$t\"; echo \"failed $h\"; fi; done",
+            fmt::arg("addr", shell_quote(from.site.peer_address)), fmt::arg("port", from.port))),
         eo);
     std::vector<std::string> failed;
     for (auto& h : missing)
@@ -365,21 +365,23 @@ std::string PoolShipment::compose(const NodeSite& site) {
     for (auto& f : manifest_.files) in += f.sha256 + "\t" + f.name + "\n";
     const auto prog = program_dir(site.home, manifest_);
     auto r = site.session->exec(
-        in_bash(fmt::format("prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
-                        "tmp=\"$prog.tmp-$$\"; rm -rf \"$tmp\"; mkdir -p \"$tmp/lib\" || exit 1; "
-                        "while IFS=$'\\t' read -r h name; do "
-                        "ln \"$cas/$h\" \"$tmp/$name\" 2>/dev/null || cp -p \"$cas/$h\" "
-                        "\"$tmp/$name\" || {{ echo \"missing $h\" >&2; rm -rf \"$tmp\"; exit 3; }}; "
-                        "done; touch \"$tmp/.complete\"; "
-                        "mv -T \"$tmp\" \"$prog\" 2>/dev/null || rm -rf \"$tmp\"; "
-                        "test -f \"$prog/.complete\"",
-                        fmt::arg("prog", shell_quote(prog)))),
+        in_bash(fmt::format(
+            "prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
+            "tmp=\"$prog.tmp-$$\"; rm -rf \"$tmp\"; mkdir -p \"$tmp/lib\" || exit 1; "
+            "while IFS=$'\\t' read -r h name; do "
+            "ln \"$cas/$h\" \"$tmp/$name\" 2>/dev/null || cp -p \"$cas/$h\" "
+            "\"$tmp/$name\" || {{ echo \"missing $h\" >&2; rm -rf \"$tmp\"; exit 3; }}; "
+            "done; touch \"$tmp/.complete\"; "
+            "mv -T \"$tmp\" \"$prog\" 2>/dev/null || rm -rf \"$tmp\"; "
+            "test -f \"$prog/.complete\"",
+            fmt::arg("prog", shell_quote(prog)))),
         {.stdin_data = in, .timeout = seconds(120)});
     if (r.exit_status != 0)
-        throw ShipFailure("upload",
-                          fmt::format("could not assemble the program directory {} (exit status {})",
-                                      prog, r.exit_status),
-                          tail(r));
+        throw ShipFailure(
+            "upload",
+            fmt::format("could not assemble the program directory {} (exit status {})", prog,
+                        r.exit_status),
+            tail(r));
     return prog;
 }
 

@@ -32,14 +32,15 @@ struct NodeSite {
     int node = 0;
     std::string instance_id;
     ssh::Session* session = nullptr;
-    std::string home;            ///< $HOME on the node
-    std::string run_dir;         ///< this pool's private (0700) directory on the node
-    std::string peer_address;    ///< how the pool's other nodes reach this one
+    std::string home;          ///< $HOME on the node
+    std::string run_dir;       ///< this pool's private (0700) directory on the node
+    std::string peer_address;  ///< how the pool's other nodes reach this one
 };
 
 /// Why shipping failed: `phase` is "upload" or "fetch"; `output` holds the node's last lines.
 struct ShipFailure : std::runtime_error {
-    ShipFailure(std::string phase_, const std::string& message, std::vector<std::string> output_ = {})
+    ShipFailure(std::string phase_, const std::string& message,
+                std::vector<std::string> output_ = {})
         : std::runtime_error(message), phase(std::move(phase_)), output(std::move(output_)) {}
     std::string phase;
     std::vector<std::string> output;

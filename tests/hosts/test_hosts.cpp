@@ -432,8 +432,7 @@ std::filesystem::path TestHosts::host_root(int i) const {
 std::filesystem::path TestHosts::host_path(int i, const std::filesystem::path& path) const {
     const auto rel = path.lexically_relative("/");
     const auto first = *rel.begin();
-    if (first == "root" || first == "tmp" || first == "home")
-        return host_root(i) / rel;
+    if (first == "root" || first == "tmp" || first == "home") return host_root(i) / rel;
     throw std::runtime_error("test hosts: " + path.string() +
                              " is not in a host's private part (/root, /tmp, /home)");
 }

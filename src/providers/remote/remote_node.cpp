@@ -139,10 +139,9 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
         }
     };
     eo.on_stderr = keep;
-    auto b = s.exec(
-        fmt::format("umask 077; SKY_HOME={} bash {}/bootstrap.sh", quote(n->image_home_),
-                    quote(n->run_dir_)),
-        eo);
+    auto b = s.exec(fmt::format("umask 077; SKY_HOME={} bash {}/bootstrap.sh",
+                                quote(n->image_home_), quote(n->run_dir_)),
+                    eo);
     if (b.exit_status != 0)
         n->fail(phase,
                 fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
@@ -163,9 +162,11 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     // root) can connect, where any local user could reach a TCP port.
     socket_path_ = run_dir_ + "/worker.sock";
     if (socket_path_.size() >= 100) {  // sun_path holds 108 bytes
-        auto d = s.exec("umask 077; mktemp -d /tmp/sky-XXXXXXXXXX", {.timeout = std::chrono::seconds(30)});
+        auto d = s.exec("umask 077; mktemp -d /tmp/sky-XXXXXXXXXX",
+                        {.timeout = std::chrono::seconds(30)});
         std::string dir = d.out.substr(0, d.out.find('\n'));
-        if (d.exit_status != 0 || dir.empty()) fail("worker", "cannot make a socket directory", {d.err});
+        if (d.exit_status != 0 || dir.empty())
+            fail("worker", "cannot make a socket directory", {d.err});
         socket_path_ = dir + "/worker.sock";
     }
     // Everything the user gives (PoolSpec::env) goes into a 0700 script in the private run
@@ -209,7 +210,8 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         for (std::string l; std::getline(is, l);) {
             // The dynamic loader's own words say what is missing: they go into the message.
             if (l.find("error while loading shared libraries") != std::string::npos ||
-                l.find("version `GLIBC") != std::string::npos || l.find("cannot open shared object") != std::string::npos)
+                l.find("version `GLIBC") != std::string::npos ||
+                l.find("cannot open shared object") != std::string::npos)
                 loader = l;
             lines.push_back(l);
         }
@@ -251,11 +253,11 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_), fmt::arg("run", quote(run_dir_)),
         fmt::arg("idle", spec_.idle_timeout.count()), fmt::arg("off", power_off),
         fmt::arg("probe", probe));
-    auto w = s.exec(
-        fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
-                    "{}/watchdog.pid",
-                    quote(watchdog), quote(run_dir_)),
-        {.timeout = std::chrono::seconds(30)});
+    auto w =
+        s.exec(fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
+                           "{}/watchdog.pid",
+                           quote(watchdog), quote(run_dir_)),
+               {.timeout = std::chrono::seconds(30)});
     if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
 }
 
@@ -321,12 +323,14 @@ void RemoteNode::stop() noexcept {
                     "rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
                     fmt::arg("run", quote(run_dir_)),
                     fmt::arg("pool", quote(std::filesystem::path(run_dir_).parent_path().string())),
-                    fmt::arg("sock", socket_path_.rfind(run_dir_, 0) == 0 || socket_path_.empty()
-                                         ? std::string()
-                                         : "rm -rf " + quote(std::filesystem::path(socket_path_)
-                                                                 .parent_path()
-                                                                 .string()) +
-                                               "; "),
+                    fmt::arg(
+                        "sock",
+                        socket_path_.rfind(run_dir_, 0) == 0 || socket_path_.empty()
+                            ? std::string()
+                            : "rm -rf " +
+                                  quote(
+                                      std::filesystem::path(socket_path_).parent_path().string()) +
+                                  "; "),
                     fmt::arg("killpg", pgid_.empty()
                                            ? ""
                                            : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep "

@@ -78,7 +78,7 @@ private:
     std::shared_ptr<ship::PoolShipment> shipment_;
     bool shipped_ = false;  // this node may serve files to its peers
     std::string token_;
-    std::string pgid_;  // the worker's process group
+    std::string pgid_;         // the worker's process group
     std::string socket_path_;  // the worker's Unix socket on the node
 };
 

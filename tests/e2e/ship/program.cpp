@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
     f >> ssh.identity_file >> ssh.known_hosts >> ssh.port;
     while (f >> host) ssh.hosts.push_back(host);
     std::mutex m;
-    sky::PoolSpec spec{.provider = ssh, .nodes = std::atoi(argv[2]),
-                       .display = sky::Display::quiet};
+    sky::PoolSpec spec{
+        .provider = ssh, .nodes = std::atoi(argv[2]), .display = sky::Display::quiet};
     spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
         if (auto* p = std::get_if<sky::BootstrapProgress>(&e)) {
             std::lock_guard lk(m);

@@ -16,7 +16,7 @@ namespace {
 
 struct Run {
     int status = -1;
-    std::map<int, int> values;                // node -> value
+    std::map<int, int> values;                   // node -> value
     std::map<std::string, std::uint64_t> steps;  // step -> largest bytes_total seen
     std::string output;
 };
@@ -39,8 +39,9 @@ public:
         // A new file (new inode, new mtime), as a rebuild makes it.
         fs::remove(dir_ / "libshipvalue.so");
         fs::copy_file(library, dir_ / "libshipvalue.so");
-        if (extra) fs::copy_file(extra, dir_ / fs::path(extra).filename(),
-                                 fs::copy_options::overwrite_existing);
+        if (extra)
+            fs::copy_file(extra, dir_ / fs::path(extra).filename(),
+                          fs::copy_options::overwrite_existing);
     }
     Run run(const TestHosts& hosts, int nodes) const {
         std::ofstream spec(dir_ / "hosts");
@@ -49,9 +50,9 @@ public:
              << hosts.port(0) << "\n";
         for (int i = 0; i < hosts.size(); ++i) spec << hosts.address(i) << "\n";
         spec.close();
-        auto r = sky::test::run_command({(dir_ / "ship_program").string(), (dir_ / "hosts").string(),
-                                         std::to_string(nodes)},
-                                        std::chrono::seconds(120));
+        auto r = sky::test::run_command(
+            {(dir_ / "ship_program").string(), (dir_ / "hosts").string(), std::to_string(nodes)},
+            std::chrono::seconds(120));
         Run out;
         out.status = r.status;
         out.output = r.output;
@@ -90,9 +91,9 @@ TEST_CASE("ship: a program's own library, found only next to it, reaches every n
     // The hosts cannot see the program's directory (nothing passes by accident).
     auto probe = sky::test::run_command(
         {"ssh", "-i", hosts.client_key_path().string(), "-o",
-         "UserKnownHostsFile=" + hosts.known_hosts_file().string(), "-o", "BatchMode=yes",
-         "-o", "IdentitiesOnly=yes",
-         "root@" + hosts.address(0), "test -e " + dir.path().string() + " && echo visible || echo hidden"});
+         "UserKnownHostsFile=" + hosts.known_hosts_file().string(), "-o", "BatchMode=yes", "-o",
+         "IdentitiesOnly=yes", "root@" + hosts.address(0),
+         "test -e " + dir.path().string() + " && echo visible || echo hidden"});
     CHECK(probe.output.find("hidden") != std::string::npos);
 
     auto first = dir.run(hosts, 3);

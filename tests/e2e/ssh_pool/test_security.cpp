@@ -47,9 +47,9 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
     for (int i = 0; i < hosts.size(); ++i) {
         std::filesystem::copy_file(SKY_ATTACKER_SCRIPT, hosts.host_path(i, "/tmp/attacker.py"));
         std::ofstream(hosts.host_path(i, "/tmp/attacker-secret")) << secret << "\n";
-        std::filesystem::permissions(hosts.host_path(i, "/tmp/attacker-secret"),
-                                     std::filesystem::perms::owner_read |
-                                         std::filesystem::perms::others_read);
+        std::filesystem::permissions(
+            hosts.host_path(i, "/tmp/attacker-secret"),
+            std::filesystem::perms::owner_read | std::filesystem::perms::others_read);
     }
     std::vector<std::future<sky::test::CommandResult>> attackers;
     for (int i = 0; i < hosts.size(); ++i)

@@ -34,8 +34,7 @@ void write(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios:
 
 }  // namespace
 
-TEST_CASE("ship: the C library, the loader and GPU driver libraries are the node's own",
-          "[ship]") {
+TEST_CASE("ship: the C library, the loader and GPU driver libraries are the node's own", "[ship]") {
     for (const char* n : {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2",
                           "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "libcuda.so.1",
                           "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1", "linux-vdso.so.1"})
