@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
     spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
         if (auto* p = std::get_if<sky::BootstrapProgress>(&e)) {
             std::lock_guard lk(m);
-            std::cout << "step " << p->step << " " << p->bytes_done << " " << p->bytes_total
-                      << std::endl;
+            std::cout << "step " << p->step << " " << p->bytes_done << " " << p->bytes_total << " "
+                      << p->instance_id << std::endl;
         }
         return std::nullopt;
     };

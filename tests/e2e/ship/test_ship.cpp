@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "hosts/test_hosts.hpp"
@@ -16,8 +17,9 @@ namespace {
 
 struct Run {
     int status = -1;
-    std::map<int, int> values;                   // node -> value
-    std::map<std::string, std::uint64_t> steps;  // step -> largest bytes_total seen
+    std::map<int, int> values;                              // node -> value
+    std::map<std::string, std::uint64_t> steps;             // step -> largest bytes_total seen
+    std::map<std::string, std::set<std::string>> nodes_in;  // step -> instances that had it
     std::string output;
 };
 
@@ -68,8 +70,10 @@ public:
             } else if (kind == "step") {
                 std::string name;
                 std::uint64_t done = 0, total = 0;
-                ls >> name >> done >> total;
+                std::string instance;
+                ls >> name >> done >> total >> instance;
                 out.steps[name] = std::max(out.steps[name], total);
+                out.nodes_in[name].insert(instance);
             }
         }
         return out;
@@ -102,8 +106,8 @@ TEST_CASE("ship: a program's own library, found only next to it, reaches every n
     REQUIRE(first.values.size() == 3);
     for (auto& [node, v] : first.values) CHECK(v == 1);
     // One node received the files from this client; the others from it.
-    CHECK(first.steps.count("upload") == 1);
-    CHECK(first.steps.count("fetch") == 1);
+    CHECK(first.nodes_in["upload"].size() == 1);
+    CHECK(first.nodes_in["fetch"].size() == 2);
     CHECK(first.steps["upload"] > 0);
 
     // A new build: same program, changed library. Warm nodes must use the new one.
@@ -140,4 +144,25 @@ TEST_CASE("ship: a library sky must not ship fails the worker with the loader's 
     CHECK(r.output.find("bootstrap-error worker") != std::string::npos);
     CHECK(r.output.find("libnvidia-skytest.so") != std::string::npos);
     CHECK(r.output.find("cannot open shared object file") != std::string::npos);
+}
+
+TEST_CASE("ship: a node that cannot reach its peers gets the files from the client",
+          "[ship][e2e]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    // Each host can still talk to this machine, but no longer to the other host.
+    for (int i = 0; i < 2; ++i) {
+        auto r = sky::test::run_command({"ip", "-n", hosts.netns(i), "route", "add", "blackhole",
+                                         hosts.address(1 - i) + "/32"});
+        REQUIRE(r.status == 0);
+    }
+    ProgramDir dir;
+    dir.install(SHIP_PROGRAM, SHIP_LIB_A);
+    auto r = dir.run(hosts, 2);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    REQUIRE(r.values.size() == 2);
+    for (auto& [node, v] : r.values) CHECK(v == 1);
+    CHECK(r.nodes_in["upload"].size() == 2);  // both nodes received from the client
+    CHECK(r.nodes_in.count("fetch") == 1);    // after one tried its peer in vain
 }
