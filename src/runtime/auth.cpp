@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -244,7 +245,9 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
         if (listen_fd >= 0) fds.push_back({listen_fd, POLLIN, 0});
         for (auto& p : pending) fds.push_back({p.fd, POLLIN, 0});
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
-        int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(ms, 60000)));
+        // Never negative: poll would wait forever.
+        int r =
+            ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(ms, 0, 60000)));
         if (r < 0 && errno != EINTR) {
             note(fmt::format("poll failed: {}", std::strerror(errno)));
             close_all();

@@ -483,6 +483,15 @@ Listener open_listener(const std::string& where) {
             return l;
         }
         std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+        // The directory is the first gate (others cannot even reach the socket); the handshake
+        // is the second. Say so when the first is open.
+        const std::string dir = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+        struct stat ds {};
+        if (::stat(dir.c_str(), &ds) == 0 && (ds.st_mode & 077) != 0)
+            std::fprintf(stderr,
+                         "sky worker: warning: %s is accessible to other users (mode %03o); "
+                         "the socket relies on the handshake alone\n",
+                         dir.c_str(), static_cast<unsigned>(ds.st_mode & 0777));
         // A socket left by an earlier worker in the same (private) directory is replaced;
         // anything else at that path is not ours to remove.
         struct stat st {};
