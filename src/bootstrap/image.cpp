@@ -8,21 +8,13 @@
 #include <string>
 
 #include "sky/errors.hpp"
+#include "util/shell.hpp"
 
 namespace sky {
 
 namespace {
 
-std::string shell_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) {
-        if (c == '\'')
-            out += "'\\''";
-        else
-            out += c;
-    }
-    return out + "'";
-}
+using detail::shell_quote;
 
 std::string base64(const std::string& s) {
     std::string out(4 * ((s.size() + 2) / 3) + 1, '\0');
