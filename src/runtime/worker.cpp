@@ -9,6 +9,7 @@
 #include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -622,6 +623,13 @@ void init(int argc, char** argv) {
     }
     const char* fd_s = std::getenv("SKY_WORKER_FD");
     const char* listen = std::getenv("SKY_WORKER_LISTEN");
+    // A listening (remote) worker holds its pool's token until a client authenticates: no core
+    // file and no ptrace by other processes of the same user can read it out of memory.
+    if (listen) {
+        ::prctl(PR_SET_DUMPABLE, 0);
+        rlimit no_core{0, 0};
+        ::setrlimit(RLIMIT_CORE, &no_core);
+    }
     const char* token = std::getenv("SKY_WORKER_TOKEN");
     std::string token_from_file;
     if (const char* tf = std::getenv("SKY_WORKER_TOKEN_FILE")) {
