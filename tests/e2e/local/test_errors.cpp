@@ -39,7 +39,7 @@ TEST_CASE("in a batch the first failure is rethrown after the others finish", "[
     CHECK_THROWS_AS(bad.get(), sky::RemoteError);
 }
 
-TEST_CASE("a call that aborts or segfaults fails with NodeLostError; the pool goes on",
+TEST_CASE("a call that aborts or segfaults fails with NodeLostError, the pool goes on",
           "[local][errors]") {
     sky::ComputePool pool{quiet(2)};
     std::vector<std::string> errors;

@@ -88,7 +88,7 @@ TEST_CASE("aws credentials: environment first, then the shared file's profile", 
     fs::remove(file);
 }
 
-TEST_CASE("aws client: refuses to start without credentials; default endpoint", "[aws]") {
+TEST_CASE("aws client: refuses to start without credentials, default endpoint", "[aws]") {
     CHECK_THROWS_AS(Ec2Client(Ec2ClientConfig{}), sky::ConfigError);
     Ec2ClientConfig config;
     config.region = "eu-west-1";

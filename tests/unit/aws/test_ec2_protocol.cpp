@@ -1,5 +1,5 @@
-// The EC2 Query protocol against botocore's protocol tests (../testdata/ec2-protocol: one test case
-// per case id) and botocore's recorded EC2 XML responses (../testdata/ec2-xml-responses: one test
+// The EC2 Query protocol against botocore's protocol tests (tests/data/ec2-protocol: one test case
+// per case id) and botocore's recorded EC2 XML responses (tests/data/ec2-xml-responses: one test
 // case per fixture), plus the model-free helpers the adapter uses.
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -1,4 +1,4 @@
-// SigV4 against the AWS SigV4 test suite (botocore's copy, ../testdata/aws-sigv4): one test case
+// SigV4 against the AWS SigV4 test suite (botocore's copy, tests/data/aws-sigv4): one test case
 // per test folder, found by walking the directory. Each checks the canonical request, the string to
 // sign and the Authorization header, then verifies the signed request and a tampered copy.
 #include <fmt/format.h>

@@ -126,7 +126,7 @@ TEST_CASE("the MAC binds the token, the direction and both nonces", "[auth]") {
     CHECK_FALSE(auth_equal(m, auth_mac("token", 'c', nc, nw)));
 }
 
-TEST_CASE("client and worker authenticate each other; the token never crosses the wire", "[auth]") {
+TEST_CASE("client and worker authenticate each other, the token never crosses the wire", "[auth]") {
     const std::string token = random_hex(32);
     Handshake o = run_handshake(token, token);
     CHECK(o.client_error.empty());

@@ -59,7 +59,7 @@ TEST_CASE("shuffle is deterministic by seed and differs across seeds", "[shard]"
     CHECK(plain.back() == 99);
 }
 
-TEST_CASE("shard takes spans and arrays; outside a worker it is the whole range", "[shard]") {
+TEST_CASE("shard takes spans and arrays, outside a worker it is the whole range", "[shard]") {
     std::array<int, 4> arr{1, 2, 3, 4};
     CHECK(sky::shard(arr) == std::vector<int>{1, 2, 3, 4});
     std::vector<int> v{5, 6, 7};
