@@ -727,7 +727,7 @@ TEST_CASE("aws pool: a spot reclaim seen on the node by its watchdog is a preemp
 }
 
 TEST_CASE(
-    "aws pool: the user-data host key is replaced on the node; IMDSv2; SSH from "
+    "aws pool: the user-data host key is replaced on the node, IMDSv2, SSH from "
     "SKY_CLIENT_CIDR",
     "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
