@@ -182,11 +182,14 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 HostKeyMismatch::HostKeyMismatch(std::string host, std::vector<std::string> expected,
-                                 std::string actual)
-    : SshError("ssh host key mismatch for " + host + ": expected " +
-               (expected.empty() ? std::string("a key from known_hosts (none listed for it)")
-                                 : join(expected)) +
-               ", server presented " + actual + "; refusing to connect"),
+                                 std::string actual, bool revoked)
+    : SshError(revoked ? "ssh host key " + actual + " of " + host +
+                             " is marked @revoked in known_hosts; refusing to connect"
+                       : "ssh host key mismatch for " + host + ": expected " +
+                             (expected.empty()
+                                  ? std::string("a key from known_hosts (none listed for it)")
+                                  : join(expected)) +
+                             ", server presented " + actual + "; refusing to connect"),
       host_(std::move(host)),
       expected_(std::move(expected)),
       actual_(std::move(actual)) {}

@@ -857,8 +857,7 @@ struct TunnelOp final : Op {
                 const std::string type =
                     socket_path.empty() ? "direct-tcpip" : "direct-streamlocal@openssh.com";
                 ch = libssh2_channel_open_ex(s.s, type.data(), static_cast<unsigned>(type.size()),
-                                             window,
-                                             LIBSSH2_CHANNEL_PACKET_DEFAULT, msg.data(),
+                                             window, LIBSSH2_CHANNEL_PACKET_DEFAULT, msg.data(),
                                              static_cast<unsigned>(msg.size()));
                 if (!ch) {
                     int rc = libssh2_session_last_errno(s.s);
@@ -1433,7 +1432,12 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
             libssh2_session_disconnect(s, "host key mismatch");
             libssh2_session_free(s);
             ::close(fd);
-            throw HostKeyMismatch(o.host + ":" + std::to_string(o.port), expected, actual);
+            bool revoked = false;
+            if (!o.host_key.known_hosts_file.empty()) {
+                auto r = known_hosts_revoked(o.host_key.known_hosts_file);
+                revoked = std::find(r.begin(), r.end(), actual) != r.end();
+            }
+            throw HostKeyMismatch(o.host + ":" + std::to_string(o.port), expected, actual, revoked);
         }
         libssh2_session_set_timeout(s, std::max<long>(1, ms_left(deadline)));
         if (!o.private_key.empty()) {

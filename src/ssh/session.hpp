@@ -44,7 +44,9 @@ private:
 /// The server's host key is not the pinned one: refused before authenticating.
 class HostKeyMismatch : public SshError {
 public:
-    HostKeyMismatch(std::string host, std::vector<std::string> expected, std::string actual);
+    /// `revoked`: the presented key is marked @revoked in known_hosts (said in the message).
+    HostKeyMismatch(std::string host, std::vector<std::string> expected, std::string actual,
+                    bool revoked = false);
     [[nodiscard]] const std::string& host() const noexcept { return host_; }
     /// The accepted fingerprints ("SHA256:..."); empty when the known_hosts file had no entry.
     [[nodiscard]] const std::vector<std::string>& expected() const noexcept { return expected_; }

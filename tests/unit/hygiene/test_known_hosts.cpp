@@ -78,6 +78,7 @@ TEST_CASE("known_hosts: a revoked host key is refused by a real connection", "[s
     } catch (const HostKeyMismatch& e) {
         CHECK(e.actual() == hosts.host_key_fingerprint(0));
         CHECK(e.expected().empty());
+        CHECK(std::string(e.what()).find("marked @revoked") != std::string::npos);
     }
     // The same file without the revocation connects.
     std::ofstream(file) << hosts.known_hosts_line(0) << "\n";
