@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
-#include <future>
 #include <mutex>
 #include <regex>
 
@@ -102,27 +101,21 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     site.home = home;
     site.run_dir = n->run_dir_;
     site.peer_address = where.peer_address.empty() ? where.host : where.peer_address;
-    // The program travels while the image's bootstrap runs (apt and pip take minutes on a real
-    // machine, and neither needs the other): both share the node's SSH session.
-    auto shipping = std::async(std::launch::async,
-                               [&n, &site, &emit] { return n->shipment_->ship(site, emit); });
-    auto take_program = [&] {
-        std::string prog_dir;
-        try {
-            prog_dir = shipping.get();
-        } catch (const ship::ShipFailure& e) {
-            n->fail(e.phase, e.what(), e.output);
-        } catch (const ssh::SshError&) {
-            throw;
-        } catch (const TimeoutError&) {
-            throw;
-        } catch (const std::exception& e) {
-            n->fail("upload", e.what());
-        }
-        n->shipped_ = true;
-        n->exe_path_ = prog_dir + "/" + prog.program().name;
-        n->lib_dir_ = prog_dir + "/lib";
-    };
+    std::string prog_dir;
+    try {
+        prog_dir = n->shipment_->ship(site, emit);
+    } catch (const ship::ShipFailure& e) {
+        n->fail(e.phase, e.what(), e.output);
+    } catch (const ssh::SshError&) {
+        throw;
+    } catch (const TimeoutError&) {
+        throw;
+    } catch (const std::exception& e) {
+        n->fail("upload", e.what());
+    }
+    n->shipped_ = true;
+    n->exe_path_ = prog_dir + "/" + prog.program().name;
+    n->lib_dir_ = prog_dir + "/lib";
 
     // bootstrap: the image's idempotent script, phase by phase.
     const std::string script = spec.image.bootstrap(spec.timeout);
@@ -149,17 +142,10 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     auto b = s.exec(fmt::format("umask 077; SKY_HOME={} bash {}/bootstrap.sh",
                                 quote(n->image_home_), quote(n->run_dir_)),
                     eo);
-    if (b.exit_status != 0) {
-        // The bootstrap's failure is the one to report; the shipment ends first either way.
-        try {
-            shipping.wait();
-        } catch (...) {
-        }
+    if (b.exit_status != 0)
         n->fail(phase,
                 fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
                 std::vector<std::string>(tail.begin(), tail.end()));
-    }
-    take_program();
 
     n->start_worker(emit);
     emit(BootstrapCompleted{instance_id});
