@@ -501,7 +501,10 @@ struct ExecOp final : Op {
                     finish(s.error(rc, "cannot open a session channel"));
                     return Step::done;
                 }
-                s.opener = nullptr;
+                // The exec request is part of the open: libssh2 1.10 mixes up a channel request
+                // that waits for its reply with another channel's open or SFTP start-up (seen as
+                // "Unable to request SFTP subsystem"), so the opener slot is kept until the
+                // request is answered (released when the op ends, whatever happens).
                 state = starting;
                 return Step::progress;
             }
@@ -512,6 +515,7 @@ struct ExecOp final : Op {
                     s.eagain();
                     return Step::idle;
                 }
+                if (s.opener == this) s.opener = nullptr;
                 if (rc != 0) {
                     auto f = s.error(rc, "exec request refused");
                     if (f.kind == Failure::lost) {
