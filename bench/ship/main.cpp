@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "hosts/test_hosts.hpp"
+#include "util/shell.hpp"
 
 extern "C" std::uint64_t ship_blob_checksum();
 
@@ -120,14 +121,14 @@ Row measure(const std::string& what, const TestHosts& h, int nodes, const fs::pa
 Row openssh_copy(const TestHosts& h, const fs::path& lib) {
     auto before = tx_bytes(h.bridge());
     auto t0 = Clock::now();
-    auto r = sky::test::run_command(
-        {"sh", "-c",
-         "ssh -i '" + h.client_key_path().string() + "' -o UserKnownHostsFile='" +
-             h.known_hosts_file().string() + "' -o BatchMode=yes -o IdentitiesOnly=yes root@" +
-             h.address(0) +
-             " 'cat > /tmp/copy && sha256sum /tmp/copy >/dev/null && rm -f /tmp/copy' < '" +
-             lib.string() + "'"},
-        std::chrono::seconds(600));
+    // The library on ssh's standard input: a shell does the redirection.
+    std::string line;
+    for (auto& a :
+         h.ssh_command(0, "cat > /tmp/copy && sha256sum /tmp/copy >/dev/null && rm -f /tmp/copy"))
+        line += sky::detail::shell_quote(a) + " ";
+    auto r =
+        sky::test::run_command({"sh", "-c", line + "< " + sky::detail::shell_quote(lib.string())},
+                               std::chrono::seconds(600));
     Row row{"baseline: ssh cat of the library, 1 host", 0, 0, 0, r.status == 0};
     row.start = std::chrono::duration<double>(Clock::now() - t0).count();
     row.bytes = tx_bytes(h.bridge()) - before;

@@ -137,7 +137,5 @@ private:
     bool closed_ = false;
 };
 
-/// Random lowercase hex of n characters (OpenSSL RAND_bytes; defined in runtime/auth.cpp).
-std::string random_hex(std::size_t n);
 
 }  // namespace sky::detail

@@ -1,7 +1,6 @@
 #include "ship/shipment.hpp"
 
 #include <fmt/format.h>
-#include <openssl/rand.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/auth.hpp"
 #include "ssh/session.hpp"
 #include "util/shell.hpp"
 
@@ -18,19 +18,6 @@ namespace sky::detail::ship {
 namespace {
 
 using std::chrono::seconds;
-
-std::string random_token(std::size_t bytes) {
-    std::vector<unsigned char> b(bytes);
-    if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1)
-        throw ShipFailure("upload", "no random bytes for a transfer token (OpenSSL RAND_bytes)");
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string s;
-    for (auto c : b) {
-        s += digits[c >> 4];
-        s += digits[c & 15];
-    }
-    return s;
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
     std::vector<std::string> out;
@@ -202,7 +189,7 @@ void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<st
     auto& s = *site.session;
     for (auto* f : files) {
         const std::string incoming =
-            fmt::format("{}/.sky/cas/.in-{}-{}", site.home, f->sha256, random_token(6));
+            fmt::format("{}/.sky/cas/.in-{}-{}", site.home, f->sha256, random_hex(12));
         const std::string sent_path = zstd ? incoming + ".zst" : incoming;
         std::uint64_t wire = 0;
         try {
@@ -272,7 +259,7 @@ bool PoolShipment::ensure_server(Holder& h) {
     if (h.server_started) return true;
     if (h.server_failed) return false;
     try {
-        h.token = random_token(32);
+        h.token = random_hex(64);
         const auto& run = h.site.run_dir;
         const auto exe = h.prog_dir + "/" + manifest_.program().name;
         auto r = h.site.session->exec(

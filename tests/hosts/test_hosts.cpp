@@ -670,6 +670,24 @@ void TestHosts::set_link_up(int i, bool up) {
     ip_or_throw({"link", "set", hosts_.at(static_cast<std::size_t>(i)).veth, up ? "up" : "down"});
 }
 
+std::vector<std::string> TestHosts::ssh_command(int i, const std::string& command) const {
+    return {"ssh",
+            "-i",
+            client_key_path().string(),
+            "-o",
+            "UserKnownHostsFile=" + known_hosts_file().string(),
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-p",
+            std::to_string(port(i)),
+            "root@" + address(i),
+            command};
+}
+
 std::string TestHosts::sshd_log(int i) const {
     return read_file(hosts_.at(static_cast<std::size_t>(i)).log);
 }

@@ -98,6 +98,9 @@ public:
     /// Where host i's private directory `path` (under /root, /tmp or /home, as the host sees
     /// it) lies in this machine's file system.
     [[nodiscard]] std::filesystem::path host_path(int i, const std::filesystem::path& path) const;
+    /// OpenSSH's `ssh` running `command` on host i as root with this run's key and known_hosts
+    /// (an argv for run_command): what a person would type, as a baseline or a probe.
+    [[nodiscard]] std::vector<std::string> ssh_command(int i, const std::string& command) const;
     /// The sshd log of host i (for failure messages).
     [[nodiscard]] std::string sshd_log(int i) const;
 

@@ -8,13 +8,13 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "pool/backend.hpp"
 #include "providers/local/spawner.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/worker.hpp"
 
@@ -22,7 +22,6 @@ extern char** environ;
 
 namespace sky::detail {
 
-std::string random_hex(std::size_t n);
 
 namespace {
 

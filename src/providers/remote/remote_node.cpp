@@ -11,16 +11,11 @@
 #include <regex>
 
 #include "pool/pool_core.hpp"
+#include "runtime/auth.hpp"
 #include "ship/closure.hpp"
 #include "util/shell.hpp"
 
 namespace sky::detail {
-
-namespace {
-
-std::string quote(const std::string& s) { return shell_quote(s); }
-
-}  // namespace
 
 void RemoteNode::fail(const std::string& phase, const std::string& message,
                       std::vector<std::string> output) const {
@@ -89,8 +84,8 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     n->image_home_ = fmt::format("{}/.sky/image-{}", home, spec.image.content_hash());
     n->run_dir_ = fmt::format("{}/.sky/run/{}/{}", home, pool_id, node);
     auto mk = s.exec(fmt::format("umask 077; mkdir -p {} {} && chmod 700 {}/.sky {}/.sky/run {}",
-                                 quote(n->image_home_), quote(n->run_dir_), quote(home),
-                                 quote(home), quote(n->run_dir_)),
+                                 shell_quote(n->image_home_), shell_quote(n->run_dir_),
+                                 shell_quote(home), shell_quote(home), shell_quote(n->run_dir_)),
                      {.timeout = std::chrono::seconds(30)});
     if (mk.exit_status != 0) n->fail("bootstrap", "cannot create " + n->run_dir_, {mk.err});
     n->shipment_ = where.shipment ? where.shipment : std::make_shared<ship::PoolShipment>(prog);
@@ -140,7 +135,7 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     };
     eo.on_stderr = keep;
     auto b = s.exec(fmt::format("umask 077; SKY_HOME={} bash {}/bootstrap.sh",
-                                quote(n->image_home_), quote(n->run_dir_)),
+                                shell_quote(n->image_home_), shell_quote(n->run_dir_)),
                     eo);
     if (b.exit_status != 0)
         n->fail(phase,
@@ -172,7 +167,7 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     // Everything the user gives (PoolSpec::env) goes into a 0700 script in the private run
     // directory, never into a command line that `ps` shows to every user of the node.
     std::string env;
-    for (auto& [k, v] : spec_.env) env += fmt::format("export {}={}\n", k, quote(v));
+    for (auto& [k, v] : spec_.env) env += fmt::format("export {}={}\n", k, shell_quote(v));
     const std::string script = fmt::format(
         "umask 077\n"
         "cd {run} || exit 1\n"
@@ -185,14 +180,15 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         "SKY_WORKER_ACCEPT_TIMEOUT={accept}\n"
         "{exe} --sky-worker >> {run}/worker.log 2>&1\n"
         "echo $? > {run}/exit\n",
-        fmt::arg("run", quote(run_dir_)), fmt::arg("img", quote(image_home_)), fmt::arg("env", env),
-        fmt::arg("lib", quote(lib_dir_)), fmt::arg("listen", quote("unix:" + socket_path_)),
-        fmt::arg("accept", spec_.idle_timeout.count()), fmt::arg("exe", quote(exe_path_)));
+        fmt::arg("run", shell_quote(run_dir_)), fmt::arg("img", shell_quote(image_home_)),
+        fmt::arg("env", env), fmt::arg("lib", shell_quote(lib_dir_)),
+        fmt::arg("listen", shell_quote("unix:" + socket_path_)),
+        fmt::arg("accept", spec_.idle_timeout.count()), fmt::arg("exe", shell_quote(exe_path_)));
     s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
     auto r = s.exec(fmt::format("umask 077; setsid bash {}/start.sh > /dev/null 2>&1 < /dev/null & "
                                 "echo $!",
-                                quote(run_dir_)),
+                                shell_quote(run_dir_)),
                     {.timeout = std::chrono::seconds(30)});
     pgid_ = r.out.substr(0, r.out.find('\n'));
     if (r.exit_status != 0 || pgid_.empty() ||
@@ -201,7 +197,7 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     auto port =
         s.exec(fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
                            "[ -f exit ] && break; sleep 0.1; done; tail -n 20 worker.log; exit 1",
-                           quote(run_dir_)),
+                           shell_quote(run_dir_)),
                {.timeout = std::chrono::seconds(30)});
     if (port.exit_status != 0) {
         std::vector<std::string> lines;
@@ -242,7 +238,8 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
                   "{run}/watchdog.log; echo preempted > {run}/preempted; "
                   "kill -TERM -- -{pg} 2>/dev/null; sleep 1; kill -KILL -- -{pg} 2>/dev/null; "
                   "exit 0; fi; ",
-                  where_.preemption_probe, fmt::arg("run", quote(run_dir_)), fmt::arg("pg", pgid_));
+                  where_.preemption_probe, fmt::arg("run", shell_quote(run_dir_)),
+                  fmt::arg("pg", pgid_));
     const std::string watchdog = fmt::format(
         "deadline={deadline}; tick=0; while kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
         "hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo $now); "
@@ -250,13 +247,13 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         "echo \"sky watchdog: stopping the worker at $(date)\" >> {run}/watchdog.log; "
         "kill -TERM -- -{pg} 2>/dev/null; sleep 2; kill -KILL -- -{pg} 2>/dev/null; "
         "rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done",
-        fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_), fmt::arg("run", quote(run_dir_)),
-        fmt::arg("idle", spec_.idle_timeout.count()), fmt::arg("off", power_off),
-        fmt::arg("probe", probe));
+        fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_),
+        fmt::arg("run", shell_quote(run_dir_)), fmt::arg("idle", spec_.idle_timeout.count()),
+        fmt::arg("off", power_off), fmt::arg("probe", probe));
     auto w =
         s.exec(fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
                            "{}/watchdog.pid",
-                           quote(watchdog), quote(run_dir_)),
+                           shell_quote(watchdog), shell_quote(run_dir_)),
                {.timeout = std::chrono::seconds(30)});
     if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
 }
@@ -268,7 +265,7 @@ std::unique_ptr<Transport> RemoteNode::connect_worker() {
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
     session_->exec(fmt::format("kill -KILL -- -{} 2>/dev/null; kill $(cat {}/watchdog.pid "
                                "2>/dev/null) 2>/dev/null; true",
-                               pgid_, quote(run_dir_)),
+                               pgid_, shell_quote(run_dir_)),
                    {.timeout = std::chrono::seconds(30)});
     start_worker(emit);
 }
@@ -283,7 +280,7 @@ NodeExit RemoteNode::exit_reason() {
                         "for i in $(seq 20); do [ -f {0}/exit ] && break; sleep 0.1; done; "
                         "[ -f {0}/preempted ] && echo preempted && exit 0; "
                         "cat {0}/exit 2>/dev/null || echo running",
-                        quote(run_dir_)),
+                        shell_quote(run_dir_)),
             {.timeout = std::chrono::seconds(10)});
         std::string what = r.out.substr(0, r.out.find('\n'));
         if (what == "preempted")
@@ -321,14 +318,15 @@ void RemoteNode::stop() noexcept {
                     "{killpg}"
                     "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
                     "rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
-                    fmt::arg("run", quote(run_dir_)),
-                    fmt::arg("pool", quote(std::filesystem::path(run_dir_).parent_path().string())),
+                    fmt::arg("run", shell_quote(run_dir_)),
+                    fmt::arg("pool",
+                             shell_quote(std::filesystem::path(run_dir_).parent_path().string())),
                     fmt::arg(
                         "sock",
                         socket_path_.rfind(run_dir_, 0) == 0 || socket_path_.empty()
                             ? std::string()
                             : "rm -rf " +
-                                  quote(
+                                  shell_quote(
                                       std::filesystem::path(socket_path_).parent_path().string()) +
                                   "; "),
                     fmt::arg("killpg", pgid_.empty()

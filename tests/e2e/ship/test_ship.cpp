@@ -94,10 +94,7 @@ TEST_CASE("ship: a program's own library, found only next to it, reaches every n
     dir.install(SHIP_PROGRAM, SHIP_LIB_A);
     // The hosts cannot see the program's directory (nothing passes by accident).
     auto probe = sky::test::run_command(
-        {"ssh", "-i", hosts.client_key_path().string(), "-o",
-         "UserKnownHostsFile=" + hosts.known_hosts_file().string(), "-o", "BatchMode=yes", "-o",
-         "IdentitiesOnly=yes", "root@" + hosts.address(0),
-         "test -e " + dir.path().string() + " && echo visible || echo hidden"});
+        hosts.ssh_command(0, "test -e " + dir.path().string() + " && echo visible || echo hidden"));
     CHECK(probe.output.find("hidden") != std::string::npos);
 
     auto first = dir.run(hosts, 3);

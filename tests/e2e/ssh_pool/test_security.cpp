@@ -55,11 +55,9 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
     for (int i = 0; i < hosts.size(); ++i)
         attackers.push_back(std::async(std::launch::async, [&hosts, i] {
             return sky::test::run_command(
-                {"ssh", "-i", hosts.client_key_path().string(), "-o",
-                 "UserKnownHostsFile=" + hosts.known_hosts_file().string(), "-o", "BatchMode=yes",
-                 "-o", "IdentitiesOnly=yes", "root@" + hosts.address(i),
-                 "setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "
-                 "/tmp/attacker.py 12 /tmp/attacker-secret"},
+                hosts.ssh_command(i,
+                                  "setpriv --reuid=65534 --regid=65534 --clear-groups "
+                                  "/usr/bin/python3 /tmp/attacker.py 12 /tmp/attacker-secret"),
                 std::chrono::seconds(40));
         }));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the attackers are watching

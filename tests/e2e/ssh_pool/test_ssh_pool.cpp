@@ -273,10 +273,7 @@ TEST_CASE("ssh pool: a node whose C library is too old is refused before anythin
     std::string setup =
         "mkdir -p ~/bin && printf '#!/bin/sh\\necho \"ldd (GNU libc) 2.17\"\\n' > ~/bin/ldd && "
         "chmod +x ~/bin/ldd && echo 'export PATH=$HOME/bin:$PATH' > ~/.bashrc";
-    auto r = sky::test::run_command({"ssh", "-o", "BatchMode=yes", "-o",
-                                     "UserKnownHostsFile=" + hosts.known_hosts_file().string(),
-                                     "-i", hosts.client_key_path().string(),
-                                     "root@" + hosts.address(0), setup});
+    auto r = sky::test::run_command(hosts.ssh_command(0, setup));
     REQUIRE(r.status == 0);
     try {
         sky::ComputePool pool{spec};
