@@ -19,6 +19,17 @@
         }                                                                                 \
     } while (0)
 
+namespace {
+// Removes a scratch directory when the test ends, however it ends.
+struct RemoveAll {
+    std::string dir;
+    ~RemoveAll() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+};
+}  // namespace
+
 TEST_CASE("content_hash is 12 hex chars, stable, and sensitive to every field", "[image]") {
     sky::Image a{.python = "3.13", .pip = {"numpy"}, .apt = {"ffmpeg"}, .env = {{"K", "v"}}};
     auto h = a.content_hash();
@@ -47,6 +58,7 @@ TEST_CASE("bootstrap reports phases and runs twice without harm", "[image]") {
     // Run it for real, twice, in a scratch SKY_HOME.
     char tmpl[] = "/tmp/sky-image-test-XXXXXX";
     std::string dir = ::mkdtemp(tmpl);
+    RemoveAll cleanup{dir};  // also when an assertion ends the test
     std::string path = dir + "/bootstrap.sh";
     std::ofstream(path) << script;
     std::string cmd = "SKY_HOME=" + dir + " bash " + path + " > " + dir + "/out.txt 2>&1";
@@ -105,6 +117,7 @@ TEST_CASE("bootstrap: umask 077, env.sh 0600, SKY_HOME 0700, files written with 
     SKIP_WITHOUT_ROOT_OR_SUDO();
     char tmpl[] = "/tmp/sky-image-modes-XXXXXX";
     const std::string dir = ::mkdtemp(tmpl);
+    RemoveAll cleanup{dir};  // also when an assertion ends the test
     const std::string home = dir + "/home";
     sky::Image img{.env = {{"API_TOKEN", "tok-123"}},
                    .setup = {"touch \"$SKY_HOME/from-setup\""},
@@ -147,6 +160,7 @@ TEST_CASE("bootstrap: a file path that is a symlink is replaced, never written t
     SKIP_WITHOUT_ROOT_OR_SUDO();
     char tmpl[] = "/tmp/sky-image-link-XXXXXX";
     const std::string dir = ::mkdtemp(tmpl);
+    RemoveAll cleanup{dir};  // also when an assertion ends the test
     std::ofstream(dir + "/victim") << "original\n";
     std::filesystem::create_symlink(dir + "/victim", dir + "/target");
     sky::Image img{.files = {{dir + "/target", "payload\n", 0644}}};
@@ -164,6 +178,7 @@ TEST_CASE("bootstrap: a directory every user may write to (not sticky) is refuse
     SKIP_WITHOUT_ROOT_OR_SUDO();
     char tmpl[] = "/tmp/sky-image-open-XXXXXX";
     const std::string dir = ::mkdtemp(tmpl);
+    RemoveAll cleanup{dir};  // also when an assertion ends the test
     std::filesystem::create_directory(dir + "/open");
     ::chmod((dir + "/open").c_str(), 0777);
     sky::Image img{.files = {{dir + "/open/f", "x", 0600}}};
