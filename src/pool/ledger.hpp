@@ -1,0 +1,113 @@
+#pragma once
+// The write-ahead ledger: one file per pool under ~/.sky/pools/ (SKY_HOME/pools when SKY_HOME
+// is set; directory 0700, files 0600), written before any launch, each instance id appended (and
+// flushed to disk) as soon as the provider names it, and closed at teardown. `sky ls` reads it
+// for live pools; `sky gc` uses it to tell a dead pool's machines (owner process gone, or ledger
+// closed with machines left) from a live pool's, which it never touches.
+//
+// The file is JSON lines, appended with O_APPEND and fsync'ed per record, so a crash loses at
+// most the record being written: a torn last line is ignored when the file is read.
+//   {"sky_ledger":1,"type":"pool","pool":"..","provider":"..","region":"..","pid":N,
+//    "pid_start":"<boot id>:<start ticks>","host":"..","started":<unix s>}
+//   {"type":"instance","id":".."}
+//   {"type":"gone","id":".."}
+//   {"type":"closed","at":<unix s>,"by":"owner"|"gc"}
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sky::detail {
+
+/// A process's identity on this machine: "<boot id>:<start time in clock ticks>" from
+/// /proc/PID/stat, so that a pid reused by another process (or after a reboot) does not match.
+/// Empty when the process does not exist or is a zombie (it has ended).
+[[nodiscard]] std::string process_identity(long pid);
+
+/// This machine's host name ("" when unknown).
+[[nodiscard]] std::string this_host();
+
+/// One pool as its ledger file records it.
+struct LedgerRecord {
+    /// Whether the pool's client still runs.
+    enum class Owner {
+        alive,       ///< the recorded process runs (same pid, same start, same boot)
+        dead,        ///< it has ended (or its pid now belongs to another process)
+        other_host,  ///< written on another machine (a shared home): cannot be told from here
+    };
+    std::string pool_id;
+    std::string provider;     ///< Provider::name()
+    std::string region;       ///< may be empty
+    long owner_pid = 0;       ///< the client process
+    std::string owner_start;  ///< process_identity(owner_pid) when the pool started
+    std::string host;         ///< the client's host name
+    std::int64_t started_unix = 0;
+    std::vector<std::string> instances;       ///< every id ever recorded, in order
+    std::vector<std::string> gone_instances;  ///< confirmed gone
+    bool closed = false;                      ///< teardown finished (or gc collected it)
+    std::int64_t closed_unix = 0;
+    std::string closed_by;  ///< "owner" or "gc"
+    int damaged_lines = 0;  ///< records after the first that could not be read (skipped)
+    std::filesystem::path file;
+
+    /// Whether the owning process still runs, is gone, or cannot be checked from here.
+    [[nodiscard]] Owner owner() const;
+    /// Whether the owning process is still this pool's client (same pid and start time). A
+    /// pool recorded on another host counts as alive: nothing here may touch it.
+    [[nodiscard]] bool owner_alive() const { return owner() != Owner::dead; }
+    /// Instances recorded and not confirmed gone, in recording order.
+    [[nodiscard]] std::vector<std::string> live_instances() const;
+    /// Not running any more: closed, or its owner is gone (what `sky gc` may collect).
+    [[nodiscard]] bool finished() const { return closed || owner() == Owner::dead; }
+};
+
+class Ledger {
+public:
+    /// ~/.sky/pools (SKY_HOME/pools when SKY_HOME is set). Throws sky::Error when neither
+    /// SKY_HOME nor a home directory is known.
+    static std::filesystem::path directory();
+    /// Creates this pool's ledger file (0600, in directory() made 0700) and writes its record,
+    /// flushed to disk. Throws sky::Error naming the path when it cannot be written.
+    static std::unique_ptr<Ledger> open(const std::string& pool_id, std::string_view provider,
+                                        std::string_view region);
+    /// Appends to an existing pool's ledger (`sky gc` records what it collected). Throws
+    /// sky::Error when the file cannot be opened.
+    static std::unique_ptr<Ledger> attach(const std::filesystem::path& file);
+    /// Every ledger in directory(), oldest first. Unreadable or malformed files are skipped,
+    /// never fatal; each one's path and reason is appended to `skipped` when given.
+    static std::vector<LedgerRecord> read_all(std::vector<std::string>* skipped = nullptr);
+    /// Parses one ledger file. A torn last line is ignored and a damaged later record skipped
+    /// (counted); throws sky::Error when the file cannot be read or its first line is not a
+    /// pool record.
+    static LedgerRecord read(const std::filesystem::path& file);
+
+    ~Ledger();
+    Ledger(const Ledger&) = delete;
+    Ledger& operator=(const Ledger&) = delete;
+
+    /// Records an instance id (appended and flushed before returning). Thread-safe; never
+    /// throws (a failure to write is logged once).
+    void instance(const std::string& id) noexcept;
+    /// Records that an instance is confirmed gone. Thread-safe; never throws.
+    void instance_gone(const std::string& id) noexcept;
+    /// Records that teardown finished. Thread-safe; never throws.
+    void close() noexcept;
+    /// close() on behalf of `sky gc` (the record says who closed it).
+    void close_collected() noexcept;
+    [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }
+
+private:
+    Ledger(std::filesystem::path file, int fd);
+    void append(const std::string& line) noexcept;
+    std::filesystem::path file_;
+    int fd_ = -1;
+    std::mutex m_;
+    bool torn_ = false;  ///< a write failed part way: the next record starts on a new line
+    bool warned_ = false;
+};
+
+}  // namespace sky::detail
