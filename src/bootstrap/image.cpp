@@ -2,37 +2,22 @@
 #include "sky/image.hpp"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <regex>
 #include <string>
 
 #include "sky/errors.hpp"
+#include "util/digest.hpp"
+#include "util/encoding.hpp"
 #include "util/shell.hpp"
 
 namespace sky {
 
 namespace {
 
+using detail::base64_encode;
+using detail::sha256_hex;
 using detail::shell_quote;
-
-std::string base64(const std::string& s) {
-    std::string out(4 * ((s.size() + 2) / 3) + 1, '\0');
-    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                            reinterpret_cast<const unsigned char*>(s.data()),
-                            static_cast<int>(s.size()));
-    out.resize(static_cast<std::size_t>(n));
-    return out;
-}
-
-std::string sha256_hex(const std::string& s) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
-    std::string hex;
-    for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-    return hex;
-}
 
 // Length-prefixed fields: no two different images serialize the same.
 void field(std::string& out, const std::string& s) { out += fmt::format("{}:{};", s.size(), s); }
@@ -157,7 +142,7 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
         s += "}\n";
         for (auto& f : files) {
             s += fmt::format("sky_put {} {:o} {}\n", shell_quote(f.path), f.mode,
-                             shell_quote(base64(f.content)));
+                             shell_quote(base64_encode(f.content)));
         }
     }
     if (!setup.empty()) {

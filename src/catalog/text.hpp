@@ -1,43 +1,15 @@
 #pragma once
-// Small text helpers shared by the catalog component (not public API).
+// Text helpers of the catalog component: "did you mean" suggestions and lists for messages (the
+// generic ones, trim and case, are in util/text.hpp).
 #include <algorithm>
 #include <cctype>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "util/text.hpp"
+
 namespace sky::detail {
-
-/// ASCII lower-case copy.
-inline std::string to_lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
-
-/// ASCII upper-case copy.
-inline std::string to_upper(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    return out;
-}
-
-/// Copy without leading and trailing whitespace.
-inline std::string_view trim(std::string_view s) {
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-    return s;
-}
-
-/// Case-insensitive equality.
-inline bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() &&
-           std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
-               return std::tolower(x) == std::tolower(y);
-           });
-}
 
 /// Levenshtein distance, case-insensitive.
 inline std::size_t edit_distance(std::string_view a, std::string_view b) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sky/errors.hpp"
+#include "util/encoding.hpp"  // url_encode / url_decode, for the query strings callers build
 
 namespace sky::detail {
 
@@ -149,10 +150,5 @@ private:
 /// Sends one request with the options' retries. Thread-safe: each call uses its own curl handle.
 /// Throws HttpError (see HttpOptions::throw_on_http_error).
 HttpResponse http_send(HttpRequest request, const HttpOptions& options = {});
-
-/// Percent-encodes everything but RFC 3986 unreserved characters (A-Z a-z 0-9 - _ . ~).
-[[nodiscard]] std::string url_encode(std::string_view text);
-/// Decodes %XX escapes (a '+' stays a '+').
-[[nodiscard]] std::string url_decode(std::string_view text);
 
 }  // namespace sky::detail

@@ -1,6 +1,6 @@
 #pragma once
-// Mutual challenge-response authentication of a connection between a client and a worker, and
-// the randomness behind it and every other secret (tokens, pool ids).
+// Mutual challenge-response authentication of a connection between a client and a worker (the
+// nonces, like every other secret, come from util/random.hpp).
 //
 // The pool token never travels. On a new connection:
 //   worker -> client  auth frame: Nw                                   (32 bytes)
@@ -18,6 +18,7 @@
 
 #include "runtime/protocol.hpp"
 #include "runtime/transport.hpp"
+#include "util/random.hpp"  // the nonces' source, and what this header's users make tokens with
 
 namespace sky::detail {
 
@@ -28,13 +29,6 @@ inline constexpr std::size_t auth_mac_size = 32;
 inline constexpr std::uint64_t auth_max_frame = auth_nonce_size + auth_mac_size;
 
 using AuthBlock = std::array<std::byte, 32>;
-
-/// Fills `out` from OpenSSL's RAND_bytes (the kernel's generator behind a DRBG). Throws
-/// sky::Error when it fails: a secret must never come from a weaker source.
-void random_bytes(std::span<std::byte> out);
-
-/// Random lowercase hex of n characters (RAND_bytes).
-std::string random_hex(std::size_t n);
 
 /// HMAC-SHA256(token, tag || a || b).
 AuthBlock auth_mac(std::string_view token, char tag, const AuthBlock& a, const AuthBlock& b);

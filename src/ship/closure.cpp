@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <link.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,38 +13,25 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "util/digest.hpp"
+
 namespace sky::detail::ship {
 
 namespace {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-std::string hex(const unsigned char* md, unsigned len) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out(2 * len, '0');
-    for (unsigned i = 0; i < len; ++i) {
-        out[2 * i] = digits[md[i] >> 4];
-        out[2 * i + 1] = digits[md[i] & 15];
-    }
-    return out;
-}
-
 std::string hash_file_content(const std::filesystem::path& p) {
     std::ifstream f(p, std::ios::binary);
     if (!f) throw std::runtime_error("cannot read " + p.string() + " to ship it");
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+    Sha256 hash;
     std::vector<char> buf(1 << 20);
     while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0) {
-        EVP_DigestUpdate(ctx, buf.data(), static_cast<std::size_t>(f.gcount()));
+        hash.update({buf.data(), static_cast<std::size_t>(f.gcount())});
         if (!f) break;
     }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(ctx, md, &len);
-    EVP_MD_CTX_free(ctx);
     if (f.bad()) throw std::runtime_error("error reading " + p.string() + " to ship it");
-    return hex(md, len);
+    return hash.finish_hex();
 }
 
 // The per-user cache of file hashes: a line per file, "sha256 size mtime_ns inode device path".
@@ -207,13 +193,6 @@ std::vector<LoadedObject> loaded_objects() {
 
 std::string file_sha256(const std::filesystem::path& file) {
     return HashCache::instance().get(file);
-}
-
-std::string sha256_hex(std::string_view data) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-    return hex(md, len);
 }
 
 Manifest make_manifest(const std::filesystem::path& program,

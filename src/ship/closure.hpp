@@ -52,7 +52,4 @@ Manifest make_manifest(const std::filesystem::path& program, const std::vector<L
 /// file's path, size, mtime and inode match an entry; computed and recorded otherwise.
 std::string file_sha256(const std::filesystem::path& file);
 
-/// SHA-256 (hex) of a byte string.
-std::string sha256_hex(std::string_view data);
-
 }  // namespace sky::detail::ship

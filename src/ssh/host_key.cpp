@@ -5,47 +5,31 @@
 #include <openssl/hmac.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "ssh/session.hpp"
+#include "util/digest.hpp"
+#include "util/encoding.hpp"
 
 namespace sky::detail::ssh {
 
-std::string base64_encode(std::span<const unsigned char> data, bool pad) {
-    std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(),
-                            static_cast<int>(data.size()));
-    out.resize(static_cast<std::size_t>(n));
-    if (!pad) {
-        while (!out.empty() && out.back() == '=') out.pop_back();
-    }
-    return out;
-}
-
-std::optional<std::vector<unsigned char>> base64_decode(std::string_view text) {
-    std::string t(text);
-    while (t.size() % 4 != 0) t.push_back('=');  // fingerprints come without padding
-    if (t.empty()) return std::vector<unsigned char>{};
-    std::vector<unsigned char> out(t.size() / 4 * 3);
-    int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(t.data()),
-                            static_cast<int>(t.size()));
-    if (n < 0) return std::nullopt;
-    std::size_t pad = 0;
-    for (auto it = t.rbegin(); it != t.rend() && *it == '='; ++it) ++pad;
-    out.resize(static_cast<std::size_t>(n) -
-               std::min<std::size_t>(pad, static_cast<std::size_t>(n)));
-    return out;
-}
-
-std::string fingerprint_of_blob(std::span<const unsigned char> blob) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_Digest(blob.data(), blob.size(), md, &len, EVP_sha256(), nullptr);
-    return "SHA256:" + base64_encode({md, len}, false);
+std::string fingerprint_of_blob(std::string_view blob) {
+    return "SHA256:" + base64_encode(sha256(blob), /*pad=*/false);
 }
 
 namespace {
+
+// Base64 from a file, or nullopt when it is not base64 (a line to skip, not an error).
+std::optional<std::string> decode_base64(std::string_view text) {
+    try {
+        return base64_decode(text);
+    } catch (const sky::Error&) {
+        return std::nullopt;
+    }
+}
 
 std::vector<std::string> split_ws(std::string_view line) {
     std::vector<std::string> out;
@@ -66,14 +50,14 @@ bool host_matches(const std::string& pattern, const std::string& host, std::uint
     if (pattern.rfind("|1|", 0) == 0) {
         auto bar = pattern.find('|', 3);
         if (bar == std::string::npos) return false;
-        auto salt = base64_decode(pattern.substr(3, bar - 3));
-        auto hash = base64_decode(pattern.substr(bar + 1));
+        auto salt = decode_base64(std::string_view(pattern).substr(3, bar - 3));
+        auto hash = decode_base64(std::string_view(pattern).substr(bar + 1));
         if (!salt || !hash) return false;
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int len = 0;
         HMAC(EVP_sha1(), salt->data(), static_cast<int>(salt->size()),
              reinterpret_cast<const unsigned char*>(want.data()), want.size(), md, &len);
-        return len == hash->size() && std::equal(md, md + len, hash->begin());
+        return len == hash->size() && std::memcmp(md, hash->data(), len) == 0;
     }
     std::istringstream in(pattern);
     std::string p;
@@ -90,7 +74,7 @@ ParsedKey parse_public_key_line(std::string_view line) {
     // "type base64 [comment]" or "hosts type base64 [comment]" (known_hosts), maybe "@marker".
     for (std::size_t i = 0; i + 1 < words.size(); ++i) {
         if (!is_key_type(words[i])) continue;
-        auto blob = base64_decode(words[i + 1]);
+        auto blob = decode_base64(words[i + 1]);
         if (!blob || blob->size() < 8) break;
         return ParsedKey{words[i], fingerprint_of_blob(*blob)};
     }

@@ -2,8 +2,6 @@
 // Internal helpers of the SSH layer for host-key pinning.
 #include <cstdint>
 #include <filesystem>
-#include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,8 +13,6 @@ struct ParsedKey {
     std::string fingerprint;  ///< "SHA256:..."
 };
 
-std::string base64_encode(std::span<const unsigned char> data, bool pad);
-std::optional<std::vector<unsigned char>> base64_decode(std::string_view text);
 /// Parses "type base64 [comment]" or a known_hosts line; throws SshError.
 ParsedKey parse_public_key_line(std::string_view line);
 /// The keys a known_hosts file lists for host:port (plain, bracketed or hashed entries), minus

@@ -225,7 +225,7 @@ struct Session::Impl {
         wake();
     }
 
-    // Pump thread: notes an EAGAIN so the poll waits for the right direction.
+    // Pump thread: bytes libssh2 handed us that the socket has not taken yet.
     [[nodiscard]] std::size_t pending_out() const { return wbuf.size() - whead; }
 
     // Pump thread: sends what the buffer holds, as far as the socket takes it.
@@ -283,13 +283,23 @@ struct Session::Impl {
         return static_cast<ssize_t>(n);
     }
 
-    /// Returns true when a packet is left half sent: the caller must repeat the same call
-    /// before any other libssh2 call may send.
+    /// Pump thread: notes an EAGAIN so the poll waits for the right direction. Returns true when
+    /// a packet is left half sent: the caller must repeat the same call before any other libssh2
+    /// call may send.
     bool eagain() {
         round_eagain = true;
         int dirs = libssh2_session_block_directions(s);
         round_dirs |= dirs;
         return (dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
+    }
+
+    /// Whether a libssh2 call's result `rc` is EAGAIN (and if so, noted as eagain() does). An op
+    /// whose state did not change repeats the same call on its next step, which is what a
+    /// half-sent packet needs; the pump keeps it as the only sender meanwhile (send_owner).
+    bool would_block(long rc) {
+        if (rc != LIBSSH2_ERROR_EAGAIN) return false;
+        eagain();
+        return true;
     }
 
     // Pump thread: classifies a libssh2 error. Session-level errors end everything.
@@ -493,10 +503,7 @@ struct ExecOp final : Op {
                                              LIBSSH2_CHANNEL_PACKET_DEFAULT, nullptr, 0);
                 if (!ch) {
                     int rc = libssh2_session_last_errno(s.s);
-                    if (rc == LIBSSH2_ERROR_EAGAIN) {
-                        s.eagain();
-                        return Step::idle;
-                    }
+                    if (s.would_block(rc)) return Step::idle;
                     s.opener = nullptr;
                     finish(s.error(rc, "cannot open a session channel"));
                     return Step::done;
@@ -511,10 +518,7 @@ struct ExecOp final : Op {
             case starting: {
                 int rc = libssh2_channel_process_startup(ch, "exec", 4, command.data(),
                                                          static_cast<unsigned>(command.size()));
-                if (rc == LIBSSH2_ERROR_EAGAIN) {
-                    s.eagain();
-                    return Step::idle;
-                }
+                if (s.would_block(rc)) return Step::idle;
                 if (s.opener == this) s.opener = nullptr;
                 if (rc != 0) {
                     auto f = s.error(rc, "exec request refused");
@@ -533,16 +537,10 @@ struct ExecOp final : Op {
                 return stream(s);
             case closing: {
                 int rc = libssh2_channel_close(ch);
-                if (rc == LIBSSH2_ERROR_EAGAIN) {
-                    s.eagain();
-                    return Step::idle;
-                }
+                if (s.would_block(rc)) return Step::idle;
                 if (rc == 0) {
                     rc = libssh2_channel_wait_closed(ch);
-                    if (rc == LIBSSH2_ERROR_EAGAIN) {
-                        s.eagain();
-                        return Step::idle;
-                    }
+                    if (s.would_block(rc)) return Step::idle;
                 }
                 exit_status = libssh2_channel_get_exit_status(ch);
                 char* sig = nullptr;
@@ -559,10 +557,7 @@ struct ExecOp final : Op {
             }
             case freeing: {
                 int rc = libssh2_channel_free(ch);
-                if (rc == LIBSSH2_ERROR_EAGAIN) {
-                    s.eagain();
-                    return Step::idle;
-                }
+                if (s.would_block(rc)) return Step::idle;
                 ch = nullptr;
                 Failure f = failure;
                 if (f.kind == Failure::none && cancelled()) f = {Failure::timeout, "cancelled"};
@@ -679,10 +674,7 @@ struct UploadOp final : Op {
                     s.sftp = libssh2_sftp_init(s.s);
                     if (!s.sftp) {
                         int rc = libssh2_session_last_errno(s.s);
-                        if (rc == LIBSSH2_ERROR_EAGAIN) {
-                            s.eagain();
-                            return Step::idle;
-                        }
+                        if (s.would_block(rc)) return Step::idle;
                         s.opener = nullptr;
                         s.sftp_user = nullptr;
                         finish(s.error(rc, "cannot start SFTP"));
@@ -700,10 +692,7 @@ struct UploadOp final : Op {
                                          mode & 0777, LIBSSH2_SFTP_OPENFILE);
                 if (!h) {
                     int rc = libssh2_session_last_errno(s.s);
-                    if (rc == LIBSSH2_ERROR_EAGAIN) {
-                        s.eagain();
-                        return Step::idle;
-                    }
+                    if (s.would_block(rc)) return Step::idle;
                     return fail_or_close(s, sftp_failure(s, rc, "cannot create"));
                 }
                 state = writing;
@@ -728,10 +717,7 @@ struct UploadOp final : Op {
                     }
                     ssize_t n = libssh2_sftp_write(h, reinterpret_cast<const char*>(data) + acked,
                                                    size - acked);
-                    if (n == LIBSSH2_ERROR_EAGAIN) {
-                        s.eagain();
-                        return progressed ? Step::progress : Step::idle;
-                    }
+                    if (s.would_block(n)) return progressed ? Step::progress : Step::idle;
                     if (n < 0) {
                         return fail_or_close(s,
                                              sftp_failure(s, static_cast<int>(n), "cannot write"));
@@ -753,20 +739,14 @@ struct UploadOp final : Op {
                 attrs.flags = LIBSSH2_SFTP_ATTR_PERMISSIONS;
                 attrs.permissions = static_cast<unsigned long>(mode & 07777);
                 int rc = libssh2_sftp_fsetstat(h, &attrs);
-                if (rc == LIBSSH2_ERROR_EAGAIN) {
-                    s.eagain();
-                    return Step::idle;
-                }
+                if (s.would_block(rc)) return Step::idle;
                 if (rc != 0) return fail_or_close(s, sftp_failure(s, rc, "cannot chmod"));
                 state = closing;
                 return Step::progress;
             }
             case closing: {
                 int rc = libssh2_sftp_close_handle(h);
-                if (rc == LIBSSH2_ERROR_EAGAIN) {
-                    s.eagain();
-                    return Step::idle;
-                }
+                if (s.would_block(rc)) return Step::idle;
                 h = nullptr;
                 s.sftp_user = nullptr;
                 Failure f = pending_failure;
@@ -865,10 +845,7 @@ struct TunnelOp final : Op {
                                              static_cast<unsigned>(msg.size()));
                 if (!ch) {
                     int rc = libssh2_session_last_errno(s.s);
-                    if (rc == LIBSSH2_ERROR_EAGAIN) {
-                        s.eagain();
-                        return Step::idle;
-                    }
+                    if (s.would_block(rc)) return Step::idle;
                     s.opener = nullptr;
                     auto f = s.error(rc, "cannot open a tunnel to " + target());
                     finish(f);
@@ -885,10 +862,7 @@ struct TunnelOp final : Op {
                 return run(s);
             case freeing: {
                 int rc = libssh2_channel_free(ch);
-                if (rc == LIBSSH2_ERROR_EAGAIN) {
-                    s.eagain();
-                    return Step::idle;
-                }
+                if (s.would_block(rc)) return Step::idle;
                 ch = nullptr;
                 finish({});
                 return Step::done;
@@ -1429,8 +1403,7 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
             fail({ConnectFailure::network, "server sent no host key"});
             continue;
         }
-        std::string actual =
-            fingerprint_of_blob({reinterpret_cast<const unsigned char*>(key), key_len});
+        std::string actual = fingerprint_of_blob({key, key_len});
         if (!o.host_key.accept_any &&
             std::find(expected.begin(), expected.end(), actual) == expected.end()) {
             libssh2_session_disconnect(s, "host key mismatch");

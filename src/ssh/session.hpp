@@ -210,6 +210,6 @@ private:
 std::string fingerprint_of_public_key(std::string_view line);
 
 /// "SHA256:<base64 without padding>" of a raw key blob.
-std::string fingerprint_of_blob(std::span<const unsigned char> blob);
+std::string fingerprint_of_blob(std::string_view blob);
 
 }  // namespace sky::detail::ssh

@@ -10,28 +10,12 @@
 #include <mutex>
 #include <set>
 
+#include "util/env.hpp"
+#include "util/text.hpp"
+
 namespace sky::detail::aws {
 
 namespace {
-
-std::string env(const char* name) {
-    const char* value = std::getenv(name);
-    return value ? value : "";
-}
-
-std::string trim(std::string s) {
-    auto not_space = [](unsigned char c) { return !std::isspace(c); };
-    s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-    s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-    return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
 
 // Host part of scheme://[user@]host[:port]/..., brackets removed from an IPv6 literal.
 std::string host_of_url(std::string_view url) {
@@ -70,7 +54,7 @@ EndpointChoice choose_endpoint(const std::string& explicit_url,
                                const std::string& explicit_source) {
     if (!explicit_url.empty()) return {explicit_url, explicit_source};
     for (const char* name : {"AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL"}) {
-        if (std::string v = env(name); !v.empty()) return {v, name};
+        if (std::string v = env_or(name); !v.empty()) return {v, name};
     }
     return {};
 }
@@ -94,7 +78,7 @@ void check_endpoint(const std::string& url, const std::string& source) {
             fmt::format("AWS: {} is \"{}\": expected an http:// or https:// URL", source, shown));
     }
     if (is_loopback_host(host_of_url(url))) return;
-    if (env("SKY_ALLOW_INSECURE_ENDPOINT") == "1") {
+    if (env_or("SKY_ALLOW_INSECURE_ENDPOINT") == "1") {
         notice_once(
             fmt::format("{} is plain http:// to {} (SKY_ALLOW_INSECURE_ENDPOINT=1): the "
                         "access key id, session token and requests travel unencrypted",
@@ -109,13 +93,13 @@ void check_endpoint(const std::string& url, const std::string& source) {
 }
 
 std::optional<Credentials> load_default_credentials(const std::string& explicit_profile) {
-    Credentials from_env{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
-                         env("AWS_SESSION_TOKEN")};
+    Credentials from_env{env_or("AWS_ACCESS_KEY_ID"), env_or("AWS_SECRET_ACCESS_KEY"),
+                         env_or("AWS_SESSION_TOKEN")};
     if (!from_env.access_key_id.empty() && !from_env.secret_access_key.empty()) return from_env;
 
-    std::string path = env("AWS_SHARED_CREDENTIALS_FILE");
-    if (path.empty() && !env("HOME").empty()) path = env("HOME") + "/.aws/credentials";
-    std::string profile = explicit_profile.empty() ? env("AWS_PROFILE") : explicit_profile;
+    std::string path = env_or("AWS_SHARED_CREDENTIALS_FILE");
+    if (path.empty() && !env_or("HOME").empty()) path = env_or("HOME") + "/.aws/credentials";
+    std::string profile = explicit_profile.empty() ? env_or("AWS_PROFILE") : explicit_profile;
     if (profile.empty()) profile = "default";
     std::ifstream in(path);
     if (!in) return std::nullopt;
@@ -123,7 +107,7 @@ std::optional<Credentials> load_default_credentials(const std::string& explicit_
     bool in_profile = false;
     std::string line;
     for (int lines = 0; std::getline(in, line) && lines < 100000; ++lines) {
-        line = trim(line);
+        line = std::string(trim(line));
         if (line.empty() || line[0] == '#' || line[0] == ';') continue;
         if (line.front() == '[' && line.back() == ']') {
             in_profile = trim(line.substr(1, line.size() - 2)) == profile;
@@ -132,8 +116,8 @@ std::optional<Credentials> load_default_credentials(const std::string& explicit_
         if (!in_profile) continue;
         auto eq = line.find('=');
         if (eq == std::string::npos) continue;
-        std::string key = trim(line.substr(0, eq));
-        std::string value = trim(line.substr(eq + 1));
+        std::string key(trim(line.substr(0, eq)));
+        std::string value(trim(line.substr(eq + 1)));
         if (key == "aws_access_key_id") found.access_key_id = value;
         if (key == "aws_secret_access_key") found.secret_access_key = value;
         if (key == "aws_session_token") found.session_token = value;

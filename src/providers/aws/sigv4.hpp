@@ -1,8 +1,8 @@
 #pragma once
-/// \file AWS Signature Version 4: signing outgoing requests and verifying received ones (the
-/// fake EC2 uses the verifier). Spec: docs.aws.amazon.com/general/latest/gr/sigv4_signing.html.
+/// \file AWS Signature Version 4: signing outgoing requests (the verifier the fake EC2 uses is in
+/// tests/support/aws/sigv4_verify.hpp). Spec:
+/// docs.aws.amazon.com/general/latest/gr/sigv4_signing.html.
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +10,9 @@
 #include <vector>
 
 namespace sky::detail::aws {
+
+/// The algorithm name in the Authorization header and the string to sign.
+inline constexpr std::string_view kSigV4Algorithm = "AWS4-HMAC-SHA256";
 
 /// AWS credentials. Never logged; use the HTTP layer's secret lists when sending.
 struct Credentials {
@@ -60,8 +63,6 @@ SigningResult sign_request(SignableRequest& request, const Credentials& credenti
                                             const std::vector<std::string>& signed_headers,
                                             bool normalize_path = true);
 
-/// Lowercase hex SHA-256.
-[[nodiscard]] std::string sha256_hex(std::string_view data);
 /// Raw HMAC-SHA256.
 [[nodiscard]] std::string hmac_sha256(std::string_view key, std::string_view data);
 /// The derived signing key kSigning for a date (YYYYMMDD), region and service.
@@ -70,36 +71,13 @@ SigningResult sign_request(SignableRequest& request, const Credentials& credenti
 /// Formats a time as YYYYMMDDTHHMMSSZ.
 [[nodiscard]] std::string amz_date(std::chrono::system_clock::time_point time);
 
-/// The outcome of checking a received request's signature.
-struct VerifyResult {
-    bool ok = false;
-    /// EC2's error code when not ok: "AuthFailure" (unknown key, malformed or expired
-    /// credential scope), "SignatureDoesNotMatch", "IncompleteSignature" or
-    /// "MissingAuthenticationToken".
-    std::string error_code;
-    std::string message;  ///< safe to return to the client: no secret in it
-    std::string access_key_id;
-    std::string region;
-    std::string service;
-};
+/// A header's value as SigV4 signs it: every header of that name (case-insensitive) in order,
+/// each with its whitespace trimmed and runs collapsed, joined with ','; nullopt when absent.
+[[nodiscard]] std::optional<std::string> header_value(const SignableRequest& request,
+                                                      std::string_view lower_name);
 
-struct VerifyParams {
-    /// Finds the secret (and session token, if any) for an access key id; nullopt = unknown key.
-    std::function<std::optional<Credentials>(const std::string& access_key_id)> lookup;
-    /// Expected service ("ec2"); empty accepts any.
-    std::string service;
-    /// Expected region; empty accepts any.
-    std::string region;
-    /// Current time for the clock-skew check; "now" when empty.
-    std::optional<std::chrono::system_clock::time_point> now;
-    /// AWS rejects requests more than 15 minutes off (RequestExpired / SignatureDoesNotMatch).
-    std::chrono::seconds max_skew{15 * 60};
-    bool normalize_path = true;
-};
-
-/// Recomputes the signature of a received request (headers as received, Authorization included)
-/// and compares it in constant time.
-[[nodiscard]] VerifyResult verify_request(const SignableRequest& request,
-                                          const VerifyParams& params);
+/// "AWS4-HMAC-SHA256\n<amz date>\n<scope>\n<hex SHA-256 of the canonical request>".
+[[nodiscard]] std::string string_to_sign(std::string_view amz_date, std::string_view scope,
+                                         std::string_view canonical_request);
 
 }  // namespace sky::detail::aws

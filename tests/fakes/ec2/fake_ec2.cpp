@@ -16,7 +16,7 @@
 #include "fakes/gzip_bomb.hpp"
 #include "hosts/test_hosts.hpp"
 #include "http/http_client.hpp"
-#include "providers/aws/sigv4.hpp"
+#include "support/aws/sigv4_verify.hpp"
 
 namespace sky::test {
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "providers/aws/ec2_protocol.hpp"
+#include "support/aws/ec2_model.hpp"
 
 namespace sky::test {
 

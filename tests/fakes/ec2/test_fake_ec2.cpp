@@ -16,8 +16,8 @@
 #include "fakes/ec2/fake_ec2.hpp"
 #include "http/http_client.hpp"
 #include "providers/aws/ec2_client.hpp"
-#include "providers/aws/ec2_protocol.hpp"
 #include "providers/aws/sigv4.hpp"
+#include "support/aws/ec2_model.hpp"
 
 using namespace sky::detail;
 using namespace sky::detail::aws;
@@ -167,10 +167,10 @@ TEST_CASE("fake ec2: sky's signed client runs, describes and terminates", "[fake
     run.set("ImageId", "ami-0ubuntu000000001").set("InstanceType", "t3.micro");
     run.set("MinCount", 1).set("MaxCount", 1).set("ClientToken", "token-1");
     run.set("UserData", base64_encode("#!/bin/sh\ntrue\n"));
-    run.set_json("TagSpecification",
-                 nlohmann::json::array(
-                     {{{"ResourceType", "instance"},
-                       {"Tag", nlohmann::json::array({{{"Key", "sky:pool"}, {"Value", "p9"}}})}}}));
+    set_json(run, "TagSpecification",
+             nlohmann::json::array(
+                 {{{"ResourceType", "instance"},
+                   {"Tag", nlohmann::json::array({{{"Key", "sky:pool"}, {"Value", "p9"}}})}}}));
     auto ec2 = client(fake);
     auto reservation = parse_output(model, "RunInstances", ec2.call("RunInstances", run));
     REQUIRE(reservation["Instances"].size() == 1);

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "providers/aws/ec2_protocol.hpp"
+#include "support/aws/ec2_model.hpp"
 #include "unit/aws/dynamic_tests.hpp"
 
 using namespace sky::detail::aws;
@@ -269,12 +269,11 @@ TEST_CASE("ec2: QueryParams flattens lists and structures with wire names", "[aw
     QueryParams params;
     params.set("ImageId", "ami-123").set("MinCount", 1).set("MaxCount", 2).set("DryRun", false);
     params.set_list("SecurityGroupId", {"sg-1", "sg-2"});
-    params.set_json(
-        "TagSpecification",
-        json::array({{{"ResourceType", "instance"},
-                      {"Tag", json::array({{{"Key", "sky:pool"}, {"Value", "p 1/x"}}})}}}));
-    params.set_json("InstanceMarketOptions",
-                    {{"MarketType", "spot"}, {"SpotOptions", {{"MaxPrice", "0.5"}}}});
+    set_json(params, "TagSpecification",
+             json::array({{{"ResourceType", "instance"},
+                           {"Tag", json::array({{{"Key", "sky:pool"}, {"Value", "p 1/x"}}})}}}));
+    set_json(params, "InstanceMarketOptions",
+             {{"MarketType", "spot"}, {"SpotOptions", {{"MaxPrice", "0.5"}}}});
     std::string body = ec2_query_body("RunInstances", params);
     CHECK(
         body ==

@@ -10,6 +10,7 @@
 #include "hosts/test_hosts.hpp"
 #include "ssh/host_key.hpp"
 #include "ssh/session.hpp"
+#include "util/encoding.hpp"
 
 using namespace sky::detail::ssh;
 namespace fs = std::filesystem;
@@ -19,7 +20,7 @@ namespace {
 std::string fake_key(unsigned char seed) {
     std::vector<unsigned char> blob(51);
     for (std::size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<unsigned char>(seed + i);
-    return "ssh-ed25519 " + base64_encode(blob, true);
+    return "ssh-ed25519 " + sky::detail::base64_encode(std::string(blob.begin(), blob.end()));
 }
 
 fs::path write_temp(const std::string& name, const std::string& text) {

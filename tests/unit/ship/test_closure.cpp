@@ -11,9 +11,11 @@
 
 #include "ship/closure.hpp"
 #include "ship/elf.hpp"
+#include "util/digest.hpp"
 
 namespace fs = std::filesystem;
 using namespace sky::detail::ship;
+using sky::detail::sha256_hex;
 
 namespace {
 
