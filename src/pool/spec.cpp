@@ -15,11 +15,6 @@ bool valid_env_name(const std::string& k) {
 }
 }  // namespace
 
-bool valid_memory_string(const std::string& s) {
-    static const std::regex re(R"(\s*[0-9]+(\.[0-9]+)?\s*([kKmMgGtT]i?[bB]?|[bB])?\s*)");
-    return std::regex_match(s, re);
-}
-
 void PoolSpec::validate() const {
     auto bad = [](const std::string& m) { throw ConfigError("PoolSpec::" + m); };
     if (nodes < 1 || nodes > 4096) bad(fmt::format("nodes must be in [1, 4096], got {}", nodes));
@@ -30,8 +25,13 @@ void PoolSpec::validate() const {
     if (idle_timeout.count() <= 0)
         bad(fmt::format("idle_timeout must be positive, got {} s", idle_timeout.count()));
     if (cpu && *cpu < 1) bad(fmt::format("cpu must be at least 1, got {}", *cpu));
-    if (memory && !valid_memory_string(*memory))
-        bad(fmt::format("memory must look like \"32GB\" or \"512MiB\", got \"{}\"", *memory));
+    if (memory) {
+        try {
+            (void)parse_memory_gb(*memory, "memory");
+        } catch (const ConfigError& e) {
+            bad(e.what());
+        }
+    }
     if (machine && machine->empty()) bad("machine is set but empty");
     if (accelerator && accelerator->count < 1)
         bad(fmt::format("accelerator count must be at least 1, got {}", accelerator->count));

@@ -19,7 +19,6 @@ public:
     [[nodiscard]] std::string describe() const override { return description_; }
     /// Waits until a read would not block; false on timeout.
     bool wait_readable(std::chrono::milliseconds timeout) override;
-    [[nodiscard]] int fd() const noexcept { return fd_; }
 
 private:
     int fd_;

@@ -103,7 +103,6 @@ public:
     bool next(Frame& f);
     /// True when a whole frame is already buffered (next() will not block).
     [[nodiscard]] bool has_buffered_frame() const noexcept;
-    [[nodiscard]] std::size_t buffered_bytes() const noexcept { return buf_.size() - pos_; }
 
 private:
     bool fill(std::size_t need);
@@ -145,7 +144,6 @@ struct ErrorMsg {
         signature_mismatch = 3,  // the name exists with another signature
         bad_arguments = 4,       // the argument bytes did not decode
         cancelled = 5,           // cancelled before it started
-        bad_result = 6,          // the result could not be encoded
     };
     std::uint8_t kind = exception;
     std::string type_name;

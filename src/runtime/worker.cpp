@@ -119,8 +119,7 @@ public:
             });
         err_fd_ = capture_->original_stderr();
         if (!handshake()) return 3;
-        watchdog_ = std::thread([this] { watchdog(); });
-        watchdog_.detach();
+        std::thread([this] { watchdog(); }).detach();
         if (collect_metrics_) {
             std::thread([this] { metrics_loop(); }).detach();
         }
@@ -442,7 +441,6 @@ private:
     std::chrono::milliseconds metrics_interval_{5000};
     std::unique_ptr<OutputCapture> capture_;
     std::unique_ptr<FrameReader> reader_;
-    std::thread watchdog_;
     std::vector<std::thread> executors_;
     std::mutex m_;
     std::condition_variable cv_;
