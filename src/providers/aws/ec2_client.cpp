@@ -1,54 +1,14 @@
 #include "providers/aws/ec2_client.hpp"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <mutex>
-#include <set>
 
+#include "http/endpoint.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
 
 namespace sky::detail::aws {
-
-namespace {
-
-// Host part of scheme://[user@]host[:port]/..., brackets removed from an IPv6 literal.
-std::string host_of_url(std::string_view url) {
-    auto scheme_end = url.find("://");
-    std::string_view rest = scheme_end == std::string_view::npos ? url : url.substr(scheme_end + 3);
-    rest = rest.substr(0, rest.find_first_of("/?#"));
-    if (auto at = rest.rfind('@'); at != std::string_view::npos) rest = rest.substr(at + 1);
-    if (!rest.empty() && rest.front() == '[') {
-        auto close = rest.find(']');
-        return std::string(rest.substr(1, close == std::string_view::npos ? rest.npos : close - 1));
-    }
-    return std::string(rest.substr(0, rest.find(':')));
-}
-
-bool is_loopback_host(const std::string& host) {
-    if (iequals(host, "localhost")) return true;
-    in_addr v4{};
-    if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-    in6_addr v6{};
-    if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-    return false;
-}
-
-// One notice per endpoint per process: every Ec2Client would otherwise repeat it.
-void notice_once(const std::string& text) {
-    static std::mutex m;
-    static std::set<std::string> said;
-    std::lock_guard lk(m);
-    if (!said.insert(text).second) return;
-    std::fprintf(stderr, "sky: notice: %s\n", text.c_str());
-}
-
-}  // namespace
 
 EndpointChoice choose_endpoint(const std::string& explicit_url,
                                const std::string& explicit_source) {
@@ -59,37 +19,11 @@ EndpointChoice choose_endpoint(const std::string& explicit_url,
     return {};
 }
 
-std::string shown_endpoint(const std::string& url) {
-    auto scheme_end = url.find("://");
-    if (scheme_end == std::string::npos) return url;
-    auto authority_end = url.find_first_of("/?#", scheme_end + 3);
-    auto at = url.rfind('@', authority_end == std::string::npos ? url.npos : authority_end);
-    if (at == std::string::npos || at < scheme_end) return url;
-    return url.substr(0, scheme_end + 3) + url.substr(at + 1);
-}
-
 void check_endpoint(const std::string& url, const std::string& source) {
-    const std::string shown = shown_endpoint(url);
-    auto scheme_end = url.find("://");
-    const std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
-    if (iequals(scheme, "https")) return;
-    if (!iequals(scheme, "http")) {
-        throw sky::ConfigError(
-            fmt::format("AWS: {} is \"{}\": expected an http:// or https:// URL", source, shown));
-    }
-    if (is_loopback_host(host_of_url(url))) return;
-    if (env_or("SKY_ALLOW_INSECURE_ENDPOINT") == "1") {
-        notice_once(
-            fmt::format("{} is plain http:// to {} (SKY_ALLOW_INSECURE_ENDPOINT=1): the "
-                        "access key id, session token and requests travel unencrypted",
-                        source, shown));
-        return;
-    }
-    throw sky::ConfigError(fmt::format(
-        "AWS: {} is \"{}\": plain http:// to a host that is not loopback would send the access "
-        "key id, the session token and every request (instances' user-data included) in clear "
-        "text; use https://, a loopback address, or set SKY_ALLOW_INSECURE_ENDPOINT=1",
-        source, shown));
+    check_endpoint_security(url, {.provider = "AWS",
+                                  .source = source,
+                                  .secrets = "the access key id, the session token",
+                                  .payload = "instances' user-data"});
 }
 
 std::optional<Credentials> load_default_credentials(const std::string& explicit_profile) {
@@ -184,7 +118,7 @@ std::string Ec2Client::endpoint_notice() const {
     return fmt::format(
         "AWS requests signed with your credentials go to {} (set by {}), not to "
         "AWS's own endpoint",
-        shown_endpoint(endpoint_), config_.endpoint_source);
+        url_for_display(endpoint_), config_.endpoint_source);
 }
 
 XmlElement Ec2Client::call(std::string_view action, const QueryParams& params) const {

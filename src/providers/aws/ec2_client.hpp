@@ -33,10 +33,8 @@ struct EndpointChoice {
 /// http:// and https:// URLs; plain http:// only to a loopback host (127.0.0.0/8, ::1,
 /// localhost) unless SKY_ALLOW_INSECURE_ENDPOINT=1, since SigV4 headers (access key id, session
 /// token) and every request body (user-data with host keys) would travel in clear text.
+/// (http/endpoint.hpp's check with AWS's words.)
 void check_endpoint(const std::string& url, const std::string& source);
-
-/// The URL without any user:password part, for messages.
-[[nodiscard]] std::string shown_endpoint(const std::string& url);
 
 struct Ec2ClientConfig {
     std::string region = "us-east-1";

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "http/endpoint.hpp"
 #include "providers/aws/ec2_client.hpp"
 
 using namespace sky::detail::aws;
@@ -148,7 +149,8 @@ TEST_CASE("aws endpoint: the override's source, and the notice about it", "[aws]
     CHECK(choose_endpoint().url == "https://b.example");
     CHECK(choose_endpoint().source == "AWS_ENDPOINT_URL_EC2");
     CHECK(choose_endpoint("https://c.example").source == "AWS{.endpoint}");
-    CHECK(shown_endpoint("https://user:pw@host.example:1/x") == "https://host.example:1/x");
+    CHECK(sky::detail::url_for_display("https://user:pw@host.example:1/x") ==
+          "https://host.example:1/x");
 
     Ec2ClientConfig config;
     config.credentials = {"AKID", "secret", ""};
