@@ -1,5 +1,10 @@
 #pragma once
 /// \file Where nodes come from (api.md §5).
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -7,6 +12,8 @@
 #include <vector>
 
 namespace sky {
+
+class CloudAdapter;  // sky/cloud.hpp
 
 /// Nodes are worker processes on this machine: the same runtime as a cloud node, no cloud.
 struct Local {
@@ -49,10 +56,66 @@ struct DigitalOcean {
     std::string endpoint;
 };
 
-/// A provider configuration, implicitly constructible from each config struct.
+/// One failure a sky::Simulated cloud produces (api.md §5a). Node numbers are pool nodes; a
+/// replacement node gets no faults unless one names it by its new node id in the events.
+struct Fault {
+    enum class Kind { preempt, lose, lose_after_calls, fail_bootstrap, slow_bootstrap, freeze };
+    Kind kind = Kind::lose;
+    int node = 0;
+    std::chrono::milliseconds after{0};  ///< since the pool started (preempt, lose, freeze)
+    int calls = 0;                       ///< lose_after_calls: the machine dies after this call
+    std::chrono::milliseconds delay{0};  ///< slow_bootstrap
+    std::string message;                 ///< fail_bootstrap: the failing phase's output
+
+    /// The cloud reclaims the node's spot machine `after` the pool started.
+    static Fault preempt(int node, std::chrono::milliseconds after) {
+        return {Kind::preempt, node, after, 0, {}, {}};
+    }
+    /// The node's machine dies `after` the pool started.
+    static Fault lose(int node, std::chrono::milliseconds after) {
+        return {Kind::lose, node, after, 0, {}, {}};
+    }
+    /// The node's machine dies right after its n-th call.
+    static Fault lose_after_calls(int node, int n) {
+        return {Kind::lose_after_calls, node, {}, n, {}, {}};
+    }
+    /// The node's bootstrap fails (BootstrapError) with this output.
+    static Fault fail_bootstrap(int node, std::string message) {
+        return {Kind::fail_bootstrap, node, {}, 0, {}, std::move(message)};
+    }
+    /// The node's bootstrap takes this much longer.
+    static Fault slow_bootstrap(int node, std::chrono::milliseconds delay) {
+        return {Kind::slow_bootstrap, node, {}, 0, delay, {}};
+    }
+    /// The node's worker stops answering `after` the pool started (heartbeats time out).
+    static Fault freeze(int node, std::chrono::milliseconds after) {
+        return {Kind::freeze, node, after, 0, {}, {}};
+    }
+};
+
+/// A cloud in a box for tests (api.md §5a): nodes are worker processes on this machine,
+/// launched through the same cloud layer as every real cloud, with the catalog's offers and
+/// prices and the failures a cloud produces. `SKY_SIMULATED` (JSON) adds capacity errors and
+/// faults without recompiling.
+struct Simulated {
+    int capacity_errors = 0;    ///< the first N launch attempts find no capacity
+    std::vector<Fault> faults;  ///< what goes wrong, and when
+    std::uint64_t seed = 0;     ///< makes any randomness reproducible
+};
+
+/// A user's own cloud: made from a type that implements sky::CloudAdapter (sky/cloud.hpp) by
+/// Provider's converting constructor. Each pool gets its own copy of the adapter.
+struct CustomCloud {
+    std::string name;                                     ///< the adapter's name()
+    std::function<std::unique_ptr<CloudAdapter>()> make;  ///< a fresh copy for one pool
+};
+
+/// A provider configuration, implicitly constructible from each config struct and from any
+/// copyable type derived from sky::CloudAdapter.
 class Provider {
 public:
-    using Config = std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean>;
+    using Config =
+        std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated, CustomCloud>;
 
     Provider() = default;
     Provider(Local c) : config_(std::move(c)) {}
@@ -62,11 +125,24 @@ public:
     Provider(VastAI c) : config_(std::move(c)) {}
     Provider(Verda c) : config_(std::move(c)) {}
     Provider(DigitalOcean c) : config_(std::move(c)) {}
+    Provider(Simulated c) : config_(std::move(c)) {}
+    Provider(CustomCloud c) : config_(std::move(c)) {}
+    /// A user's adapter (include sky/cloud.hpp to define one): `.provider = MyCloud{...}`.
+    template <class A>
+    requires std::derived_from<A, CloudAdapter> && std::copy_constructible<A> Provider(A adapter) {
+        auto prototype = std::make_shared<const A>(std::move(adapter));
+        std::string n = prototype->name();
+        config_ = CustomCloud{std::move(n), [prototype]() -> std::unique_ptr<CloudAdapter> {
+                                  return std::make_unique<A>(*prototype);
+                              }};
+    }
 
-    /// "local", "ssh", "aws", "runpod", "vastai", "verda", "digitalocean".
+    /// "local", "ssh", "aws", "runpod", "vastai", "verda", "digitalocean", "simulated", or a
+    /// custom adapter's name().
     [[nodiscard]] std::string_view name() const noexcept {
-        constexpr std::string_view names[] = {"local",  "ssh",   "aws",         "runpod",
-                                              "vastai", "verda", "digitalocean"};
+        if (auto* c = std::get_if<CustomCloud>(&config_)) return c->name;
+        constexpr std::string_view names[] = {"local",  "ssh",   "aws",          "runpod",
+                                              "vastai", "verda", "digitalocean", "simulated"};
         return names[config_.index()];
     }
     /// The config if it is a C, else null.

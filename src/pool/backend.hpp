@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/transport.hpp"
 #include "sky/errors.hpp"
@@ -27,10 +28,28 @@ struct NodeExit {
     std::string detail;
 };
 
+/// A started node as a backend keeps it: its worker, how to reach it, and how it ended. SSH
+/// machines (RemoteNode) and simulated ones (worker processes here) are both.
+class NodeHandle {
+public:
+    virtual ~NodeHandle() = default;
+    /// A new transport to the worker.
+    virtual std::unique_ptr<Transport> connect_worker() = 0;
+    /// The token the worker expects in the handshake.
+    [[nodiscard]] virtual const std::string& token() const noexcept = 0;
+    /// Starts a fresh worker after the last one ended (the machine stays).
+    virtual void restart_worker(const std::function<void(Event)>& emit) = 0;
+    /// Why the worker's connection ended.
+    virtual NodeExit exit_reason() = 0;
+    /// Whether the machine can still be reached (a fresh worker can start there).
+    [[nodiscard]] virtual bool reachable() const = 0;
+    /// Stops the worker and removes the pool's files. Never throws.
+    virtual void stop() noexcept = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
-    [[nodiscard]] virtual std::string provider_name() const = 0;
     /// Acquires every instance (cloud: launch and wait; Local: nothing). Throws typed errors;
     /// whatever it started is released by stop_all().
     virtual void provision(int nodes, const std::function<void(Event)>& emit) = 0;
@@ -42,11 +61,14 @@ public:
     virtual NodeExit exit_reason(int node) = 0;
     /// Whether a lost node can be brought back (then connect() is called again).
     [[nodiscard]] virtual bool can_restart(int node) const = 0;
+    /// The pool is closing: launches, waits and retries in progress give up soon (called before
+    /// stop_all(), while a replacement may still be running on another thread). Never throws.
+    virtual void begin_stop() noexcept {}
     /// Stops every instance and waits until they are gone. Never throws.
     virtual void stop_all() noexcept = 0;
+    /// After stop_all(): what could not be confirmed stopped, one line each (empty: nothing).
+    [[nodiscard]] virtual std::vector<std::string> leftovers() const { return {}; }
 };
 
-/// The backend for a spec's provider; throws ConfigError for providers this build lacks.
-std::unique_ptr<Backend> make_backend(const PoolSpec& spec, const std::string& pool_id);
 
 }  // namespace sky::detail

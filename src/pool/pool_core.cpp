@@ -6,33 +6,24 @@
 #include <cstdlib>
 
 #include "metrics/metrics.hpp"
+#include "pool/ledger.hpp"
+#include "providers/registry/registry.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/worker.hpp"
 #include "sky/detail/serialize.hpp"
 
 namespace sky::detail {
 
-std::unique_ptr<Backend> make_local_backend(const PoolSpec& spec, const std::string& pool_id);
-std::unique_ptr<Backend> make_ssh_backend(const PoolSpec& spec, const std::string& pool_id);
-std::unique_ptr<Backend> make_aws_backend(const PoolSpec& spec, const std::string& pool_id);
-
-std::unique_ptr<Backend> make_backend(const PoolSpec& spec, const std::string& pool_id) {
-    if (spec.provider.get<Local>()) return make_local_backend(spec, pool_id);
-    if (spec.provider.get<SSH>()) return make_ssh_backend(spec, pool_id);
-    if (spec.provider.get<AWS>()) return make_aws_backend(spec, pool_id);
-    throw ConfigError(fmt::format(
-        "PoolSpec::provider: the '{}' provider is not available in this build of sky yet",
-        spec.provider.name()));
-}
-
 namespace {
-// How many calls may wait in a node's pipe beyond its running slots: deep when a large batch
-// is queued (throughput), shallow otherwise (so a slow call does not hold others back).
+// How many calls may wait in a node's pipe beyond its running slots: deep when
+// a large batch is queued (throughput), shallow otherwise (so a slow call does
+// not hold others back).
 constexpr std::size_t max_pipeline_depth = 64;
 constexpr int max_restarts = 3;
 }  // namespace
 
-PoolCore::PoolCore(PoolSpec spec) : spec_(std::move(spec)), id_(random_hex(8)) {}
+PoolCore::PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend)
+    : spec_(std::move(spec)), id_(random_hex(8)), backend_(std::move(backend)) {}
 
 PoolCore::~PoolCore() {
     try {
@@ -44,7 +35,8 @@ PoolCore::~PoolCore() {
 void PoolCore::start() {
     if (!initialised())
         throw ConfigError(
-            "sky::init(argc, argv) was not called: make it the first line of main() so that "
+            "sky::init(argc, argv) was not called: make it the first "
+            "line of main() so that "
             "worker processes of this program can serve calls");
     spec_.validate();
     bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event, [this] {
@@ -58,7 +50,10 @@ void PoolCore::start() {
     started_at_ = Clock::now();
     cost_ = std::make_unique<CostTracker>(started_at_);
     try {
-        backend_ = make_backend(spec_, id_);
+        // Written before anything is started: `sky gc` finds what a killed client
+        // left.
+        ledger_ = Ledger::open(id_, spec_.provider.name(), "");
+        if (!backend_) backend_ = make_backend(BackendContext{spec_, id_, ledger_.get()});
         for (int i = 0; i < spec_.nodes; ++i) {
             auto n = std::make_unique<NodeSlot>();
             n->index = i;
@@ -103,15 +98,17 @@ void PoolCore::connect_node(int i) {
 
 void PoolCore::cost_started(const Instance& i) {
     std::lock_guard lk(m_);
-    // Instance carries the rate it runs at; on-demand instances are their own baseline.
+    // Instance carries the rate it runs at; on-demand instances are their own
+    // baseline.
     cost_->start(i.id, i.provider, i.spot, i.hourly_price,
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
 }
 
 void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     auto& t = *n.transport;
-    // Until the worker has proven it holds the token, frames are limited to the fixed size of
-    // the auth frames, and nothing it sends is decoded. The token itself never travels.
+    // Until the worker has proven it holds the token, frames are limited to the
+    // fixed size of the auth frames, and nothing it sends is decoded. The token
+    // itself never travels.
     auto reader = std::make_unique<FrameReader>(t, auth_max_frame);
     try {
         client_authenticate(t, *reader, token, std::chrono::seconds(60));
@@ -120,9 +117,11 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     } catch (const std::exception& e) {
         throw Error(fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
     }
-    // Authenticated: the hello may be larger, and is still decoded with a bounded archive.
+    // Authenticated: the hello may be larger, and is still decoded with a bounded
+    // archive.
     reader = std::make_unique<FrameReader>(std::move(*reader), 1 << 20);
-    // The hello usually came in the same read as the proof: wait only when it is not here.
+    // The hello usually came in the same read as the proof: wait only when it is
+    // not here.
     if (!reader->has_buffered_frame() && !t.wait_readable(std::chrono::seconds(60)))
         throw Error(fmt::format("node {} ({}): no hello from the worker within 60 s", n.index,
                                 n.instance.id));
@@ -148,10 +147,11 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
         throw ProtocolError(fmt::format("node {}: worker speaks protocol {}, this client {}",
                                         n.index, wh.protocol, protocol_version));
     if (wh.build_id != self_build_id())
-        throw ProtocolError(fmt::format(
-            "node {}: the worker runs a different build of the program (build id {}, this "
-            "client {})",
-            n.index, wh.build_id, self_build_id()));
+        throw ProtocolError(
+            fmt::format("node {}: the worker runs a different "
+                        "build of the program (build id {}, this "
+                        "client {})",
+                        n.index, wh.build_id, self_build_id()));
     ClientHello ch;
     ch.pool_id = id_;
     ch.instance_id = n.instance.id;
@@ -387,13 +387,16 @@ void PoolCore::reader_loop(NodeSlot* n) {
     try {
         FrameReader& reader = *n->frames;
         Frame f;
+        n->last_heard = Clock::now().time_since_epoch().count();
         while (reader.next(f)) {
+            n->last_heard = Clock::now().time_since_epoch().count();
             switch (f.header.type) {
                 case MsgType::result:
                     got.push_back({f.header.call_id, f.header.type, f.take_payload(), {}});
                     break;
                 case MsgType::error: {
-                    // Decoded here, not under the lock: an unreadable one ends the connection.
+                    // Decoded here, not under the lock: an unreadable one ends the
+                    // connection.
                     ErrorMsg e;
                     try {
                         load_from(f.payload, e);
@@ -458,6 +461,12 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             n->instance.id});
     } else if (!closing) {
         ex = backend_->exit_reason(n->index);
+        // The supervisor ended a silent node: that, not the closed connection, is
+        // the reason.
+        if (n->silent.exchange(false) && ex.reason == NodeLostError::Reason::unreachable) {
+            std::lock_guard wl(n->write_m);
+            ex.detail = n->silence_reason;
+        }
     }
     std::vector<Outgoing> out(nodes_.size());
     std::vector<Completion> done;
@@ -586,6 +595,7 @@ void PoolCore::supervisor_loop() {
     const auto hb = std::clamp<std::chrono::seconds>(
         spec_.idle_timeout / 4, std::chrono::seconds(1), std::chrono::seconds(30));
     auto next_hb = Clock::now() + hb;
+    const auto silence_bound = 4 * hb + std::chrono::seconds(5);
     const auto cost_interval = std::chrono::seconds(10);
     auto next_cost = Clock::now() + cost_interval;
     std::unique_lock lk(m_);
@@ -639,6 +649,19 @@ void PoolCore::supervisor_loop() {
         }
         bool heartbeat = now >= next_hb;
         if (heartbeat) next_hb = now + hb;
+        // A worker answers every heartbeat, even while its calls run: one that
+        // stays silent for several of them is frozen or cut off, and its calls must
+        // not wait forever.
+        std::vector<std::pair<NodeSlot*, std::string>> silent;
+        for (auto& n : nodes_) {
+            if (n->state != NodeSlot::State::ready || n->last_heard == 0) continue;
+            const auto quiet = now - Clock::time_point(Clock::duration(n->last_heard.load()));
+            if (quiet > silence_bound)
+                silent.emplace_back(
+                    n.get(),
+                    fmt::format("the worker answered no heartbeat for {} s",
+                                std::chrono::duration_cast<std::chrono::seconds>(quiet).count()));
+        }
         std::optional<CostSnapshot> cost_update;
         if (now >= next_cost) {
             next_cost = now + cost_interval;
@@ -646,6 +669,14 @@ void PoolCore::supervisor_loop() {
             if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
         }
         lk.unlock();
+        for (auto& [n, why] : silent) {
+            if (n->silent.exchange(true)) continue;  // ended already
+            emit(ErrorEvent{fmt::format("node {}: {}; closing its connection", n->index, why),
+                            n->instance.id});
+            std::lock_guard wl(n->write_m);
+            n->silence_reason = why;
+            if (n->transport) n->transport->shutdown();
+        }
         for (auto [node, id] : cancels)
             send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
         if (heartbeat)
@@ -717,6 +748,7 @@ void PoolCore::close(bool report) {
         }
     }
     sup_cv_.notify_all();
+    if (backend_) backend_->begin_stop();  // a replacement in progress gives up
     finish(done);
     if (bus_) emit(PoolStopping{});
     for (auto& n : nodes_) {
@@ -726,6 +758,7 @@ void PoolCore::close(bool report) {
     }
     if (supervisor_.joinable()) supervisor_.join();
     if (backend_) backend_->stop_all();
+    if (ledger_) ledger_->close();
     for (auto& n : nodes_) {
         {
             std::lock_guard lk(n->write_m);
@@ -746,7 +779,15 @@ void PoolCore::close(bool report) {
                        c.savings_vs_ondemand});
         bus_->stop();
     }
-    (void)report;
+    if (report && backend_) {
+        std::vector<std::string> left = backend_->leftovers();
+        if (!left.empty())
+            throw Error(
+                fmt::format("pool {}: could not confirm that these stopped: "
+                            "{}; `sky gc` ends them (the "
+                            "ledger and their tags name them)",
+                            id_, fmt::join(left, "; ")));
+    }
 }
 
 bool PoolCore::active() const noexcept {

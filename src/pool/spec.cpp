@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "sky/errors.hpp"
+#include "providers/registry/registry.hpp"
 #include "sky/pool.hpp"
 
 namespace sky {
@@ -49,18 +50,11 @@ void PoolSpec::validate() const {
     } catch (const ConfigError& e) {
         bad(e.what());
     }
-    if (auto* ssh = provider.get<SSH>()) {
-        if (ssh->hosts.empty()) bad("provider: sky::SSH needs at least one host");
-        if (static_cast<std::size_t>(nodes) > ssh->hosts.size())
-            bad(fmt::format("nodes ({}) is more than sky::SSH has hosts ({})", nodes,
-                            ssh->hosts.size()));
-        if (ssh->port < 1 || ssh->port > 65535)
-            bad(fmt::format("provider: sky::SSH port must be in [1, 65535], got {}", ssh->port));
-        if (ssh->user.empty()) bad("provider: sky::SSH user is empty");
-    }
-    if (auto* v = provider.get<VastAI>(); v && (v->min_reliability < 0 || v->min_reliability > 1))
-        bad(fmt::format("provider: sky::VastAI min_reliability must be in [0, 1], got {}",
-                        v->min_reliability));
+    // The provider's own checks (its descriptor in the registry).
+    std::vector<std::string> problems;
+    const auto& descriptor = detail::descriptor_for(provider);
+    if (descriptor.validate) descriptor.validate(*this, problems);
+    if (!problems.empty()) bad(problems.front());
 }
 
 }  // namespace sky

@@ -1,4 +1,5 @@
-// sky::Local: nodes are worker processes of this same executable, connected by a socketpair.
+// sky::Local: nodes are worker processes of this same executable, connected by
+// a socketpair.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 
 #include "pool/backend.hpp"
 #include "providers/local/spawner.hpp"
+#include "providers/registry/registry.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/worker.hpp"
@@ -22,12 +24,12 @@ extern char** environ;
 
 namespace sky::detail {
 
-
 namespace {
 
-// Environment variables that hold a compute provider's credentials (or say where to find them):
-// a Local worker runs the user's functions and whatever they start, none of which needs sky's
-// cloud access. PoolSpec::env and Image::env pass one explicitly when a function does need it.
+// Environment variables that hold a compute provider's credentials (or say
+// where to find them): a Local worker runs the user's functions and whatever
+// they start, none of which needs sky's cloud access. PoolSpec::env and
+// Image::env pass one explicitly when a function does need it.
 bool is_provider_credential(std::string_view name) {
     static constexpr std::string_view prefixes[] = {"AWS_", "VERDA_", "DATACRUNCH_"};
     static constexpr std::string_view names[] = {"RUNPOD_API_KEY",
@@ -57,8 +59,6 @@ public:
         : spec_(spec), cfg_(*spec.provider.get<Local>()), pool_id_(std::move(pool_id)) {}
     ~LocalBackend() override { stop_all(); }
 
-    std::string provider_name() const override { return "local"; }
-
     void provision(int nodes, const std::function<void(Event)>& emit) override {
         std::lock_guard lk(m_);
         procs_.resize(static_cast<std::size_t>(nodes));
@@ -66,6 +66,17 @@ public:
     }
 
     NodeStart connect(int node, const std::function<void(Event)>& emit) override {
+        {
+            // A replacement: the last worker of this node may still exist (frozen, or
+            // cut off): it ends before the new one starts.
+            std::lock_guard lk(m_);
+            auto& p = procs_.at(static_cast<std::size_t>(node));
+            if (p.pid > 0 && !p.reaped) {
+                ::kill(p.pid, SIGKILL);
+                ::waitpid(p.pid, &p.status, 0);
+                p.reaped = true;
+            }
+        }
         int sv[2];
         if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
             throw Error(fmt::format("socketpair: {}", std::strerror(errno)));
@@ -124,7 +135,8 @@ public:
             std::lock_guard lk(m_);
             p = procs_.at(static_cast<std::size_t>(node));
         }
-        // The connection closed; the process is usually on its way out. Wait a little for it.
+        // The connection closed; the process is usually on its way out. Wait a
+        // little for it.
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
         while (!p.reaped && std::chrono::steady_clock::now() < until) {
             int st = 0;
@@ -197,8 +209,13 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Backend> make_local_backend(const PoolSpec& spec, const std::string& pool_id) {
-    return std::make_unique<LocalBackend>(spec, pool_id);
+ProviderDescriptor local_provider() {
+    ProviderDescriptor d;
+    d.name = "local";
+    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
+        return std::make_unique<LocalBackend>(c.spec, c.pool_id);
+    };
+    return d;
 }
 
 }  // namespace sky::detail

@@ -36,7 +36,7 @@ struct RemoteNodeSpec {
     std::string peer_address;
 };
 
-class RemoteNode {
+class RemoteNode final : public NodeHandle {
 public:
     /// Connects, ships, bootstraps and starts the worker; emits BootstrapStarting, one
     /// BootstrapProgress per phase and BootstrapCompleted. Throws BootstrapError naming the
@@ -45,19 +45,19 @@ public:
                                              const std::string& pool_id, int node,
                                              const std::string& instance_id,
                                              const std::function<void(Event)>& emit);
-    ~RemoteNode();
+    ~RemoteNode() override;
 
     /// A new transport to the worker (an SSH direct-streamlocal channel to its Unix socket).
-    std::unique_ptr<Transport> connect_worker();
-    [[nodiscard]] const std::string& token() const noexcept { return token_; }
+    std::unique_ptr<Transport> connect_worker() override;
+    [[nodiscard]] const std::string& token() const noexcept override { return token_; }
     /// Starts a fresh worker after the last one ended (the upload and bootstrap stay).
-    void restart_worker(const std::function<void(Event)>& emit);
+    void restart_worker(const std::function<void(Event)>& emit) override;
     /// Why the worker's connection ended.
-    NodeExit exit_reason();
-    [[nodiscard]] bool reachable() const;
+    NodeExit exit_reason() override;
+    [[nodiscard]] bool reachable() const override;
     /// Stops the worker and the watchdog and removes this pool's files from the node (the
     /// content-addressed program cache stays for the next pool). Never throws.
-    void stop() noexcept;
+    void stop() noexcept override;
 
 private:
     RemoteNode() = default;

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "pool/backend.hpp"
+#include "providers/registry/registry.hpp"
 #include "providers/remote/remote_node.hpp"
 
 namespace sky::detail {
@@ -23,7 +24,6 @@ public:
         : spec_(spec), cfg_(*spec.provider.get<SSH>()), pool_id_(std::move(pool_id)) {}
     ~SshBackend() override { stop_all(); }
 
-    std::string provider_name() const override { return "ssh"; }
     std::string head_address() const override { return cfg_.hosts.at(0); }
 
     void provision(int nodes, const std::function<void(Event)>& emit) override {
@@ -56,7 +56,13 @@ public:
             where.shipment = shipment();
             emit(InstanceProvisioned{id, node, false, "ssh", host, std::string("ssh"), 0.0,
                                      std::nullopt});
-            auto n = RemoteNode::start(where, spec_, pool_id_, node, id, emit);
+            std::unique_ptr<RemoteNode> n;
+            try {
+                n = RemoteNode::start(where, spec_, pool_id_, node, id, emit);
+            } catch (const ssh::SshError& e) {
+                // Unreachable, refused key, wrong host key: the public error, phase "connect".
+                throw BootstrapError(node, id, "connect", e.what());
+            }
             std::lock_guard lk(m_);
             nodes_.at(static_cast<std::size_t>(node)) = std::move(n);
             existing = nodes_.at(static_cast<std::size_t>(node)).get();
@@ -120,8 +126,25 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Backend> make_ssh_backend(const PoolSpec& spec, const std::string& pool_id) {
-    return std::make_unique<SshBackend>(spec, pool_id);
+ProviderDescriptor ssh_provider() {
+    ProviderDescriptor d;
+    d.name = "ssh";
+    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
+        const SSH* ssh = spec.provider.get<SSH>();
+        if (!ssh) return;
+        if (ssh->hosts.empty()) problems.push_back("provider: sky::SSH needs at least one host");
+        if (static_cast<std::size_t>(spec.nodes) > ssh->hosts.size())
+            problems.push_back(fmt::format("nodes ({}) is more than sky::SSH has hosts ({})",
+                                           spec.nodes, ssh->hosts.size()));
+        if (ssh->port < 1 || ssh->port > 65535)
+            problems.push_back(
+                fmt::format("provider: sky::SSH port must be in [1, 65535], got {}", ssh->port));
+        if (ssh->user.empty()) problems.push_back("provider: sky::SSH user is empty");
+    };
+    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
+        return std::make_unique<SshBackend>(c.spec, c.pool_id);
+    };
+    return d;
 }
 
 }  // namespace sky::detail

@@ -198,9 +198,20 @@ TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "
         auto groups = sky_groups(fake);
         REQUIRE(groups.size() == 1);
         CHECK(groups[0]["groupName"] == keys[0]);
-        REQUIRE(groups[0]["ipPermissions"].size() == 1);
-        CHECK(groups[0]["ipPermissions"][0]["fromPort"] == "22");
-        CHECK(groups[0]["ipPermissions"][0]["toPort"] == "22");
+        // SSH from outside; every port only from the pool's own members (the group itself).
+        const auto& rules = groups[0]["ipPermissions"];
+        REQUIRE(rules.size() == 2);
+        int ssh = 0, members = 0;
+        for (const auto& r : rules) {
+            if (r.value("fromPort", "") == "22" && r.value("toPort", "") == "22") ++ssh;
+            if (r.value("ipProtocol", "") == "-1") {
+                ++members;
+                CHECK(r.dump().find(groups[0].value("groupId", "?")) != std::string::npos);
+                CHECK(r.dump().find("0.0.0.0/0") == std::string::npos);
+            }
+        }
+        CHECK(ssh == 1);
+        CHECK(members == 1);
         // The host key each node got came from the client's user-data; the private half is
         // there only.
         for (const auto& i : inst) {
@@ -505,6 +516,66 @@ TEST_CASE("aws pool: a spot reclaim seen in DescribeInstances is a preempted nod
         }
     }
     CHECK(rec.count<sky::InstancePreempted>() == 1);
+    CHECK(live_instances(fake) == 0);
+    rec.check_no_secrets();
+}
+
+int slow_node_index(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return sky::instance_info().node;
+}
+
+TEST_CASE("aws pool: a node preempted in the middle of a gather is replaced, and calls with "
+          ".retries(1) re-run on the pool back at its size",
+          "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(2);  // the reclaimed machine's host serves the replacement
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    std::string victim, replacement;
+    {
+        sky::ComputePool pool{spec_for(fake, 2, rec)};
+        REQUIRE(pool.instances().size() == 2);
+        victim = pool.instances().at(1).id;
+        std::vector<sky::PendingCompute<int>> calls;
+        for (int i = 0; i < 8; ++i) calls.push_back(sky::compute<slow_node_index>(1500).retries(1));
+        auto gather = std::async(std::launch::async,
+                                 [&] { return sky::gather(std::move(calls)) >> pool; });
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        fake.set_instance_state(victim, "terminated", "Server.SpotInstanceTermination");
+        REQUIRE(gather.wait_for(std::chrono::seconds(240)) == std::future_status::ready);
+        std::vector<int> nodes = gather.get();
+        CHECK(nodes.size() == 8);
+        // Back at its size, with a new machine in node 1's place.
+        auto inst = pool.instances();
+        REQUIRE(inst.size() == 2);
+        CHECK(pool.instance_count() == 2);
+        for (const auto& i : inst)
+            if (i.node == 1) replacement = i.id;
+        CHECK_FALSE(replacement.empty());
+        CHECK(replacement != victim);
+        CHECK((sky::compute<node_index>() | pool).size() == 2);
+    }
+    // Preempted, then launched and provisioned anew, then replaced: in that order.
+    std::vector<std::string> order;
+    {
+        std::lock_guard lk(rec.m);
+        for (const auto& e : rec.events) {
+            if (auto* p = std::get_if<sky::InstancePreempted>(&e); p && p->instance_id == victim)
+                order.push_back("preempted");
+            if (auto* p = std::get_if<sky::InstanceProvisioned>(&e);
+                p && p->instance_id == replacement)
+                order.push_back("provisioned");
+            if (auto* p = std::get_if<sky::InstanceReplaced>(&e)) {
+                order.push_back("replaced");
+                CHECK(p->old_instance_id == victim);
+                CHECK(p->new_instance_id == replacement);
+                CHECK(p->node == 1);
+            }
+        }
+    }
+    CHECK(order == std::vector<std::string>{"preempted", "provisioned", "replaced"});
     CHECK(live_instances(fake) == 0);
     rec.check_no_secrets();
 }

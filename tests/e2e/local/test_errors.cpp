@@ -1,5 +1,8 @@
 // Error paths on a real Local pool: remote exceptions, crashes, timeouts, retries, bad calls.
 #include <catch2/catch.hpp>
+#include <signal.h>
+
+#include <thread>
 
 #include "e2e/local/functions.hpp"
 
@@ -127,4 +130,30 @@ TEST_CASE("bad options are ConfigErrors and nothing starts", "[local][errors]") 
                       Catch::Contains("not available"));
     CHECK_THROWS_AS(sky::ComputePool({.spot = "sometimes"}), sky::ConfigError);
     CHECK_THROWS_AS(sky::ComputePool({.accelerator = "NoSuchGPU"}), sky::ConfigError);
+}
+
+TEST_CASE("a frozen worker is declared lost within the heartbeat bound, and its node replaced",
+          "[local][errors]") {
+    // idle_timeout 4 s: heartbeats every second, a node silent for 4 × 1 s + 5 s is lost.
+    auto spec = quiet(1);
+    spec.idle_timeout = std::chrono::seconds(4);
+    sky::ComputePool pool{spec};
+    const long frozen = sky::compute<pid>() >> pool;
+    auto call = pool.submit(sky::compute<sleep_ms>(60000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    REQUIRE(::kill(static_cast<pid_t>(frozen), SIGSTOP) == 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(call.wait_for(std::chrono::seconds(30)));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    try {
+        (void)call.get();
+        FAIL("the call outlived its frozen worker");
+    } catch (const sky::NodeLostError& e) {
+        CHECK(std::string(e.what()).find("heartbeat") != std::string::npos);
+    }
+    CHECK(waited < std::chrono::seconds(15));
+    // The node is back with a fresh worker; the frozen one is gone.
+    const long fresh = sky::compute<pid>() >> pool;
+    CHECK(fresh != frozen);
+    CHECK(::kill(static_cast<pid_t>(frozen), 0) != 0);
 }

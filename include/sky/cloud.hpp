@@ -1,0 +1,131 @@
+#pragma once
+/// \file The cloud adapter: what a cloud must answer so that sky can run pools on it (api.md §5).
+///
+/// sky's cloud layer does everything that is the same on every cloud: it picks offers (the
+/// embedded catalog merged with the adapter's live offers), walks them on capacity errors with
+/// the pool's spot strategy, makes the pool's SSH key and each node's host key, writes the
+/// ledger, waits for nodes to run, bootstraps them over SSH, replaces lost ones, terminates and
+/// confirms, and sweeps by tag. An adapter is the cloud's REST mapping only: launch one machine,
+/// describe machines, terminate them, list a pool's machines by tag. The built-in clouds (AWS,
+/// RunPod, Vast.ai, Verda, DigitalOcean, Simulated) are adapters; a user's own adapter becomes
+/// a provider by conversion: `.provider = MyCloud{...}` (see docs/providers.md).
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sky/catalog.hpp"
+#include "sky/events.hpp"
+
+namespace sky {
+
+/// One machine as the cloud describes it.
+struct CloudInstance {
+    /// Where the machine is in its life. `unknown`: the cloud does not know the id (yet: just
+    /// after launch on an eventually consistent API; or any more). `gone`: terminated or deleted.
+    enum class State { pending, running, stopping, gone, unknown };
+    std::string id;
+    State state = State::pending;
+    std::string public_ip;   ///< the address the client connects to
+    std::string private_ip;  ///< how the pool's other nodes reach it (empty: public_ip)
+    int ssh_port = 22;       ///< the SSH port the client connects to
+    bool spot = false;       ///< spot, interruptible or bid capacity
+    bool preempted = false;  ///< the cloud took it back (a spot reclaim, an outbid)
+    std::string reason;      ///< the cloud's words on why it is stopping or gone
+    std::string pool_id;     ///< the sky pool it belongs to (from its tag or name)
+    std::string instance_type;
+};
+
+/// What launching one node needs. The adapter passes `boot_script` to the machine's first boot
+/// (user data, a startup script, a container's start command) and tags the machine with
+/// `pool_id` so that list() finds it even when launch's answer was lost.
+struct LaunchRequest {
+    std::string pool_id;
+    std::string name;  ///< "sky-<pool id>": for names and tags
+    int node = 0;
+    Offer offer;
+    bool spot = false;
+    std::string client_token;    ///< idempotency token where the cloud has one (≤ 64 chars)
+    std::string ssh_public_key;  ///< the pool's client key, "ssh-ed25519 AAAA... comment"
+    std::string boot_script;     ///< a bash script: installs the node's pinned host key, etc.
+};
+
+/// What create_infra() is given: the pool and its client key.
+struct InfraRequest {
+    std::string pool_id;
+    std::string name;            ///< "sky-<pool id>"
+    std::string ssh_public_key;  ///< to register as the cloud's key pair / account key
+};
+
+/// How the client logs in to this cloud's nodes.
+struct CloudLogin {
+    std::string user = "root";
+    /// A command the node's watchdog runs every 5 s; exit status 0 means the cloud is taking
+    /// the machine back. Empty: the cloud gives no notice.
+    std::string preemption_probe;
+    /// Whether the node may power itself off when the pool's hard or idle timeout passes
+    /// (clouds that terminate a machine that shuts down).
+    bool power_off_on_expiry = true;
+    /// Whether the host key from the boot script is replaced by one made on the node after the
+    /// first pinned login (the boot script is readable through the cloud's metadata).
+    bool rotate_host_key = true;
+    /// How long a fresh machine may take to present the pinned host key (its boot script runs
+    /// after sshd first starts); a mismatch until then is retried, never accepted.
+    std::chrono::seconds boot_wait{300};
+};
+
+/// Thrown by CloudAdapter::launch when the offer has no capacity now: the pool moves on to the
+/// next offer (any other exception ends provisioning with a ProvisionError).
+class CapacityError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// A cloud's REST mapping. Every method may be called from several threads at once, and the
+/// methods that take a pool id must work with nothing but that id (`sky gc` calls them from
+/// another process, long after the pool's client is gone). Errors are exceptions whose
+/// messages never contain a credential.
+class CloudAdapter {
+public:
+    virtual ~CloudAdapter() = default;
+
+    /// The provider's name in offers, events and `sky ls` ("aws", "my-cloud").
+    [[nodiscard]] virtual std::string name() const = 0;
+    /// The region the pool runs in (InfraCreated, attempts); empty where the cloud places it.
+    [[nodiscard]] virtual std::string region() const { return {}; }
+    /// Offers read from the cloud now (facts and prices); they replace the embedded catalog's
+    /// rows with the same instance type and region and add new ones. `notify` takes notices
+    /// (ErrorEvent) for the program's event stream. Default: none, the catalog's own.
+    [[nodiscard]] virtual std::vector<Offer> live_offers(const Catalog& catalog,
+                                                         const SelectionRequest& request,
+                                                         const std::function<void(Event)>& notify) {
+        (void)catalog, (void)request, (void)notify;
+        return {};
+    }
+    /// Creates what the pool's machines need before any launch (key pair, firewall). Called
+    /// once per pool; must accept a second call after a partial failure.
+    virtual void create_infra(const InfraRequest& request,
+                              const std::function<void(Event)>& notify) {
+        (void)request, (void)notify;
+    }
+    /// Launches one machine and returns its id as soon as the cloud names it. Throws
+    /// CapacityError when the offer has no capacity now.
+    virtual std::string launch(const LaunchRequest& request) = 0;
+    /// The machines with these ids, one entry per id; an id the cloud does not know is
+    /// `unknown`.
+    virtual std::vector<CloudInstance> describe(const std::vector<std::string>& ids) = 0;
+    /// Asks the cloud to end these machines; an id that is already gone is success.
+    virtual void terminate(const std::vector<std::string>& ids) = 0;
+    /// The machines tagged with this pool id that are not gone; every sky machine of this
+    /// account when `pool_id` is empty (`sky ls`, `sky gc`).
+    virtual std::vector<CloudInstance> list(std::string_view pool_id) = 0;
+    /// Deletes what create_infra() made for this pool. Best effort; never throws.
+    virtual void delete_infra(std::string_view pool_id) noexcept { (void)pool_id; }
+    /// How the client logs in to the nodes.
+    [[nodiscard]] virtual CloudLogin login() const { return {}; }
+};
+
+}  // namespace sky

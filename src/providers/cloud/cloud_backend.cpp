@@ -1,0 +1,748 @@
+// CloudBackend: a pool's machines on any cloud, through its adapter. The invariants that keep
+// instances from leaking live here once: every id the adapter returns is recorded (and written
+// to the ledger) before anything else happens to it; an offer that fails terminates what it
+// started; stop_all() terminates the union of what was launched and what carries the pool's tag,
+// and confirms each is gone.
+#include "providers/cloud/cloud_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "pool/ledger.hpp"
+#include "providers/cloud/node_keys.hpp"
+#include "providers/remote/remote_node.hpp"
+#include "sky/catalog.hpp"
+#include "util/text.hpp"
+
+namespace sky::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using State = CloudInstance::State;
+
+const char* state_name(State s) {
+    switch (s) {
+        case State::pending:
+            return "pending";
+        case State::running:
+            return "running";
+        case State::stopping:
+            return "stopping";
+        case State::gone:
+            return "gone";
+        case State::unknown:
+            return "unknown";
+    }
+    return "?";
+}
+
+struct CloudNode {
+    std::string instance_id;
+    Offer offer;
+    bool spot = false;
+    std::string public_ip, private_ip;
+    int ssh_port = 22;
+    std::string host_public_key;         // the pinned host key, "ssh-ed25519 AAAA..."
+    bool host_key_rotated = false;       // the boot-script key was replaced (or that was tried)
+    std::unique_ptr<NodeHandle> remote;  // the started node (over SSH, or simulated)
+    bool gone = false;  // the cloud ended it, or it is being reclaimed: never reused
+};
+
+class CloudBackend final : public Backend {
+public:
+    CloudBackend(std::unique_ptr<CloudAdapter> api, const BackendContext& c, NodeStarter starter)
+        : api_(std::move(api)),
+          starter_(std::move(starter)),
+          spec_(c.spec),
+          pool_id_(c.pool_id),
+          ledger_(c.ledger),
+          provider_(api_->name()),
+          login_(api_->login()) {
+        name_ = "sky-" + pool_id_;
+        region_ = api_->region();
+    }
+    ~CloudBackend() override { stop_all(); }
+
+    std::string head_address() const override {
+        std::lock_guard lk(m_);
+        if (nodes_.empty()) return "127.0.0.1";
+        return nodes_[0].private_ip.empty() ? nodes_[0].public_ip : nodes_[0].private_ip;
+    }
+
+    void provision(int nodes, const std::function<void(Event)>& emit) override {
+        SelectionRequest req{
+            .accelerator = spec_.accelerator,
+            .cpu = spec_.cpu,
+            .memory = spec_.memory,
+            .region = region_.empty() ? std::nullopt : std::optional<std::string>(region_),
+            .spot = spec_.spot,
+            .machine = spec_.machine};
+        Catalog catalog = Catalog::embedded();
+        catalog.merge(api_->live_offers(catalog, req, emit));
+        offers_ = catalog.select(req, provider_);
+        if (offers_.empty())
+            throw ProvisionError(fmt::format("{}: no instance type matches: {}", provider_,
+                                             explain_no_match(catalog.offers(provider_), req)));
+        emit(InfraCreating{});
+        create_infra(emit);
+        emit(InfraCreated{region_});
+
+        std::vector<int> all(static_cast<std::size_t>(nodes));
+        for (int i = 0; i < nodes; ++i) all[static_cast<std::size_t>(i)] = i;
+        std::vector<CloudNode> started = launch(all, spot_node_count(spec_.spot, nodes), "", emit);
+        std::lock_guard lk(m_);
+        nodes_ = std::move(started);
+    }
+
+    NodeStart connect(int node, const std::function<void(Event)>& emit) override {
+        CloudNode* n = nullptr;
+        bool replace = false;
+        {
+            std::lock_guard lk(m_);
+            n = &nodes_.at(static_cast<std::size_t>(node));
+            replace = n->gone || (n->remote && !n->remote->reachable());
+        }
+        if (replace) {
+            replace_node(node, *n, emit);
+        } else if (n->remote) {
+            n->remote->restart_worker(emit);  // a fresh worker on the same machine
+        }
+        if (!n->remote) {
+            try {
+                start_remote(node, *n, emit);
+            } catch (const ssh::SshError& e) {
+                // Unreachable, refused key, wrong host key: the public error, phase "connect".
+                throw BootstrapError(node, n->instance_id, "connect", e.what());
+            }
+        }
+        NodeStart s;
+        s.instance = instance_of(node, *n);
+        s.token = n->remote->token();
+        s.transport = n->remote->connect_worker();
+        return s;
+    }
+
+    NodeExit exit_reason(int node) override {
+        CloudNode* n = nullptr;
+        {
+            std::lock_guard lk(m_);
+            n = &nodes_.at(static_cast<std::size_t>(node));
+        }
+        // The cloud knows first: a reclaim shows in the machine's state.
+        try {
+            for (const CloudInstance& i : api_->describe({n->instance_id})) {
+                if (i.id != n->instance_id) continue;
+                if (i.preempted) {
+                    mark_gone(*n);
+                    return {NodeLostError::Reason::preempted,
+                            fmt::format("{} reclaimed the spot instance {}", provider_,
+                                        n->instance_id)};
+                }
+                if (i.state == State::stopping || i.state == State::gone ||
+                    i.state == State::unknown) {
+                    mark_gone(*n);
+                    return {
+                        NodeLostError::Reason::unreachable,
+                        fmt::format("instance {} is {} ({})", n->instance_id, state_name(i.state),
+                                    i.reason.empty() ? "no reason given" : i.reason)};
+                }
+            }
+        } catch (const std::exception&) {
+            // Fall through to what SSH saw.
+        }
+        if (!n->remote) return {NodeLostError::Reason::unreachable, "the node was never started"};
+        NodeExit ex = n->remote->exit_reason();
+        // The node's watchdog saw the reclaim notice: the machine is going; never restart a
+        // worker on it.
+        if (ex.reason == NodeLostError::Reason::preempted) mark_gone(*n);
+        return ex;
+    }
+
+    bool can_restart(int node) const override {
+        std::lock_guard lk(m_);
+        (void)nodes_.at(static_cast<std::size_t>(node));
+        // A live machine gets a fresh worker; a gone or unreachable one a new machine.
+        return !stopping_;
+    }
+
+    void begin_stop() noexcept override {
+        std::lock_guard lk(m_);
+        stopping_ = true;
+    }
+
+    void stop_all() noexcept override {
+        try {
+            std::vector<std::unique_ptr<NodeHandle>> remotes;
+            std::vector<std::string> ids;
+            {
+                std::lock_guard lk(m_);
+                stopping_ = true;
+                for (auto& n : nodes_) {
+                    if (n.remote) remotes.push_back(std::move(n.remote));
+                    if (!n.instance_id.empty()) ids.push_back(n.instance_id);
+                }
+                for (auto& id : launched_)
+                    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+            }
+            std::vector<std::thread> threads;
+            for (auto& r : remotes) threads.emplace_back([p = r.get()] { p->stop(); });
+            for (auto& t : threads) t.join();
+            remotes.clear();
+            // Also whatever carries this pool's tag: a machine whose launch answer was lost (a
+            // timeout after the cloud had started it) is known only by its tag.
+            try {
+                for (const auto& i : api_->list(pool_id_))
+                    if (std::find(ids.begin(), ids.end(), i.id) == ids.end()) ids.push_back(i.id);
+            } catch (...) {
+            }
+            terminate(ids);
+            {
+                std::lock_guard lk(m_);
+                std::erase_if(launched_,
+                              [&](const std::string& id) { return terminated_.count(id) > 0; });
+            }
+            delete_infra();
+        } catch (...) {
+            // Never throws: what is left carries the pool's tag and is in the ledger, for
+            // `sky ls` and `sky gc`.
+        }
+    }
+
+    std::vector<std::string> leftovers() const override {
+        std::lock_guard lk(m_);
+        std::vector<std::string> left;
+        for (const auto& id : launched_)
+            if (!terminated_.count(id))
+                left.push_back(
+                    fmt::format("{} instance {} (tag sky:pool={})", provider_, id, pool_id_));
+        return left;
+    }
+
+private:
+    void mark_gone(CloudNode& n) {
+        std::lock_guard lk(m_);
+        n.gone = true;
+    }
+
+    Instance instance_of(int node, const CloudNode& n) const {
+        Instance i;
+        i.id = n.instance_id;
+        i.node = node;
+        i.provider = provider_;
+        i.instance_type = n.offer.instance_type;
+        i.public_ip = n.public_ip;
+        i.private_ip = n.private_ip.empty() ? n.public_ip : n.private_ip;
+        i.spot = n.spot;
+        i.hourly_price = n.offer.hourly_price(n.spot);
+        i.on_demand_price = n.offer.on_demand_price;
+        return i;
+    }
+
+    // The pool's client key and what the cloud needs before any launch.
+    void create_infra(const std::function<void(Event)>& emit) {
+        std::lock_guard lk(infra_m_);
+        if (dir_.empty()) {
+            std::string tmpl = (std::filesystem::temp_directory_path() /
+                                fmt::format("sky-{}-{}-XXXXXX", provider_, pool_id_))
+                                   .string();
+            if (!::mkdtemp(tmpl.data()))
+                throw ProvisionError(provider_ + ": cannot create a key directory");
+            dir_ = tmpl;
+            ssh_keygen(dir_ / "key", name_);
+            public_key_ = public_key_of(dir_ / "key");
+        }
+        infra_created_ = true;  // delete_infra() runs whatever create_infra managed
+        try {
+            api_->create_infra({pool_id_, name_, public_key_}, emit);
+        } catch (const ProvisionError&) {
+            throw;
+        } catch (const ConfigError&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw ProvisionError(fmt::format("{}: {}", provider_, e.what()));
+        }
+    }
+
+    void delete_infra() noexcept {
+        std::lock_guard lk(infra_m_);
+        if (infra_created_) {
+            api_->delete_infra(pool_id_);
+            infra_created_ = false;
+        }
+        if (!dir_.empty()) {
+            std::error_code ec;
+            std::filesystem::remove_all(dir_, ec);
+            dir_.clear();
+        }
+    }
+
+    // Machines for `which` (node indices), the first `want_spot` of them on spot: rounds over
+    // the offers, cheapest first, moving on after a capacity error. Everything an offer started
+    // is terminated before the next is tried. Throws ProvisionError with every attempt.
+    std::vector<CloudNode> launch(const std::vector<int>& which, int want_spot,
+                                  const std::string& tag, const std::function<void(Event)>& emit) {
+        const bool fallback = on_demand_fallback(spec_.spot);
+        int rounds = 1;
+        std::chrono::seconds round_pause{0};
+        if (auto* a = std::get_if<Spot::Always>(&spec_.spot.strategy)) {
+            rounds = 1 + std::clamp(a->retries, 0, 100);
+            round_pause = a->interval;
+        }
+        const int count = static_cast<int>(which.size());
+        std::vector<ProvisionAttempt> attempts;
+        for (int round = 0; round < rounds; ++round) {
+            if (round > 0) {
+                auto until = Clock::now() + std::min(round_pause, std::chrono::seconds(60));
+                while (Clock::now() < until) {
+                    if (stopping()) throw ProvisionError(provider_ + ": the pool is closing");
+                    std::this_thread::sleep_for(std::min<Clock::duration>(
+                        until - Clock::now(), std::chrono::milliseconds(100)));
+                }
+            }
+            for (std::size_t o = 0; o < offers_.size(); ++o) {
+                const Offer& offer = offers_[o];
+                emit(InstanceLaunching{count, offer.instance_type, provider_});
+                std::vector<CloudNode> started;
+                if (try_offer(offer, which, want_spot, fallback,
+                              fmt::format("{}{}-{}-{}", name_, tag, round, o), attempts, started,
+                              emit))
+                    return started;
+            }
+        }
+        std::string list;
+        for (const auto& a : attempts)
+            list += fmt::format("\n  {} in {} ({}): {}", a.instance_type,
+                                a.region.empty() ? std::string("any region") : a.region,
+                                a.spot ? "spot" : "on-demand", a.error);
+        throw ProvisionError(fmt::format("{}: could not launch {} node(s); every offer failed:{}",
+                                         provider_, count, list),
+                             std::move(attempts));
+    }
+
+    // One offer for every node in `which`, one launch per node (each node has its own host
+    // key). On failure everything this offer started is terminated; returns false to move on
+    // to the next offer, throws ProvisionError when the failure is not about capacity.
+    bool try_offer(const Offer& offer, const std::vector<int>& which, int want_spot, bool fallback,
+                   const std::string& token_base, std::vector<ProvisionAttempt>& attempts,
+                   std::vector<CloudNode>& started, const std::function<void(Event)>& emit) {
+        const std::string where = offer.region.empty() ? region_ : offer.region;
+        auto give_up = [&](bool spot, const std::string& err) {
+            attempts.push_back({provider_, offer.instance_type, where, spot, err});
+            std::vector<std::string> ids;
+            for (auto& n : started) ids.push_back(n.instance_id);
+            terminate(ids);
+            started.clear();
+        };
+        for (std::size_t k = 0; k < which.size(); ++k) {
+            const int node = which[k];
+            if (stopping()) {
+                give_up(false, "the pool is closing");
+                throw ProvisionError(provider_ + ": the pool is closing", attempts);
+            }
+            const bool wants_spot = static_cast<int>(k) < want_spot;
+            bool spot = wants_spot && offer.spot_available;
+            if (wants_spot && !offer.spot_available && !fallback) {
+                give_up(true, "no spot market for this instance type");
+                return false;
+            }
+            SshKeyPair host_key;
+            {
+                std::lock_guard lk(infra_m_);
+                host_key = make_host_key(dir_, fmt::format("host{}", node));
+            }
+            LaunchRequest r;
+            r.pool_id = pool_id_;
+            r.name = name_;
+            r.node = node;
+            r.offer = offer;
+            r.ssh_public_key = public_key_;
+            r.boot_script = boot_script(
+                {.pool_id = pool_id_, .host_key = host_key, .hard_timeout = spec_.timeout});
+            std::string id;
+            for (int tries = 0; tries < 2 && id.empty(); ++tries) {
+                r.spot = spot;
+                r.client_token =
+                    fmt::format("{}-{}{}", token_base, node, spot ? "s" : "d").substr(0, 64);
+                try {
+                    id = api_->launch(r);
+                } catch (const CapacityError& e) {
+                    if (spot && fallback) {
+                        // IfAvailable and Percent: this node goes on-demand on the same offer.
+                        attempts.push_back({provider_, offer.instance_type, where, true, e.what()});
+                        spot = false;
+                        continue;
+                    }
+                    give_up(spot, e.what());
+                    return false;
+                } catch (const std::exception& e) {
+                    give_up(spot, e.what());
+                    throw ProvisionError(fmt::format("{}: launching {} failed: {}", provider_,
+                                                     offer.instance_type, e.what()),
+                                         attempts);
+                }
+            }
+            if (id.empty()) {
+                give_up(spot, "no instance started");
+                return false;
+            }
+            record_launched(id);
+            CloudNode n;
+            n.instance_id = id;
+            n.offer = offer;
+            n.spot = spot;
+            n.host_public_key = host_key.public_key;
+            started.push_back(std::move(n));
+        }
+        std::string err;
+        if (!wait_running(started, err)) {
+            give_up(want_spot > 0, err);
+            return false;
+        }
+        for (std::size_t k = 0; k < started.size(); ++k) {
+            const CloudNode& n = started[k];
+            std::optional<double> spot_price;
+            if (n.spot) spot_price = n.offer.hourly_price(true);
+            emit(InstanceProvisioned{n.instance_id, which[k], n.spot, provider_, n.public_ip,
+                                     n.offer.instance_type, n.offer.on_demand_price, spot_price});
+        }
+        return true;
+    }
+
+    void record_launched(const std::string& id) {
+        {
+            std::lock_guard lk(m_);
+            launched_.push_back(id);
+        }
+        if (ledger_) ledger_->instance(id);
+    }
+
+    // Bounded polling until every machine runs with an address. An id the cloud does not know
+    // yet is pending for a minute (eventually consistent APIs).
+    bool wait_running(std::vector<CloudNode>& ns, std::string& err) {
+        const auto start = Clock::now();
+        const auto until = start + std::chrono::minutes(10);
+        auto pause = std::chrono::milliseconds(200);
+        std::vector<std::string> ids;
+        for (auto& n : ns) ids.push_back(n.instance_id);
+        for (int poll = 0; poll < 300 && Clock::now() < until; ++poll) {
+            if (stopping()) {
+                err = "the pool is closing";
+                return false;
+            }
+            std::vector<CloudInstance> seen;
+            try {
+                seen = api_->describe(ids);
+            } catch (const std::exception& e) {
+                err = fmt::format("describing {}: {}", fmt::join(ids, ", "), e.what());
+                return false;
+            }
+            std::size_t ready = 0;
+            for (const auto& i : seen) {
+                auto it = std::find_if(ns.begin(), ns.end(),
+                                       [&](const CloudNode& n) { return n.instance_id == i.id; });
+                if (it == ns.end()) continue;
+                if (i.state == State::unknown && Clock::now() - start < std::chrono::minutes(1))
+                    continue;
+                if (i.state == State::stopping || i.state == State::gone ||
+                    i.state == State::unknown) {
+                    err = fmt::format("instance {} ended while starting: {}", i.id,
+                                      i.reason.empty() ? state_name(i.state) : i.reason);
+                    return false;
+                }
+                it->public_ip = i.public_ip;
+                it->private_ip = i.private_ip;
+                it->ssh_port = i.ssh_port;
+                if (i.state == State::running && !i.public_ip.empty()) ++ready;
+            }
+            if (ready == ns.size()) return true;
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::milliseconds(5000));
+        }
+        err = "instances not running with an address within 10 minutes";
+        return false;
+    }
+
+    // Terminates, then describes until every id is gone (bounded). Never throws.
+    void terminate(std::vector<std::string> ids) noexcept {
+        {
+            // Confirmed earlier: a second stop_all() costs no call.
+            std::lock_guard lk(m_);
+            std::erase_if(ids, [&](const std::string& id) { return terminated_.count(id) > 0; });
+        }
+        if (ids.empty()) return;
+        auto confirmed = [&](const std::string& id) {
+            {
+                std::lock_guard lk(m_);
+                terminated_.insert(id);
+            }
+            if (ledger_) ledger_->instance_gone(id);
+        };
+        try {
+            api_->terminate(ids);
+            auto until = Clock::now() + std::chrono::minutes(5);
+            auto pause = std::chrono::milliseconds(200);
+            for (int poll = 0; poll < 200 && Clock::now() < until && !ids.empty(); ++poll) {
+                for (const auto& i : api_->describe(ids)) {
+                    if (i.state != State::gone && i.state != State::unknown) continue;
+                    confirmed(i.id);
+                    std::erase(ids, i.id);
+                }
+                if (ids.empty()) return;
+                std::this_thread::sleep_for(pause);
+                pause = std::min(pause * 2, std::chrono::milliseconds(5000));
+            }
+        } catch (...) {
+            // Best effort: the machines carry the pool's tag and are in the ledger (`sky gc`),
+            // and their watchdog or the boot script's timer powers them off.
+        }
+    }
+
+    // A lost node gets a new machine: the old one is terminated (it is gone, being reclaimed,
+    // or unreachable), a new one is launched from the same offers and takes its place.
+    void replace_node(int node, CloudNode& n, const std::function<void(Event)>& emit) {
+        std::unique_ptr<NodeHandle> old_remote;
+        std::string old_id;
+        bool was_spot = false;
+        {
+            std::lock_guard lk(m_);
+            old_remote = std::move(n.remote);
+            old_id = n.instance_id;
+            was_spot = n.spot;
+            ++replacements_;
+        }
+        if (old_remote) old_remote->stop();
+        old_remote.reset();
+        terminate({old_id});
+        std::vector<CloudNode> fresh =
+            launch({node}, was_spot ? 1 : 0, fmt::format("-r{}", replacements_), emit);
+        std::lock_guard lk(m_);
+        n = std::move(fresh.at(0));
+    }
+
+    // Bootstrap over SSH, pinning the node's host key: a fresh machine may still present its
+    // image's key until its boot script has run, so a mismatch is retried for a while, never
+    // accepted.
+    void start_remote(int node, CloudNode& n, const std::function<void(Event)>& emit) {
+        if (starter_) {
+            NodeStartRequest r;
+            r.node = node;
+            r.machine.id = n.instance_id;
+            r.machine.state = State::running;
+            r.machine.public_ip = n.public_ip;
+            r.machine.private_ip = n.private_ip;
+            r.machine.ssh_port = n.ssh_port;
+            r.machine.spot = n.spot;
+            r.machine.instance_type = n.offer.instance_type;
+            r.machine.pool_id = pool_id_;
+            r.offer = n.offer;
+            r.spec = &spec_;
+            r.pool_id = pool_id_;
+            auto started = starter_(r, emit);
+            std::lock_guard lk(m_);
+            n.remote = std::move(started);
+            return;
+        }
+        RemoteNodeSpec where;
+        where.host = n.public_ip;
+        where.port = static_cast<std::uint16_t>(n.ssh_port);
+        where.user = login_.user;
+        where.private_key_file = dir_ / "key";
+        where.power_off_on_expiry = login_.power_off_on_expiry;
+        if (n.spot) where.preemption_probe = login_.preemption_probe;
+        where.connect_attempts = 10;
+        // The pool's nodes share one shipment: each file leaves the client once, the others
+        // copy it from a node that has it over their private addresses.
+        where.shipment = shipment();
+        where.peer_address = n.private_ip.empty() ? n.public_ip : n.private_ip;
+        const auto boot_wait = std::max(login_.boot_wait, std::chrono::seconds(1));
+        auto until = Clock::now() + boot_wait;
+        std::unique_ptr<RemoteNode> remote;
+        for (int attempt = 0;; ++attempt) {
+            try {
+                // The boot-script key is single-use: once it has authenticated the node, the
+                // node makes a new one and the pool pins that instead.
+                if (login_.rotate_host_key && !n.host_key_rotated) rotate_host_key(n, emit);
+                where.host_key = ssh::HostKeyPin::public_key(n.host_public_key);
+                remote = RemoteNode::start(where, spec_, pool_id_, node, n.instance_id, emit);
+                break;
+            } catch (const ssh::HostKeyMismatch&) {
+                if (attempt >= 30 || Clock::now() > until || stopping()) throw;
+            } catch (const ssh::AuthenticationError&) {
+                if (attempt >= 30 || Clock::now() > until || stopping()) throw;
+            } catch (const ssh::ConnectError&) {
+                if (attempt >= 30 || Clock::now() > until || stopping()) throw;
+            }
+            std::this_thread::sleep_for(
+                std::min<Clock::duration>(std::chrono::seconds(5), boot_wait / 4));
+        }
+        std::lock_guard lk(m_);
+        n.remote = std::move(remote);
+    }
+
+    // Replaces the host key the node got in its boot script (readable there through the
+    // cloud's metadata) with one made on the node. Over a session that pins the boot-script key,
+    // a root script finds the sshd serving it, generates a fresh ed25519 key, moves it over the
+    // host key file that sshd loads, removes cloud-init's copies of the script, prints the new
+    // public key and makes sshd load it (SIGHUP). The new key arrives over the authenticated,
+    // pinned session, so pinning it is no trust on first use. A node where this fails keeps the
+    // boot-script key, with an ErrorEvent. Throws what ssh::Session throws while connecting.
+    void rotate_host_key(CloudNode& n, const std::function<void(Event)>& emit) {
+        std::istringstream words(n.host_public_key);
+        std::string type, blob;
+        words >> type >> blob;
+        ssh::SessionOptions o;
+        o.host = n.public_ip;
+        o.port = static_cast<std::uint16_t>(n.ssh_port);
+        o.user = login_.user;
+        o.private_key_file = dir_ / "key";
+        o.host_key = ssh::HostKeyPin::public_key(n.host_public_key);
+        o.connect_timeout = std::chrono::seconds(15);
+        o.connect_attempts = 3;
+        o.retry_auth_failure = true;  // authorized_keys may not be written yet
+        ssh::Session session(o);
+        const std::string script = fmt::format(
+            "set -eu\n"
+            "umask 077\n"
+            "old_blob='{blob}'\n"
+            "# The sshd serving this session: the outermost sshd among this shell's ancestors.\n"
+            "p=$$ listener=\n"
+            "while [ \"$p\" -gt 1 ] 2>/dev/null; do\n"
+            "  [ \"$(sed -n 's/^Name:[[:space:]]*//p' /proc/$p/status)\" = sshd ] && listener=$p\n"
+            "  p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status)\n"
+            "done\n"
+            "[ -n \"$listener\" ] || {{ echo 'no sshd among the session ancestors' >&2; exit 3; "
+            "}}\n"
+            "cfg=/etc/ssh/sshd_config\n"
+            "set -- $(tr '\\0' ' ' < /proc/$listener/cmdline)\n"
+            "while [ $# -gt 1 ]; do [ \"$1\" = -f ] && cfg=$2; shift; done\n"
+            "key=\n"
+            "for k in $(sshd -T -f \"$cfg\" 2>/dev/null | awk '$1==\"hostkey\"{{print $2}}') "
+            "/etc/ssh/ssh_host_ed25519_key; do\n"
+            "  [ -f \"$k\" ] || continue\n"
+            "  if [ \"$(ssh-keygen -y -f \"$k\" 2>/dev/null | awk '{{print $2}}')\" = "
+            "\"$old_blob\" ]; "
+            "then key=$k; break; fi\n"
+            "done\n"
+            "[ -n \"$key\" ] || {{ echo 'sshd loads no file with the pinned key' >&2; exit 4; }}\n"
+            "tmp=$(mktemp -d \"$(dirname \"$key\")/.sky-hostkey.XXXXXX\")\n"
+            "ssh-keygen -q -t ed25519 -N '' -C sky-host -f \"$tmp/key\" </dev/null >/dev/null\n"
+            "chmod 600 \"$tmp/key\"\n"
+            "chmod 644 \"$tmp/key.pub\"\n"
+            "mv -f \"$tmp/key.pub\" \"$key.pub\"\n"
+            "mv -f \"$tmp/key\" \"$key\"\n"
+            "rmdir \"$tmp\"\n"
+            "# cloud-init's copies of the boot script: the key in them is dead now; drop them "
+            "anyway.\n"
+            "rm -f /var/lib/cloud/instance/user-data.txt /var/lib/cloud/instance/user-data.txt.i "
+            "/var/lib/cloud/instance/scripts/part-001 2>/dev/null || true\n"
+            "cat \"$key.pub\"\n"
+            "kill -HUP \"$listener\"\n"
+            "sleep 1  # sshd re-executes; the next connection then sees the new key\n",
+            fmt::arg("blob", blob));
+        std::string failure;
+        std::string fresh;
+        try {
+            ssh::ExecOptions eo;
+            eo.stdin_data = script;
+            eo.timeout = std::chrono::seconds(60);
+            ssh::ExecResult r = session.exec(
+                "if [ \"$(id -u)\" = 0 ]; then exec bash -s; else exec sudo -n bash -s; fi", eo);
+            std::istringstream out(r.out);
+            for (std::string line; std::getline(out, line);)
+                if (line.rfind("ssh-ed25519 ", 0) == 0) fresh = std::string(trim(line));
+            if (r.exit_status != 0) {
+                std::string err = std::string(trim(r.err));
+                if (auto nl = err.rfind('\n'); nl != std::string::npos) err = err.substr(nl + 1);
+                failure = fmt::format("exit status {}: {}", r.exit_status, err.substr(0, 200));
+            } else if (fresh.empty()) {
+                failure = "no new public key came back";
+            } else {
+                std::istringstream fw(fresh);
+                std::string fresh_type, fresh_blob;
+                fw >> fresh_type >> fresh_blob;
+                (void)ssh::fingerprint_of_public_key(fresh);  // throws when it does not parse
+                if (fresh_blob == blob) failure = "the node presented the same key again";
+            }
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        n.host_key_rotated = true;
+        if (!failure.empty()) {
+            emit(ErrorEvent{fmt::format("{}: host key of {} not rotated ({}); the node keeps the "
+                                        "key from its boot script",
+                                        provider_, n.instance_id, failure),
+                            n.instance_id});
+            return;
+        }
+        n.host_public_key = fresh;
+    }
+
+    std::shared_ptr<ship::PoolShipment> shipment() {
+        std::lock_guard lk(m_);
+        if (!shipment_) shipment_ = std::make_shared<ship::PoolShipment>(ship::this_program());
+        return shipment_;
+    }
+
+    bool stopping() const {
+        std::lock_guard lk(m_);
+        return stopping_;
+    }
+
+    std::unique_ptr<CloudAdapter> api_;
+    NodeStarter starter_;
+    PoolSpec spec_;
+    std::string pool_id_;
+    Ledger* ledger_ = nullptr;
+    std::string provider_;
+    CloudLogin login_;
+    std::string name_;  // "sky-<pool id>": key pair, firewall, tags
+    std::string region_;
+    std::vector<Offer> offers_;  // what provision() selected, cheapest first
+
+    std::mutex infra_m_;  // guards the key directory and the infrastructure flag
+    std::filesystem::path dir_;
+    std::string public_key_;
+    bool infra_created_ = false;
+
+    mutable std::mutex m_;
+    std::shared_ptr<ship::PoolShipment> shipment_;
+    std::vector<CloudNode> nodes_;
+    std::vector<std::string> launched_;  // every id a launch returned, until confirmed gone
+    std::set<std::string> terminated_;   // confirmed gone
+    int replacements_ = 0;
+    bool stopping_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cloud_backend(std::unique_ptr<CloudAdapter> adapter,
+                                            const BackendContext& context, NodeStarter starter) {
+    if (!adapter) throw ConfigError("PoolSpec::provider: the cloud adapter is null");
+    return std::make_unique<CloudBackend>(std::move(adapter), context, std::move(starter));
+}
+
+ProviderDescriptor custom_provider() {
+    ProviderDescriptor d;
+    d.name = "custom";
+    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
+        const CustomCloud* c = spec.provider.get<CustomCloud>();
+        if (c && !c->make) problems.push_back("provider: the custom cloud has no adapter");
+        if (c && c->name.empty())
+            problems.push_back("provider: the custom cloud's name() is empty");
+    };
+    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
+        return make_cloud_backend(c.spec.provider.get<CustomCloud>()->make(), c);
+    };
+    return d;
+}
+
+}  // namespace sky::detail

@@ -1,0 +1,176 @@
+#pragma once
+// An in-memory cloud behind the public adapter interface (sky/cloud.hpp): machines that start
+// pending and run after a describe, capacity per instance type (spot and on-demand apart),
+// launch answers that get lost, preemption, and a log of every call. It drives the cloud layer
+// in unit tests without root, SSH or HTTP; `live()` counts what would still be billed.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sky/cloud.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sky::test {
+
+struct FakeCloudState {
+    struct Machine {
+        CloudInstance info;
+        int describes_until_running = 1;
+    };
+    mutable std::mutex m;
+    std::map<std::string, Machine> machines;
+    std::map<std::string, int> capacity;       ///< on-demand machines left per type (absent: any)
+    std::map<std::string, int> spot_capacity;  ///< spot machines left per type (absent: any)
+    std::set<std::string> broken_types;        ///< launch fails with a non-capacity error
+    int lose_launch_answers = 0;   ///< the next N launches start a machine, then fail (a timeout)
+    std::vector<std::string> log;  ///< "launch small spot", "terminate i-1", ...
+    int next_id = 0;
+
+    [[nodiscard]] int live() const {
+        std::lock_guard lk(m);
+        return static_cast<int>(std::count_if(machines.begin(), machines.end(), [](auto& kv) {
+            return kv.second.info.state != CloudInstance::State::gone;
+        }));
+    }
+    [[nodiscard]] int count(const std::string& prefix) const {
+        std::lock_guard lk(m);
+        return static_cast<int>(std::count_if(
+            log.begin(), log.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; }));
+    }
+    [[nodiscard]] std::vector<std::string> live_types() const {
+        std::lock_guard lk(m);
+        std::vector<std::string> v;
+        for (auto& [id, mc] : machines)
+            if (mc.info.state != CloudInstance::State::gone) v.push_back(mc.info.instance_type);
+        return v;
+    }
+    /// The cloud takes a machine back.
+    void preempt(const std::string& id) {
+        std::lock_guard lk(m);
+        auto& i = machines.at(id).info;
+        i.state = CloudInstance::State::gone;
+        i.preempted = true;
+        i.reason = "spot capacity reclaimed";
+    }
+};
+
+/// Three offers: "small" ($1/h, spot $0.30), "medium" ($2/h, spot $0.50), "large" ($3/h, no
+/// spot market).
+class FakeCloud : public CloudAdapter {
+public:
+    explicit FakeCloud(std::shared_ptr<FakeCloudState> s) : s_(std::move(s)) {}
+
+    std::string name() const override { return "fakecloud"; }
+    std::string region() const override { return "fake-1"; }
+
+    std::vector<Offer> live_offers(const Catalog&, const SelectionRequest&,
+                                   const std::function<void(Event)>&) override {
+        auto offer = [](std::string type, double od, std::optional<double> spot) {
+            Offer o;
+            o.provider = "fakecloud";
+            o.instance_type = std::move(type);
+            o.vcpus = 4;
+            o.memory_gb = 16;
+            o.region = "fake-1";
+            o.on_demand_price = od;
+            o.spot_price = spot;
+            o.spot_available = spot.has_value();
+            o.prices_date = "2026-11-23";
+            return o;
+        };
+        return {offer("small", 1.0, 0.30), offer("medium", 2.0, 0.50),
+                offer("large", 3.0, std::nullopt)};
+    }
+
+    void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
+        std::lock_guard lk(s_->m);
+        s_->log.push_back("create_infra " + r.pool_id);
+    }
+
+    std::string launch(const LaunchRequest& r) override {
+        std::lock_guard lk(s_->m);
+        const std::string& type = r.offer.instance_type;
+        s_->log.push_back("launch " + type + (r.spot ? " spot" : " on-demand"));
+        if (s_->broken_types.count(type)) throw std::runtime_error("InvalidParameter: " + type);
+        auto& cap = r.spot ? s_->spot_capacity : s_->capacity;
+        if (auto it = cap.find(type); it != cap.end()) {
+            if (it->second <= 0)
+                throw CapacityError("InsufficientCapacity: no " + type + (r.spot ? " spot" : "") +
+                                    " capacity");
+            --it->second;
+        }
+        if (r.boot_script.find("SKY_HOST_KEY") == std::string::npos)
+            throw std::runtime_error("the boot script carries no host key");
+        FakeCloudState::Machine mc;
+        mc.info.id = "fake-" + std::to_string(++s_->next_id);
+        mc.info.state = CloudInstance::State::pending;
+        mc.info.spot = r.spot;
+        mc.info.pool_id = r.pool_id;
+        mc.info.instance_type = type;
+        mc.info.public_ip = "203.0.113." + std::to_string(s_->next_id);
+        mc.info.private_ip = "10.0.0." + std::to_string(s_->next_id);
+        s_->machines[mc.info.id] = mc;
+        if (s_->lose_launch_answers > 0) {
+            --s_->lose_launch_answers;
+            throw std::runtime_error("timed out waiting for the answer");
+        }
+        return mc.info.id;
+    }
+
+    std::vector<CloudInstance> describe(const std::vector<std::string>& ids) override {
+        std::lock_guard lk(s_->m);
+        s_->log.push_back("describe");
+        std::vector<CloudInstance> out;
+        for (const auto& id : ids) {
+            auto it = s_->machines.find(id);
+            if (it == s_->machines.end()) {
+                CloudInstance u;
+                u.id = id;
+                u.state = CloudInstance::State::unknown;
+                out.push_back(u);
+                continue;
+            }
+            auto& mc = it->second;
+            if (mc.info.state == CloudInstance::State::pending && mc.describes_until_running-- <= 0)
+                mc.info.state = CloudInstance::State::running;
+            if (mc.info.state == CloudInstance::State::stopping)
+                mc.info.state = CloudInstance::State::gone;  // one describe to end
+            out.push_back(mc.info);
+        }
+        return out;
+    }
+
+    void terminate(const std::vector<std::string>& ids) override {
+        std::lock_guard lk(s_->m);
+        for (const auto& id : ids) {
+            s_->log.push_back("terminate " + id);
+            auto it = s_->machines.find(id);
+            if (it != s_->machines.end() && it->second.info.state != CloudInstance::State::gone)
+                it->second.info.state = CloudInstance::State::stopping;
+        }
+    }
+
+    std::vector<CloudInstance> list(std::string_view pool_id) override {
+        std::lock_guard lk(s_->m);
+        s_->log.push_back("list " + std::string(pool_id));
+        std::vector<CloudInstance> out;
+        for (auto& [id, mc] : s_->machines)
+            if (mc.info.state != CloudInstance::State::gone &&
+                (pool_id.empty() || mc.info.pool_id == pool_id))
+                out.push_back(mc.info);
+        return out;
+    }
+
+    void delete_infra(std::string_view pool_id) noexcept override {
+        std::lock_guard lk(s_->m);
+        s_->log.push_back("delete_infra " + std::string(pool_id));
+    }
+
+private:
+    std::shared_ptr<FakeCloudState> s_;
+};
+
+}  // namespace sky::test

@@ -1,0 +1,251 @@
+// The cloud layer over an in-memory adapter: the offer walk, the spot strategies, cleanup of a
+// partly launched offer, the sweep by tag, and that nothing is left alive. No root, no SSH.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "fakes/cloud/fake_cloud.hpp"
+#include "providers/registry/registry.hpp"
+#include "sky/sky.hpp"
+
+using sky::test::FakeCloud;
+using sky::test::FakeCloudState;
+
+namespace {
+
+struct Run {
+    std::shared_ptr<FakeCloudState> cloud = std::make_shared<FakeCloudState>();
+    std::vector<sky::Event> events;
+    std::mutex m;
+
+    sky::PoolSpec spec(sky::Spot spot, int nodes = 2) {
+        sky::PoolSpec s;
+        s.provider = FakeCloud{cloud};  // a user's adapter converts to sky::Provider
+        s.nodes = nodes;
+        s.spot = spot;
+        return s;
+    }
+    std::unique_ptr<sky::detail::Backend> backend(const sky::PoolSpec& s) {
+        return sky::detail::make_backend(sky::detail::BackendContext{s, "pool1", nullptr});
+    }
+    std::function<void(sky::Event)> emit() {
+        return [this](sky::Event e) {
+            std::lock_guard lk(m);
+            events.push_back(std::move(e));
+        };
+    }
+    template <class E>
+    std::vector<E> all() {
+        std::lock_guard lk(m);
+        std::vector<E> v;
+        for (auto& e : events)
+            if (auto* x = std::get_if<E>(&e)) v.push_back(*x);
+        return v;
+    }
+};
+
+sky::Spot never() { return sky::Spot::Never{}; }
+sky::Spot always(int retries = 0) {
+    return sky::Spot::Always{.retries = retries, .interval = std::chrono::seconds(0)};
+}
+
+}  // namespace
+
+TEST_CASE("cloud layer: a user's adapter converts to a provider named by its name()", "[cloud]") {
+    Run r;
+    auto spec = r.spec(never());
+    CHECK(spec.provider.name() == "fakecloud");
+    CHECK(spec.provider.get<sky::CustomCloud>() != nullptr);
+    spec.validate();
+}
+
+TEST_CASE(
+    "cloud layer: the cheapest offer is launched, one launch per node, and stop_all "
+    "terminates, confirms and deletes the infrastructure",
+    "[cloud]") {
+    Run r;
+    auto spec = r.spec(never());
+    auto b = r.backend(spec);
+    b->provision(2, r.emit());
+    CHECK(r.cloud->live() == 2);
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"small", "small"});
+    CHECK(r.cloud->count("launch small on-demand") == 2);
+    CHECK(r.cloud->count("create_infra pool1") == 1);
+    auto provisioned = r.all<sky::InstanceProvisioned>();
+    REQUIRE(provisioned.size() == 2);
+    CHECK(provisioned[0].node == 0);
+    CHECK(provisioned[1].node == 1);
+    CHECK(provisioned[0].provider == "fakecloud");
+    CHECK(provisioned[0].price_on_demand == 1.0);
+    CHECK(r.all<sky::InfraCreated>().at(0).region == "fake-1");
+    CHECK(b->head_address() == "10.0.0.1");
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+    CHECK(r.cloud->count("list pool1") == 1);  // the sweep by tag
+    CHECK(r.cloud->count("delete_infra pool1") == 1);
+    b->stop_all();  // a second stop costs no terminate
+    CHECK(r.cloud->count("terminate") == 2);
+}
+
+TEST_CASE("cloud layer: a capacity error moves to the next offer, and the attempt is kept",
+          "[cloud]") {
+    Run r;
+    r.cloud->capacity["small"] = 0;
+    auto spec = r.spec(never());
+    auto b = r.backend(spec);
+    b->provision(2, r.emit());
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"medium", "medium"});
+    auto launching = r.all<sky::InstanceLaunching>();
+    REQUIRE(launching.size() == 2);
+    CHECK(launching[0].instance_type == "small");
+    CHECK(launching[1].instance_type == "medium");
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: an offer that starts only some nodes terminates them before the next",
+          "[cloud]") {
+    Run r;
+    r.cloud->capacity["small"] = 2;  // 2 of 3
+    auto spec = r.spec(never(), 3);
+    auto b = r.backend(spec);
+    b->provision(3, r.emit());
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"medium", "medium", "medium"});
+    CHECK(r.cloud->count("terminate fake-1") == 1);
+    CHECK(r.cloud->count("terminate fake-2") == 1);
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE(
+    "cloud layer: spot always never launches on-demand, if-available falls back to "
+    "on-demand on the same offer, percent puts its share on spot",
+    "[cloud]") {
+    SECTION("always") {
+        Run r;
+        r.cloud->spot_capacity["small"] = 0;
+        r.cloud->spot_capacity["medium"] = 0;
+        auto spec = r.spec(always());
+        auto b = r.backend(spec);
+        try {
+            b->provision(1, r.emit());
+            FAIL("provisioned without spot capacity");
+        } catch (const sky::ProvisionError& e) {
+            // "large" has no spot market: selection leaves it out.
+            REQUIRE(e.attempts().size() == 2);
+            CHECK(e.attempts()[0].instance_type == "small");
+            CHECK(e.attempts()[0].spot);
+            CHECK(e.attempts()[0].error.find("InsufficientCapacity") != std::string::npos);
+            CHECK(e.attempts()[1].instance_type == "medium");
+            CHECK(std::string(e.what()).find("every offer failed") != std::string::npos);
+        }
+        CHECK(r.cloud->count("launch") == 2);  // never an on-demand launch
+        b->stop_all();
+        CHECK(r.cloud->live() == 0);
+    }
+    SECTION("if-available") {
+        Run r;
+        r.cloud->spot_capacity["small"] = 0;
+        auto spec = r.spec(sky::Spot::IfAvailable{});
+        auto b = r.backend(spec);
+        b->provision(1, r.emit());
+        CHECK(r.cloud->count("launch small spot") == 1);
+        CHECK(r.cloud->count("launch small on-demand") == 1);
+        auto p = r.all<sky::InstanceProvisioned>().at(0);
+        CHECK_FALSE(p.spot);
+        CHECK(p.instance_type == "small");
+        b->stop_all();
+        CHECK(r.cloud->live() == 0);
+    }
+    SECTION("percent") {
+        Run r;
+        auto spec = r.spec(sky::Spot::Percent{0.5}, 4);
+        auto b = r.backend(spec);
+        b->provision(4, r.emit());
+        int spot = 0;
+        for (auto& p : r.all<sky::InstanceProvisioned>()) spot += p.spot ? 1 : 0;
+        CHECK(spot == 2);
+        b->stop_all();
+        CHECK(r.cloud->live() == 0);
+    }
+}
+
+TEST_CASE(
+    "cloud layer: no capacity anywhere is a ProvisionError naming every attempt of every "
+    "round, and nothing is alive",
+    "[cloud]") {
+    Run r;
+    for (auto t : {"small", "medium", "large"}) {
+        r.cloud->capacity[t] = 0;
+        r.cloud->spot_capacity[t] = 0;
+    }
+    SECTION("if-available: spot, then on-demand on the same offer; large has no spot market") {
+        auto spec = r.spec(sky::Spot::IfAvailable{});
+        auto b = r.backend(spec);
+        try {
+            b->provision(2, r.emit());
+            FAIL("provisioned without capacity");
+        } catch (const sky::ProvisionError& e) {
+            CHECK(e.attempts().size() == 5);
+        }
+        b->stop_all();
+    }
+    SECTION("always with one retry: two rounds of the two offers with a spot market") {
+        auto spec = r.spec(always(1));
+        auto b = r.backend(spec);
+        try {
+            b->provision(2, r.emit());
+            FAIL("provisioned without capacity");
+        } catch (const sky::ProvisionError& e) {
+            CHECK(e.attempts().size() == 4);
+        }
+        b->stop_all();
+    }
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE(
+    "cloud layer: an error that is not about capacity stops provisioning with a "
+    "ProvisionError",
+    "[cloud]") {
+    Run r;
+    r.cloud->broken_types.insert("small");
+    auto spec = r.spec(never());
+    auto b = r.backend(spec);
+    CHECK_THROWS_AS(b->provision(2, r.emit()), sky::ProvisionError);
+    CHECK(r.cloud->count("launch medium") == 0);
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE(
+    "cloud layer: a machine whose launch answer was lost is found by its tag and "
+    "terminated",
+    "[cloud]") {
+    Run r;
+    r.cloud->lose_launch_answers = 1;
+    auto spec = r.spec(never(), 1);
+    auto b = r.backend(spec);
+    CHECK_THROWS_AS(b->provision(1, r.emit()), sky::ProvisionError);
+    CHECK(r.cloud->live() == 1);  // started, but its id never came back
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+    CHECK(r.cloud->count("terminate fake-1") == 1);
+}
+
+TEST_CASE("cloud layer: closing the pool ends a launch round that waits for capacity", "[cloud]") {
+    Run r;
+    for (auto t : {"small", "medium"}) r.cloud->spot_capacity[t] = 0;
+    auto spec = r.spec(sky::Spot::Always{.retries = 100, .interval = std::chrono::seconds(1)}, 1);
+    auto b = r.backend(spec);
+    auto started = std::chrono::steady_clock::now();
+    auto f = std::async(std::launch::async, [&] { b->provision(1, r.emit()); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    b->begin_stop();
+    REQUIRE(f.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    CHECK_THROWS_AS(f.get(), sky::ProvisionError);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
