@@ -255,6 +255,12 @@ LedgerRecord Ledger::read(const fs::path& file) {
             ::close(fd);
             throw Error(file.string() + ": not a pool ledger (not a regular file, or too large)");
         }
+        // A ledger tells gc what it may terminate: one that someone else wrote is not believed.
+        if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+            ::close(fd);
+            throw Error(file.string() +
+                        ": not trusted (owned by another user or writable by others)");
+        }
         char buf[8192];
         for (;;) {
             ssize_t n = ::read(fd, buf, sizeof buf);
@@ -334,8 +340,16 @@ std::vector<LedgerRecord> Ledger::read_all(std::vector<std::string>* skipped) {
         if (skipped) skipped->push_back(e.what());
         return out;
     }
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) return out;  // no ledger yet
+    if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+        if (skipped)
+            skipped->push_back(dir.string() +
+                               ": not trusted (not a directory, another user's, or writable by "
+                               "others): no ledger read");
+        return out;
+    }
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) return out;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const fs::path& p = it->path();
         if (p.extension() != ".jsonl") continue;

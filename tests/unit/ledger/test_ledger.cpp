@@ -283,3 +283,31 @@ TEST_CASE("ledger: read_all skips malformed files and reads the rest", "[ledger]
     for (const auto& why : skipped) CHECK(why.find(dir.string()) != std::string::npos);
     CHECK_THROWS_AS(Ledger::read(dir / "garbage.jsonl"), sky::Error);
 }
+
+TEST_CASE("ledger: a ledger or directory others could have written is not believed", "[ledger]") {
+    TempHome home;
+    auto ledger = Ledger::open("pooltrust", "aws", "");
+    ledger->instance("i-1");
+    REQUIRE(Ledger::read_all().size() == 1);
+
+    REQUIRE(::chmod(ledger->file().c_str(), 0622) == 0);
+    std::vector<std::string> skipped;
+    CHECK(Ledger::read_all(&skipped).empty());
+    REQUIRE(skipped.size() == 1);
+    CHECK(skipped[0].find("not trusted") != std::string::npos);
+    REQUIRE(::chmod(ledger->file().c_str(), 0600) == 0);
+
+    REQUIRE(::chmod(home.pools().c_str(), 0777) == 0);
+    skipped.clear();
+    CHECK(Ledger::read_all(&skipped).empty());
+    REQUIRE(skipped.size() == 1);
+    CHECK(skipped[0].find("not trusted") != std::string::npos);
+    REQUIRE(::chmod(home.pools().c_str(), 0700) == 0);
+
+    if (::geteuid() == 0) {
+        REQUIRE(::chown(ledger->file().c_str(), 65534, 65534) == 0);
+        skipped.clear();
+        CHECK(Ledger::read_all(&skipped).empty());
+        CHECK(skipped.size() == 1);
+    }
+}

@@ -1,0 +1,410 @@
+// sky::DigitalOcean as a cloud adapter over DigitalOcean's API v2 (digitalocean/openapi): GET
+// /sizes for offers (GPU facts from gpu_info, price_hourly), POST /account/keys for the pool's
+// key, POST /droplets with user_data and tags, GET /droplets/{id}, DELETE /droplets/{id}, GET
+// /droplets?tag_name= for the sweep. The pool's life is the cloud layer's (providers/cloud).
+#include "providers/digitalocean/digitalocean.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "catalog/names.hpp"
+#include "providers/cloud/cloud_backend.hpp"
+#include "providers/registry/registry.hpp"
+#include "providers/rest/json_api.hpp"
+#include "util/env.hpp"
+#include "util/text.hpp"
+
+namespace sky::detail {
+
+namespace {
+
+using nlohmann::json;
+using rest::number_of;
+using rest::Repeat;
+using rest::text_of;
+
+constexpr const char* kProvider = "DigitalOcean";
+constexpr int kMaxPages = 50;  // 200 items a page: far more than any account holds
+
+std::optional<ProviderErrorInfo> parse_do_error(const HttpResponse& r) {
+    json j = json::parse(r.body);
+    if (!j.is_object() || !j.contains("message")) return std::nullopt;
+    return ProviderErrorInfo{text_of(j, "id"), text_of(j, "message")};
+}
+
+std::string error_text(const std::exception& e) {
+    if (auto* h = dynamic_cast<const HttpError*>(&e); h && !h->provider_message().empty())
+        return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
+    return e.what();
+}
+
+// DigitalOcean's answers that mean "not this size here, now": the size is not sold in the
+// region or has no capacity, or the account's droplet limit is reached (HTTP 422).
+bool is_capacity(const HttpError& e) {
+    if (e.status() != 422) return false;
+    const std::string m = to_lower(e.provider_message());
+    for (const char* w : {"not available", "unavailable", "capacity", "droplet limit", "exceed",
+                          "out of stock", "sold out"})
+        if (m.find(w) != std::string::npos) return true;
+    return false;
+}
+
+std::string pool_of_tags(const json& tags) {
+    if (!tags.is_array()) return {};
+    const std::string prefix = "sky-pool-";
+    for (const auto& t : tags)
+        if (t.is_string() && t.get<std::string>().rfind(prefix, 0) == 0)
+            return t.get<std::string>().substr(prefix.size());
+    return {};
+}
+
+CloudInstance instance_from(const json& d) {
+    CloudInstance i;
+    i.id = text_of(d, "id");
+    const std::string status = text_of(d, "status");
+    if (status == "new")
+        i.state = CloudInstance::State::pending;
+    else if (status == "active")
+        i.state = CloudInstance::State::running;
+    else if (status == "archive")
+        i.state = CloudInstance::State::gone;
+    else
+        i.state = CloudInstance::State::stopping;  // off
+    if (i.state != CloudInstance::State::running && i.state != CloudInstance::State::pending)
+        i.reason = "droplet status " + status;
+    if (d.contains("networks") && d["networks"].is_object() && d["networks"].contains("v4") &&
+        d["networks"]["v4"].is_array())
+        for (const auto& n : d["networks"]["v4"]) {
+            const std::string type = text_of(n, "type");
+            if (type == "public" && i.public_ip.empty()) i.public_ip = text_of(n, "ip_address");
+            if (type == "private" && i.private_ip.empty()) i.private_ip = text_of(n, "ip_address");
+        }
+    i.instance_type = text_of(d, "size_slug");
+    if (i.instance_type.empty() && d.contains("size")) i.instance_type = text_of(d["size"], "slug");
+    i.pool_id = pool_of_tags(d.value("tags", json::array()));
+    return i;
+}
+
+class DigitalOceanAdapter final : public CloudAdapter {
+public:
+    explicit DigitalOceanAdapter(const DigitalOcean& cfg) : region_(cfg.region) {
+        const std::string token = env_or("DIGITALOCEAN_TOKEN");
+        if (token.empty())
+            throw ConfigError(
+                "DigitalOcean: no credentials: set DIGITALOCEAN_TOKEN to a personal access token "
+                "with read and write scope");
+        rest::ApiConfig c;
+        c.provider = kProvider;
+        c.endpoint = rest::choose_endpoint(cfg.endpoint, "DigitalOcean{.endpoint}",
+                                           "DIGITALOCEAN_API_URL", kDigitalOceanDefaultUrl);
+        c.secrets = {token};
+        c.authorize = [token](HttpRequest& r) { r.set_header("Authorization", "Bearer " + token); };
+        c.parse_error = parse_do_error;
+        api_ = std::make_unique<rest::JsonApi>(std::move(c));
+        image_ = env_or("SKY_DIGITALOCEAN_IMAGE");
+    }
+
+    std::string name() const override { return "digitalocean"; }
+    // Empty: each offer names its region (GPU sizes are sold in a few regions only); the
+    // configured region is preferred where the size is sold (see live_offers).
+    std::string region() const override { return {}; }
+
+    std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest&,
+                                   const std::function<void(Event)>& emit) override {
+        if (api_->config().endpoint.source != "default")
+            emit(ErrorEvent{
+                fmt::format("DigitalOcean: notice: requests with your token go to {} "
+                            "(set by {})",
+                            rest::shown_url(api_->base_url()), api_->config().endpoint.source),
+                std::nullopt});
+        std::vector<json> sizes;
+        try {
+            for_each_page("/sizes", "sizes", [&](const json& s) { sizes.push_back(s); });
+        } catch (const std::exception& e) {
+            emit(ErrorEvent{
+                "DigitalOcean: sizes unavailable, using the catalog's offers: " + error_text(e),
+                std::nullopt});
+            return {};
+        }
+        const std::string today = rest::today_utc();
+        std::vector<Offer> out;
+        for (const auto& s : sizes) {
+            if (!s.value("available", true)) continue;
+            Offer o;
+            o.provider = "digitalocean";
+            o.instance_type = text_of(s, "slug");
+            auto price = number_of(s, "price_hourly");
+            if (o.instance_type.empty() || !price || *price <= 0) continue;
+            o.on_demand_price = *price;
+            o.spot_price.reset();
+            o.spot_available = false;  // DigitalOcean sells no spot capacity
+            o.prices_date = today;
+            o.vcpus = static_cast<int>(number_of(s, "vcpus").value_or(0));
+            o.memory_gb = number_of(s, "memory").value_or(0) / 1024.0;  // MB
+            if (s.contains("gpu_info") && s["gpu_info"].is_object()) {
+                const json& g = s["gpu_info"];
+                const int count = static_cast<int>(number_of(g, "count").value_or(0));
+                double vram_gb = 0;
+                if (g.contains("vram")) vram_gb = number_of(g["vram"], "amount").value_or(0);
+                std::string model = text_of(g, "model");
+                std::optional<Accelerator> acc =
+                    accelerator_from_device_name(model, vram_gb * 1024.0, count);
+                if (!acc) {
+                    // A model sky does not know by name: the catalog's facts for the slug.
+                    for (const auto& c : catalog.offers("digitalocean"))
+                        if (c.instance_type == o.instance_type && !c.accelerator.empty()) {
+                            acc = Accelerator{};
+                            acc->name = c.accelerator;
+                        }
+                }
+                if (!acc || count < 1) continue;  // a GPU size sky cannot name: not offered
+                o.accelerator = acc->name;
+                o.accelerator_count = count;
+                o.gpu_memory_gb = vram_gb;
+            }
+            std::vector<std::string> regions;
+            if (s.contains("regions") && s["regions"].is_array())
+                for (const auto& r : s["regions"])
+                    if (r.is_string()) regions.push_back(r.get<std::string>());
+            // The configured region where the size is sold there, else every region that sells it.
+            if (std::find(regions.begin(), regions.end(), region_) != regions.end())
+                regions = {region_};
+            for (const auto& r : regions) {
+                o.region = r;
+                out.push_back(o);
+            }
+        }
+        return out;
+    }
+
+    void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
+        std::lock_guard lk(m_);
+        if (!key_id_.empty()) return;
+        try {
+            json k =
+                api_->call("POST", "/account/keys",
+                           json{{"name", r.name}, {"public_key", r.ssh_public_key}}, Repeat::once);
+            if (k.is_object()) key_id_ = text_of(k.value("ssh_key", json::object()), "id");
+        } catch (const HttpError& e) {
+            // 422 "SSH Key is already in use on your account": a second call, or a retry after
+            // a lost answer. Find it by its public key.
+            if (e.status() != 422) throw provision_error("POST /account/keys", e);
+            const std::string wanted = blob_of(r.ssh_public_key);
+            for_each_page("/account/keys", "ssh_keys", [&](const json& k) {
+                if (key_id_.empty() && blob_of(text_of(k, "public_key")) == wanted)
+                    key_id_ = text_of(k, "id");
+            });
+            if (key_id_.empty()) throw provision_error("POST /account/keys", e);
+        }
+        if (key_id_.empty())
+            throw ProvisionError("DigitalOcean: POST /account/keys answered without a key id");
+    }
+
+    std::string launch(const LaunchRequest& r) override {
+        std::string key;
+        {
+            std::lock_guard lk(m_);
+            key = key_id_;
+        }
+        json body = {{"name", fmt::format("{}-n{}", r.name, r.node)},
+                     {"region", r.offer.region.empty() ? region_ : r.offer.region},
+                     {"size", r.offer.instance_type},
+                     {"image", image_for(r.offer)},
+                     {"user_data", r.boot_script},
+                     {"tags", json::array({"sky", digitalocean_pool_tag(r.pool_id)})},
+                     {"monitoring", false},
+                     {"ipv6", false}};
+        if (!key.empty()) {
+            // Ids are integers in DigitalOcean's schema (fingerprints are strings).
+            try {
+                body["ssh_keys"] = json::array({std::stoll(key)});
+            } catch (const std::exception&) {
+                body["ssh_keys"] = json::array({key});
+            }
+        }
+        json answer;
+        try {
+            answer = api_->call("POST", "/droplets", body, Repeat::once);
+        } catch (const HttpError& e) {
+            if (is_capacity(e)) throw CapacityError("DigitalOcean: " + error_text(e));
+            throw provision_error("POST /droplets", e);
+        }
+        const std::string id =
+            answer.is_object() ? text_of(answer.value("droplet", json::object()), "id") : "";
+        if (id.empty()) throw ProvisionError("DigitalOcean: POST /droplets answered without an id");
+        return id;
+    }
+
+    std::vector<CloudInstance> describe(const std::vector<std::string>& ids) override {
+        std::vector<CloudInstance> out;
+        for (const auto& id : ids) {
+            try {
+                json d = api_->call("GET", "/droplets/" + url_encode(id));
+                CloudInstance i = instance_from(d.value("droplet", json::object()));
+                i.id = id;
+                out.push_back(std::move(i));
+            } catch (const HttpError& e) {
+                if (e.status() != 404) throw;
+                CloudInstance u;
+                u.id = id;
+                u.state = CloudInstance::State::unknown;
+                u.reason = "unknown to DigitalOcean";
+                out.push_back(std::move(u));
+            }
+        }
+        return out;
+    }
+
+    void terminate(const std::vector<std::string>& ids) override {
+        std::string failures;
+        for (const auto& id : ids) {
+            try {
+                (void)api_->send("DELETE", "/droplets/" + url_encode(id));
+            } catch (const HttpError& e) {
+                if (e.status() == 404) continue;  // already gone
+                failures += (failures.empty() ? "" : "; ") + id + ": " + error_text(e);
+            }
+        }
+        if (!failures.empty())
+            throw ProvisionError("DigitalOcean: DELETE /droplets failed: " + failures);
+    }
+
+    std::vector<CloudInstance> list(std::string_view pool_id) override {
+        const std::string tag =
+            pool_id.empty() ? std::string("sky") : digitalocean_pool_tag(pool_id);
+        std::vector<CloudInstance> out;
+        for_each_page("/droplets?tag_name=" + url_encode(tag), "droplets", [&](const json& d) {
+            CloudInstance i = instance_from(d);
+            if (i.state != CloudInstance::State::gone) out.push_back(std::move(i));
+        });
+        return out;
+    }
+
+    void delete_infra(std::string_view pool_id) noexcept override {
+        std::lock_guard lk(m_);
+        try {
+            std::vector<std::string> ids;
+            if (!key_id_.empty()) {
+                ids.push_back(key_id_);
+            } else {
+                const std::string name = "sky-" + std::string(pool_id);
+                for_each_page("/account/keys", "ssh_keys", [&](const json& k) {
+                    if (text_of(k, "name") == name) ids.push_back(text_of(k, "id"));
+                });
+            }
+            for (const auto& id : ids) {
+                try {
+                    (void)api_->send("DELETE", "/account/keys/" + url_encode(id));
+                } catch (const HttpError& e) {
+                    if (e.status() != 404) continue;
+                }
+                if (id == key_id_) key_id_.clear();
+            }
+        } catch (...) {
+        }
+    }
+
+    CloudLogin login() const override {
+        CloudLogin l;
+        l.user = "root";
+        // A powered-off droplet is still billed: powering off saves nothing, `sky gc` deletes.
+        l.power_off_on_expiry = false;
+        l.rotate_host_key = true;  // user_data is readable at 169.254.169.254/metadata/v1
+        l.boot_wait = std::chrono::seconds(300);
+        return l;
+    }
+
+private:
+    // Pages of a list answer (links.pages.next), bounded.
+    void for_each_page(const std::string& path, const char* key,
+                       const std::function<void(const json&)>& each) {
+        const std::string sep = path.find('?') == std::string::npos ? "?" : "&";
+        for (int page = 1; page <= kMaxPages; ++page) {
+            json r = api_->call("GET", fmt::format("{}{}per_page=200&page={}", path, sep, page));
+            if (!r.is_object() || !r.contains(key) || !r[key].is_array()) return;
+            for (const auto& item : r[key]) each(item);
+            bool more = false;
+            if (r.contains("links") && r["links"].is_object() && r["links"].contains("pages") &&
+                r["links"]["pages"].is_object())
+                more = !text_of(r["links"]["pages"], "next").empty();
+            if (!more || r[key].empty()) return;
+        }
+    }
+
+    std::string image_for(const Offer& o) const {
+        if (!image_.empty()) return image_;
+        if (o.accelerator.empty()) return "ubuntu-24-04-x64";
+        if (accelerator_info(o.accelerator).manufacturer == "AMD") return "gpu-amd-base";
+        return o.accelerator_count >= 8 ? "gpu-h100x8-base" : "gpu-h100x1-base";
+    }
+
+    static std::string blob_of(const std::string& public_key) {
+        std::string t(trim(public_key));
+        auto a = t.find(' ');
+        if (a == std::string::npos) return t;
+        auto b = t.find(' ', a + 1);
+        return t.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+    }
+
+    ProvisionError provision_error(const std::string& call, const std::exception& e) const {
+        return ProvisionError(fmt::format("DigitalOcean {} failed: {}", call, error_text(e)));
+    }
+
+    std::unique_ptr<rest::JsonApi> api_;
+    std::string region_;
+    std::string image_;
+    std::mutex m_;
+    std::string key_id_;
+};
+
+}  // namespace
+
+std::string digitalocean_pool_tag(std::string_view pool_id) {
+    return "sky-pool-" + std::string(pool_id);
+}
+
+std::unique_ptr<CloudAdapter> make_digitalocean_adapter(const DigitalOcean& config) {
+    return std::make_unique<DigitalOceanAdapter>(config);
+}
+
+ProviderDescriptor digitalocean_provider() {
+    ProviderDescriptor d;
+    d.name = "digitalocean";
+    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
+        const DigitalOcean* c = spec.provider.get<DigitalOcean>();
+        if (!c) return;
+        // Region slugs are lowercase letters then digits ("nyc1", "tor1", "ams3").
+        const std::string& r = c->region;
+        const bool ok =
+            !r.empty() && r.size() <= 16 && std::all_of(r.begin(), r.end(), [](unsigned char ch) {
+                return std::islower(ch) || std::isdigit(ch);
+            });
+        if (!ok)
+            problems.push_back(fmt::format(
+                "provider: sky::DigitalOcean region must be a region slug such as \"nyc1\", got "
+                "\"{}\"",
+                r));
+        if (!c->endpoint.empty()) {
+            try {
+                rest::check_endpoint("DigitalOcean", {c->endpoint, "sky::DigitalOcean endpoint"});
+            } catch (const ConfigError& e) {
+                problems.push_back(std::string("provider: ") + e.what());
+            }
+        }
+    };
+    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
+        return make_cloud_backend(make_digitalocean_adapter(*c.spec.provider.get<DigitalOcean>()),
+                                  c);
+    };
+    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
+        return make_digitalocean_adapter(DigitalOcean{});
+    };
+    return d;
+}
+
+}  // namespace sky::detail

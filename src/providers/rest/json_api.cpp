@@ -1,0 +1,127 @@
+#include "providers/rest/json_api.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "http/endpoint.hpp"
+#include "util/env.hpp"
+#include "util/text.hpp"
+
+namespace sky::detail::rest {
+
+Endpoint choose_endpoint(const std::string& explicit_url, const std::string& field, const char* env,
+                         const std::string& default_url) {
+    Endpoint e;
+    if (!explicit_url.empty()) {
+        e = {explicit_url, field};
+    } else if (std::string v = env_or(env); !v.empty()) {
+        e = {v, env};
+    } else {
+        e = {default_url, "default"};
+    }
+    while (!e.url.empty() && e.url.back() == '/') e.url.pop_back();
+    return e;
+}
+
+std::string shown_url(const std::string& url) { return url_for_display(url); }
+
+void check_endpoint(const std::string& provider, const Endpoint& e) {
+    check_endpoint_security(e.url,
+                            {provider, e.source, "the API credentials", "the nodes' boot scripts"});
+}
+
+std::string today_utc() {
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&now, &tm);
+    char buf[16];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+    return buf;
+}
+
+HttpOptions ApiConfig::default_options() {
+    HttpOptions o;
+    o.connect_timeout = std::chrono::seconds(10);
+    o.attempt_timeout = std::chrono::seconds(60);
+    o.retry.max_attempts = 5;
+    o.retry.initial_backoff = std::chrono::milliseconds(250);
+    o.retry.max_backoff = std::chrono::seconds(20);
+    return o;
+}
+
+JsonApi::JsonApi(ApiConfig config) : config_(std::move(config)) {
+    check_endpoint(config_.provider, config_.endpoint);
+}
+
+HttpResponse JsonApi::send(const std::string& method, const std::string& path,
+                           const std::optional<nlohmann::json>& body, Repeat repeat) const {
+    HttpRequest req;
+    req.method = method;
+    req.url = config_.endpoint.url + path;
+    req.set_header("Accept", "application/json");
+    if (body) {
+        req.set_header("Content-Type", "application/json");
+        req.body = body->dump();
+    }
+    req.secret_values = config_.secrets;
+    HttpOptions o = config_.http;
+    o.parse_error = config_.parse_error;
+    auto authorize = config_.authorize;
+    if (authorize) o.prepare = [authorize](HttpRequest& r) { authorize(r); };
+    if (repeat == Repeat::once) {
+        // A create that timed out may have happened: never send it again (what it started
+        // carries the pool's tag or name and is found by list()). A 429 did nothing.
+        o.retry.retry_on_server_errors = false;
+        o.retry.retry_on_transport_errors = false;
+        o.retry.is_retryable = [](const HttpResponse& r) { return r.status == 429; };
+    }
+    return http_send(std::move(req), o);
+}
+
+nlohmann::json JsonApi::call(const std::string& method, const std::string& path,
+                             const std::optional<nlohmann::json>& body, Repeat repeat) const {
+    HttpResponse r = send(method, path, body, repeat);
+    if (trim(r.body).empty()) return nullptr;
+    try {
+        return nlohmann::json::parse(r.body);
+    } catch (const std::exception&) {
+        std::string excerpt = r.body.substr(0, 200);
+        for (const auto& s : config_.secrets)
+            if (!s.empty())
+                for (auto p = excerpt.find(s); p != std::string::npos; p = excerpt.find(s))
+                    excerpt.replace(p, s.size(), "[REDACTED]");
+        throw sky::Error(fmt::format("{}: {} {} answered with something that is not JSON: {}",
+                                     config_.provider, method, path, excerpt));
+    }
+}
+
+std::string text_of(const nlohmann::json& j, const char* key) {
+    if (!j.is_object()) return {};
+    auto it = j.find(key);
+    if (it == j.end()) return {};
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_number_integer()) return std::to_string(it->get<long long>());
+    if (it->is_number()) return fmt::format("{}", it->get<double>());
+    return {};
+}
+
+std::optional<double> number_of(const nlohmann::json& j, const char* key) {
+    if (!j.is_object()) return std::nullopt;
+    auto it = j.find(key);
+    if (it == j.end()) return std::nullopt;
+    if (it->is_number()) return it->get<double>();
+    if (it->is_string()) {
+        try {
+            std::size_t used = 0;
+            double v = std::stod(it->get<std::string>(), &used);
+            if (used > 0 && std::isfinite(v)) return v;
+        } catch (const std::exception&) {
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace sky::detail::rest

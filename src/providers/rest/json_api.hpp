@@ -1,0 +1,83 @@
+#pragma once
+// The JSON-over-HTTPS client the REST clouds' adapters share (DigitalOcean, Verda, Vast.ai,
+// RunPod): the base URL with its version prefix and where it came from, the check that keeps
+// credentials off plain http to a remote host, authorization set fresh on every attempt, secrets
+// masked in every error, and the retry rule for calls that must not run twice. Each adapter keeps
+// its own mapping of the cloud's REST API; nothing here knows a cloud.
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "http/http_client.hpp"
+
+namespace sky::detail::rest {
+
+/// A base URL and what set it (a field or a variable's name), for messages.
+struct Endpoint {
+    std::string url;     ///< including the API's version prefix, no trailing '/'
+    std::string source;  ///< "DigitalOcean{.endpoint}", "DIGITALOCEAN_API_URL" or "default"
+};
+
+/// `explicit_url` (named `field`) when set, else the variable `env`, else `default_url`; the
+/// trailing '/' dropped.
+[[nodiscard]] Endpoint choose_endpoint(const std::string& explicit_url, const std::string& field,
+                                       const char* env, const std::string& default_url);
+
+/// Refuses (ConfigError, starting with `provider`) a URL that is not http(s), and plain http:// to
+/// a host that is not loopback unless SKY_ALLOW_INSECURE_ENDPOINT=1 (then a notice once).
+void check_endpoint(const std::string& provider, const Endpoint& endpoint);
+
+/// The URL without user:password@ (for messages).
+[[nodiscard]] std::string shown_url(const std::string& url);
+
+/// Today's date in UTC, "YYYY-MM-DD" (Offer::prices_date of live prices).
+[[nodiscard]] std::string today_utc();
+
+/// Whether a call may be sent twice: reads and deletes may; a create may not (only a 429, which
+/// the service refused before doing anything, is retried).
+enum class Repeat { safe, once };
+
+struct ApiConfig {
+    std::string provider;  ///< "DigitalOcean": starts every error message
+    Endpoint endpoint;
+    /// Sets the credentials on a request (called before every attempt).
+    std::function<void(HttpRequest&)> authorize;
+    /// Values masked wherever they could show (keys, tokens, client secrets).
+    std::vector<std::string> secrets;
+    /// The cloud's error body to code and message.
+    std::function<std::optional<ProviderErrorInfo>(const HttpResponse&)> parse_error;
+    HttpOptions http = default_options();
+
+    [[nodiscard]] static HttpOptions default_options();
+};
+
+class JsonApi {
+public:
+    explicit JsonApi(ApiConfig config);
+
+    /// `method` on base URL + `path` (which starts with '/' and may carry a query), with `body`
+    /// as JSON when given. Throws HttpError for a non-2xx answer.
+    HttpResponse send(const std::string& method, const std::string& path,
+                      const std::optional<nlohmann::json>& body = std::nullopt,
+                      Repeat repeat = Repeat::safe) const;
+    /// send(), then the answer as JSON (null for an empty body). A body that is not JSON is a
+    /// sky::Error naming the call.
+    nlohmann::json call(const std::string& method, const std::string& path,
+                        const std::optional<nlohmann::json>& body = std::nullopt,
+                        Repeat repeat = Repeat::safe) const;
+
+    [[nodiscard]] const std::string& base_url() const { return config_.endpoint.url; }
+    [[nodiscard]] const ApiConfig& config() const { return config_; }
+
+private:
+    ApiConfig config_;
+};
+
+/// A JSON body's string member, "" when absent or not a string (numbers are printed).
+[[nodiscard]] std::string text_of(const nlohmann::json& j, const char* key);
+/// A JSON body's number member (a number, or a string holding one), nullopt otherwise.
+[[nodiscard]] std::optional<double> number_of(const nlohmann::json& j, const char* key);
+
+}  // namespace sky::detail::rest
