@@ -7,17 +7,22 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "fakes/common/http_fake.hpp"
 #include "fakes/gzip_bomb.hpp"
 #include "http/http_client.hpp"
-#include "unit/http/loopback_server.hpp"
 
 using namespace sky::detail;
-using sky::test::LoopbackServer;
-using sky::test::RecordedRequest;
-using sky::test::Reply;
+using RecordedRequest = sky::test::HttpRequest;
+using Reply = sky::test::HttpReply;
 using namespace std::chrono_literals;
 
 namespace {
+
+// The shared HTTP fake with one handler for every request.
+class LoopbackServer : public sky::test::HttpFake {
+public:
+    explicit LoopbackServer(Handler handler) { route("*", "/*", std::move(handler)); }
+};
 
 HttpOptions fast_options(int attempts) {
     HttpOptions options;
