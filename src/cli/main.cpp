@@ -13,7 +13,8 @@ constexpr const char* usage =
     "commands:\n"
     "  catalog   offers that match an accelerator, cheapest first\n"
     "  doctor    which providers have credentials, which endpoints answer\n"
-    "  ls        instances sky launched and the provider still has (--provider aws)\n"
+    "  ls        live pools (from the ledger) and the machines sky's tag finds at each cloud\n"
+    "  gc        end what pools that are no longer running left behind\n"
     "  help      this text\n"
     "\n"
     "options:\n"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     if (cmd == "catalog") return sky::cli::catalog_command(args);
     if (cmd == "doctor") return sky::cli::doctor_command(args);
     if (cmd == "ls") return sky::cli::ls_command(args);
+    if (cmd == "gc") return sky::cli::gc_command(args);
     std::fprintf(stderr, "sky: unknown command '%s'\n\n%s", cmd.c_str(), usage);
     return 2;
 }
