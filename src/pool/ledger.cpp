@@ -223,6 +223,13 @@ void Ledger::instance(const std::string& id) noexcept {
     }
 }
 
+void Ledger::region(std::string_view region) noexcept {
+    try {
+        append(dump({{"type", "region"}, {"region", region}}));
+    } catch (...) {
+    }
+}
+
 void Ledger::instance_gone(const std::string& id) noexcept {
     try {
         append(dump({{"type", "gone"}, {"id", id}}));
@@ -313,7 +320,9 @@ LedgerRecord Ledger::read(const fs::path& file) {
         try {
             if (j.is_discarded() || !j.is_object()) throw std::runtime_error("not JSON");
             const std::string type = j.value("type", "");
-            if (type == "instance") {
+            if (type == "region") {
+                if (auto rg = j.at("region").get<std::string>(); !rg.empty()) r.region = rg;
+            } else if (type == "instance") {
                 r.instances.push_back(j.at("id").get<std::string>());
             } else if (type == "gone") {
                 r.gone_instances.push_back(j.at("id").get<std::string>());

@@ -9,6 +9,7 @@
 // most the record being written: a torn last line is ignored when the file is read.
 //   {"sky_ledger":1,"type":"pool","pool":"..","provider":"..","region":"..","pid":N,
 //    "pid_start":"<boot id>:<start ticks>","host":"..","started":<unix s>}
+//   {"type":"region","region":".."}          (when open() did not know it)
 //   {"type":"instance","id":".."}
 //   {"type":"gone","id":".."}
 //   {"type":"closed","at":<unix s>,"by":"owner"|"gc"}
@@ -92,6 +93,9 @@ public:
     /// Records an instance id (appended and flushed before returning). Thread-safe; never
     /// throws (a failure to write is logged once).
     void instance(const std::string& id) noexcept;
+    /// Records the region the pool runs in, once the provider knows it (when open() could not
+    /// say): `sky gc` then asks the cloud in that region. Thread-safe; never throws.
+    void region(std::string_view region) noexcept;
     /// Records that an instance is confirmed gone. Thread-safe; never throws.
     void instance_gone(const std::string& id) noexcept;
     /// Records that teardown finished. Thread-safe; never throws.

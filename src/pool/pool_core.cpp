@@ -7,6 +7,7 @@
 
 #include "metrics/metrics.hpp"
 #include "pool/ledger.hpp"
+#include "pool/signals.hpp"
 #include "providers/registry/registry.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/worker.hpp"
@@ -54,6 +55,8 @@ void PoolCore::start() {
         // left.
         ledger_ = Ledger::open(id_, spec_.provider.name(), "");
         if (!backend_) backend_ = make_backend(BackendContext{spec_, id_, ledger_.get()});
+        // From here a SIGINT/SIGTERM/SIGHUP closes this pool before the program ends.
+        signals::register_pool(weak_from_this());
         for (int i = 0; i < spec_.nodes; ++i) {
             auto n = std::make_unique<NodeSlot>();
             n->index = i;
@@ -730,6 +733,8 @@ bool PoolCore::cancel_batch(BatchState* b) {
 }
 
 void PoolCore::close(bool report) {
+    // A signal's teardown waits for every close() in progress, whichever thread runs it.
+    signals::CloseScope signal_scope(this);
     std::vector<Completion> done;
     {
         std::lock_guard lk(m_);

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "pool/backend.hpp"
+#include "pool/ledger.hpp"
 #include "providers/registry/registry.hpp"
 #include "providers/remote/remote_node.hpp"
 
@@ -20,8 +21,9 @@ std::string home_path(const char* rel) {
 
 class SshBackend final : public Backend {
 public:
-    SshBackend(const PoolSpec& spec, std::string pool_id)
-        : spec_(spec), cfg_(*spec.provider.get<SSH>()), pool_id_(std::move(pool_id)) {}
+    SshBackend(const PoolSpec& spec, std::string pool_id, Ledger* ledger)
+        : spec_(spec), cfg_(*spec.provider.get<SSH>()), pool_id_(std::move(pool_id)),
+          ledger_(ledger) {}
     ~SshBackend() override { stop_all(); }
 
     std::string head_address() const override { return cfg_.hosts.at(0); }
@@ -54,6 +56,13 @@ public:
             where.host_key = ssh::HostKeyPin::known_hosts(
                 cfg_.known_hosts.empty() ? home_path(".ssh/known_hosts") : cfg_.known_hosts);
             where.shipment = shipment();
+            // In the ledger before anything runs there: the machine is the user's, the worker
+            // sky starts on it is the pool's.
+            if (ledger_) {
+                ledger_->instance(ledger_id(host));
+                std::lock_guard lk(m_);
+                recorded_.push_back(ledger_id(host));
+            }
             emit(InstanceProvisioned{id, node, false, "ssh", host, std::string("ssh"), 0.0,
                                      std::nullopt});
             std::unique_ptr<RemoteNode> n;
@@ -106,9 +115,20 @@ public:
         for (auto& n : all)
             if (n) threads.emplace_back([p = n.get()] { p->stop(); });
         for (auto& t : threads) t.join();
+        // The machines stay (they are the user's); the pool's workers on them are stopped, or
+        // end by their idle timeout where a host did not answer.
+        std::lock_guard lk(m_);
+        if (ledger_)
+            for (const auto& id : recorded_) ledger_->instance_gone(id);
+        recorded_.clear();
     }
 
 private:
+    // "ssh:<user>@<host>:<port>": the node as the ledger (and `sky ls`) name it.
+    std::string ledger_id(const std::string& host) const {
+        return fmt::format("ssh:{}@{}:{}", cfg_.user, host, cfg_.port);
+    }
+
     // One per pool: every node's start shares it, so a file leaves this client once.
     std::shared_ptr<ship::PoolShipment> shipment() {
         std::lock_guard lk(m_);
@@ -122,6 +142,8 @@ private:
     std::string pool_id_;
     mutable std::mutex m_;
     std::vector<std::unique_ptr<RemoteNode>> nodes_;
+    Ledger* ledger_ = nullptr;        // the pool's write-ahead ledger (may be null)
+    std::vector<std::string> recorded_;  // in the ledger and not yet recorded gone
 };
 
 }  // namespace
@@ -142,7 +164,7 @@ ProviderDescriptor ssh_provider() {
         if (ssh->user.empty()) problems.push_back("provider: sky::SSH user is empty");
     };
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
-        return std::make_unique<SshBackend>(c.spec, c.pool_id);
+        return std::make_unique<SshBackend>(c.spec, c.pool_id, c.ledger);
     };
     return d;
 }
