@@ -198,6 +198,7 @@ int ls_ledger_and_tags(const std::optional<std::string>& provider) {
             continue;
         }
         if (t.machines.empty()) {
+            if (!d->credentials) continue;  // a cloud in a box (simulated): nothing to say
             std::printf("no sky machines at %s%s\n", t.provider.c_str(),
                         t.region.empty() ? "" : (" " + t.region).c_str());
             continue;

@@ -1,0 +1,571 @@
+// A program that owns a pool (driver.cpp, written from api.md) is interrupted: SIGINT, SIGTERM
+// and SIGHUP tear its pools down and it then dies by the signal, leaving nothing; killed with
+// SIGKILL it leaves a ledger (and machines) that the built `sky gc` collects at once, while a
+// running pool's machines are never touched.
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fakes/ec2/fake_ec2.hpp"
+#include "hosts/test_hosts.hpp"
+#include "pool/ledger.hpp"
+#include "providers/aws/ec2_client.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kKey = "AKIDSKYSIGNALSTEST01";
+const std::string kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSKYSIGNALS";
+
+// SKY_HOME in a fresh directory (the ledger of the drivers and of `sky gc`), removed at the end.
+struct TempHome {
+    fs::path dir;
+    TempHome() {
+        char tmpl[] = "/tmp/sky-signals-test-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        dir = tmpl;
+        ::setenv("SKY_HOME", dir.c_str(), 1);
+    }
+    ~TempHome() {
+        ::unsetenv("SKY_HOME");
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+};
+
+// The driver as a child process with its stdout on a pipe; SIGKILLed and reaped at the end
+// whatever happens.
+class Driver {
+public:
+    explicit Driver(std::vector<std::string> args, std::vector<std::string> extra_env = {}) {
+        int p[2];
+        REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+        std::vector<std::string> argv_s = {SKY_SIGNAL_DRIVER};
+        argv_s.insert(argv_s.end(), args.begin(), args.end());
+        std::vector<char*> argv;
+        for (auto& a : argv_s) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        std::vector<std::string> env_s;
+        for (char** e = environ; e && *e; ++e) env_s.emplace_back(*e);
+        env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
+        std::vector<char*> envp;
+        for (auto& e : env_s) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        // Its own process group: a terminal's Ctrl-C reaches the group, a test's kill() the
+        // driver only (its Local workers then end by the teardown, not by the same signal).
+        posix_spawnattr_t attr;
+        posix_spawnattr_init(&attr);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, 0);
+        const int rc = ::posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
+        posix_spawnattr_destroy(&attr);
+        posix_spawn_file_actions_destroy(&fa);
+        ::close(p[1]);
+        out_ = p[0];
+        REQUIRE(rc == 0);
+    }
+    ~Driver() {
+        if (pid_ > 0 && !reaped_) {
+            ::kill(pid_, SIGKILL);
+            int st = 0;
+            ::waitpid(pid_, &st, 0);
+        }
+        if (out_ >= 0) ::close(out_);
+    }
+    [[nodiscard]] pid_t pid() const { return pid_; }
+
+    // The next line starting with `prefix` (bounded); nullopt at the limit or end of output.
+    std::optional<std::string> line(const std::string& prefix, std::chrono::seconds limit) {
+        const auto until = Clock::now() + limit;
+        for (;;) {
+            for (std::size_t nl; (nl = buf_.find('\n')) != std::string::npos;) {
+                std::string l = buf_.substr(0, nl);
+                buf_.erase(0, nl + 1);
+                lines_ += l + "\n";
+                if (l.rfind(prefix, 0) == 0) return l;
+            }
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+            if (left <= 0) return std::nullopt;
+            pollfd p{out_, POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+            char b[4096];
+            const ssize_t n = ::read(out_, b, sizeof b);
+            if (n <= 0) return std::nullopt;
+            buf_.append(b, static_cast<std::size_t>(n));
+        }
+    }
+    [[nodiscard]] const std::string& output() const { return lines_; }
+
+    // Waits (bounded) for the driver to end; its wait status, or nullopt if it still runs.
+    std::optional<int> wait(std::chrono::milliseconds limit) {
+        const auto until = Clock::now() + limit;
+        for (;;) {
+            int st = 0;
+            if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+                reaped_ = true;
+                return st;
+            }
+            if (Clock::now() >= until) return std::nullopt;
+            std::this_thread::sleep_for(10ms);
+        }
+    }
+
+private:
+    pid_t pid_ = -1;
+    int out_ = -1;
+    bool reaped_ = false;
+    std::string buf_, lines_;
+};
+
+// Processes whose parent is `pid` (a Local pool's workers).
+std::vector<long> children_of(long pid) {
+    std::vector<long> out;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+        const std::string name = e.path().filename();
+        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+        std::ifstream in(e.path() / "stat");
+        std::string stat;
+        std::getline(in, stat);
+        const auto close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream rest(stat.substr(close + 1));
+        std::string state;
+        long ppid = 0;
+        rest >> state >> ppid;
+        if (ppid == pid && state != "Z") out.push_back(std::stol(name));
+    }
+    return out;
+}
+
+bool running(long pid) { return !sky::detail::process_identity(pid).empty(); }
+
+std::optional<sky::detail::LedgerRecord> ledger_of(const std::string& pool_id) {
+    for (auto& r : sky::detail::Ledger::read_all())
+        if (r.pool_id == pool_id) return r;
+    return std::nullopt;
+}
+
+std::string pool_of(const std::string& ready_line) { return ready_line.substr(6); }
+
+// `sky <args>` (the built binary), bounded.
+sky::test::CommandResult sky_cli(std::vector<std::string> args) {
+    args.insert(args.begin(), SKY_CLI_PATH);
+    return sky::test::run_command(args, 120s);
+}
+
+std::string wait_status(int st) {
+    if (WIFSIGNALED(st)) return "killed by signal " + std::to_string(WTERMSIG(st));
+    if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
+    return "wait status " + std::to_string(st);
+}
+
+void check_killed_by(std::optional<int> st, int sig, const Driver& d) {
+    INFO("driver output:\n" << d.output());
+    REQUIRE(st.has_value());
+    INFO(wait_status(*st));
+    CHECK((WIFSIGNALED(*st) && WTERMSIG(*st) == sig));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "signals: SIGINT, SIGTERM and SIGHUP tear a Local pool down, then the program dies by "
+    "the signal",
+    "[signals]") {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        INFO("signal " << sig);
+        TempHome home;
+        Driver d({"local", "--nodes", "2"});
+        auto ready = d.line("ready ", 60s);
+        REQUIRE(ready);
+        const std::string pool = pool_of(*ready);
+        const auto workers = children_of(d.pid());
+        REQUIRE(workers.size() == 2);
+        auto before = ledger_of(pool);
+        REQUIRE(before);
+        CHECK(before->provider == "local");
+        CHECK(before->owner_pid == d.pid());
+        CHECK(before->owner() == sky::detail::LedgerRecord::Owner::alive);
+        CHECK_FALSE(before->closed);
+        std::set<std::string> recorded(before->instances.begin(), before->instances.end());
+        for (long w : workers) CHECK(recorded.count("local-" + std::to_string(w)));
+
+        REQUIRE(::kill(d.pid(), sig) == 0);
+        check_killed_by(d.wait(30s), sig, d);
+        for (long w : workers) CHECK_FALSE(running(w));
+        // The teardown ran (not only the workers' parent-death signal): the ledger is closed
+        // with every worker confirmed gone.
+        auto after = ledger_of(pool);
+        REQUIRE(after);
+        CHECK(after->closed);
+        CHECK(after->closed_by == "owner");
+        CHECK(after->live_instances().empty());
+    }
+}
+
+TEST_CASE("signals: a second SIGINT during the teardown ends the program at once", "[signals]") {
+    TempHome home;
+    Driver d({"local", "--slow-teardown"});
+    REQUIRE(d.line("ready ", 60s));
+    REQUIRE(::kill(d.pid(), SIGINT) == 0);
+    // The teardown has started and now waits 30 s in the program's event handler.
+    REQUIRE(d.line("stopping", 20s));
+    CHECK_FALSE(d.wait(300ms).has_value());
+    const auto t0 = Clock::now();
+    REQUIRE(::kill(d.pid(), SIGINT) == 0);
+    check_killed_by(d.wait(5s), SIGINT, d);
+    CHECK(Clock::now() - t0 < 5s);
+}
+
+TEST_CASE("signals: an ignored SIGHUP stays ignored and a program's own handler stays its own",
+          "[signals]") {
+    TempHome home;
+    SECTION("SIG_IGN (nohup)") {
+        Driver d({"local", "--ignore-hup"});
+        REQUIRE(d.line("ready ", 60s));
+        REQUIRE(::kill(d.pid(), SIGHUP) == 0);
+        CHECK_FALSE(d.wait(1500ms).has_value());  // still running its call
+        REQUIRE(::kill(d.pid(), SIGINT) == 0);    // the others are still sky's
+        check_killed_by(d.wait(30s), SIGINT, d);
+    }
+    SECTION("the program's own SIGTERM handler") {
+        Driver d({"local", "--own-term-handler"});
+        REQUIRE(d.line("ready ", 60s));
+        REQUIRE(::kill(d.pid(), SIGTERM) == 0);
+        auto st = d.wait(30s);
+        REQUIRE(st);
+        CHECK(WIFEXITED(*st));
+        if (WIFEXITED(*st)) CHECK(WEXITSTATUS(*st) == 42);
+    }
+}
+
+TEST_CASE(
+    "signals: after SIGKILL sky gc closes the dead Local pool and never touches a running one",
+    "[signals]") {
+    TempHome home;
+    Driver dead({"local"});
+    Driver live({"local"});
+    auto dead_ready = dead.line("ready ", 60s);
+    auto live_ready = live.line("ready ", 60s);
+    REQUIRE(dead_ready);
+    REQUIRE(live_ready);
+    const auto live_workers = children_of(live.pid());
+    REQUIRE(live_workers.size() == 1);
+    REQUIRE(::kill(dead.pid(), SIGKILL) == 0);
+    check_killed_by(dead.wait(10s), SIGKILL, dead);
+    auto rec = ledger_of(pool_of(*dead_ready));
+    REQUIRE(rec);
+    CHECK_FALSE(rec->closed);
+    CHECK(rec->owner() == sky::detail::LedgerRecord::Owner::dead);
+
+    auto ls = sky_cli({"ls"});
+    INFO(ls.output);
+    CHECK(ls.status == 0);
+    CHECK(ls.output.find(pool_of(*dead_ready)) != std::string::npos);
+    CHECK(ls.output.find("owner gone") != std::string::npos);
+    CHECK(ls.output.find(pool_of(*live_ready)) != std::string::npos);
+    CHECK(ls.output.find("running") != std::string::npos);
+
+    auto dry = sky_cli({"gc", "--dry-run", "--provider", "local"});
+    INFO(dry.output);
+    CHECK(dry.status == 0);
+    CHECK_FALSE(ledger_of(pool_of(*dead_ready))->closed);
+
+    auto gc = sky_cli({"gc", "--provider", "local"});
+    INFO(gc.output);
+    CHECK(gc.status == 0);
+    CHECK(gc.output.find("running: left alone") != std::string::npos);
+    rec = ledger_of(pool_of(*dead_ready));
+    REQUIRE(rec);
+    CHECK(rec->closed);
+    CHECK(rec->closed_by == "gc");
+    CHECK(rec->live_instances().empty());
+    // The running pool: untouched.
+    auto l = ledger_of(pool_of(*live_ready));
+    REQUIRE(l);
+    CHECK_FALSE(l->closed);
+    for (long w : live_workers) CHECK(running(w));
+    CHECK_FALSE(live.wait(0ms).has_value());
+    REQUIRE(::kill(live.pid(), SIGINT) == 0);
+    check_killed_by(live.wait(30s), SIGINT, live);
+}
+
+TEST_CASE("signals: sky gc kills a dead Local pool's leftover worker, and only a proven one",
+          "[signals]") {
+    TempHome home;
+    const std::string pool = "feedc0de12345678";
+    // A worker of that pool whose client is gone: the driver in worker mode, waiting (60 s at
+    // most) for its client's handshake on fd 3.
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    std::vector<std::string> argv_s = {SKY_SIGNAL_DRIVER, "--sky-worker"};
+    std::vector<std::string> env_s = {"SKY_WORKER_FD=3", "SKY_WORKER_TOKEN=0123456789abcdef",
+                                      "SKY_PARENT_POOL=" + pool, "PATH=/usr/bin:/bin"};
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_t worker = -1;
+    REQUIRE(::posix_spawn(&worker, argv[0], &fa, nullptr, argv.data(), envp.data()) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(sv[1]);
+    // Another process whose pid the ledger also names: not a worker of the pool.
+    pid_t other = -1;
+    {
+        char sleep_s[] = "sleep", secs[] = "60";
+        char* a[] = {sleep_s, secs, nullptr};
+        REQUIRE(::posix_spawnp(&other, "sleep", nullptr, nullptr, a, environ) == 0);
+    }
+    struct Reap {
+        pid_t a, b;
+        int fd;
+        ~Reap() {
+            for (pid_t p : {a, b}) {
+                ::kill(p, SIGKILL);
+                int st;
+                ::waitpid(p, &st, 0);
+            }
+            ::close(fd);
+        }
+    } reap{worker, other, sv[0]};
+    std::this_thread::sleep_for(200ms);  // the worker reads its environment and waits
+    REQUIRE(running(worker));
+    // The pool's ledger, as its client (a process that has ended) wrote it.
+    const pid_t gone = ::fork();
+    if (gone == 0) ::_exit(0);
+    int st = 0;
+    ::waitpid(gone, &st, 0);
+    fs::create_directories(home.dir / "pools");
+    {
+        std::ofstream f(home.dir / "pools" / (pool + ".jsonl"));
+        f << R"({"sky_ledger":1,"type":"pool","pool":")" << pool
+          << R"(","provider":"local","region":"","pid":)" << gone
+          << R"(,"pid_start":"x:1","host":")" << sky::detail::this_host()
+          << R"(","started":1700000000})"
+          << "\n"
+          << R"({"type":"instance","id":"local-)" << worker << R"("})"
+          << "\n"
+          << R"({"type":"instance","id":"local-)" << other << R"("})"
+          << "\n";
+    }
+    ::chmod((home.dir / "pools").c_str(), 0700);
+
+    auto dry = sky_cli({"gc", "--dry-run"});
+    INFO(dry.output);
+    CHECK(dry.output.find("would kill leftover worker pid " + std::to_string(worker)) !=
+          std::string::npos);
+    CHECK(running(worker));
+
+    auto gc = sky_cli({"gc"});
+    INFO(gc.output);
+    CHECK(gc.status == 0);
+    CHECK(sky::test::wait_until([&] { return !running(worker); }, 5s));
+    CHECK(running(other));  // its pid is in the ledger, but it is not the pool's worker
+    auto rec = ledger_of(pool);
+    REQUIRE(rec);
+    CHECK(rec->closed);
+    CHECK(rec->live_instances().empty());
+}
+
+TEST_CASE("signals: sky gc closes a dead SSH pool's ledger and terminates nothing", "[signals]") {
+    TempHome home;
+    const pid_t gone = ::fork();
+    if (gone == 0) ::_exit(0);
+    int st = 0;
+    ::waitpid(gone, &st, 0);
+    fs::create_directories(home.dir / "pools");
+    ::chmod((home.dir / "pools").c_str(), 0700);
+    {
+        std::ofstream f(home.dir / "pools" / "5511aa22.jsonl");
+        f << R"({"sky_ledger":1,"type":"pool","pool":"5511aa22","provider":"ssh","region":"","pid":)"
+          << gone << R"(,"pid_start":"x:1","host":")" << sky::detail::this_host()
+          << R"(","started":1700000000})"
+          << "\n"
+          << R"({"type":"instance","id":"ssh:root@192.0.2.7:22"})"
+          << "\n";
+    }
+    auto ls = sky_cli({"ls", "--provider", "ssh"});
+    INFO(ls.output);
+    CHECK(ls.output.find("owner gone") != std::string::npos);
+    CHECK(ls.output.find("ssh:root@192.0.2.7:22") != std::string::npos);
+    auto gc = sky_cli({"gc", "--provider", "ssh"});
+    INFO(gc.output);
+    CHECK(gc.status == 0);
+    CHECK(gc.output.find("nothing to terminate") != std::string::npos);
+    auto rec = ledger_of("5511aa22");
+    REQUIRE(rec);
+    CHECK(rec->closed);
+    CHECK(rec->closed_by == "gc");
+    CHECK(rec->live_instances().empty());
+    // Closed with nothing left: no longer listed.
+    ls = sky_cli({"ls", "--provider", "ssh"});
+    CHECK(ls.output.find("5511aa22") == std::string::npos);
+}
+
+// ---- over the fake EC2 (its instances are test hosts: root only) ----
+
+namespace {
+
+std::string model_path() {
+    const char* dir = std::getenv("SKY_TESTDATA_DIR");
+    return std::string(dir && *dir ? dir : SKY_TESTDATA_DIR) + "/ec2-model/service-2.json";
+}
+
+struct AwsEnv {
+    explicit AwsEnv(const std::string& endpoint) {
+        ::setenv("AWS_ACCESS_KEY_ID", kKey.c_str(), 1);
+        ::setenv("AWS_SECRET_ACCESS_KEY", kSecret.c_str(), 1);
+        ::unsetenv("AWS_SESSION_TOKEN");
+        ::setenv("AWS_REGION", "us-east-1", 1);
+        ::setenv("AWS_ENDPOINT_URL_EC2", endpoint.c_str(), 1);
+        ::setenv("SKY_AWS_SSH_USER", "root", 1);  // test hosts authorize root
+    }
+    ~AwsEnv() {
+        for (const char* v : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                              "AWS_ENDPOINT_URL_EC2", "SKY_AWS_SSH_USER"})
+            ::unsetenv(v);
+    }
+};
+
+sky::test::FakeEc2Options fake_options(sky::test::TestHosts* hosts) {
+    sky::test::FakeEc2Options o;
+    const std::string types =
+        std::string(SKY_TESTDATA_DIR) + "/ec2-instance-types/accelerated-instance-types.json";
+    if (fs::exists(types)) o.instance_types_path = types;
+    o.access_key_id = kKey;
+    o.secret_access_key = kSecret;
+    o.model_path = model_path();
+    o.hosts = hosts;
+    return o;
+}
+
+// Instances that have not reached shutting-down or terminated, of one pool ("" = any).
+int live_instances(const sky::test::FakeEc2& fake, const std::string& pool = "") {
+    int n = 0;
+    for (const auto& i : fake.instances()) {
+        const std::string s = i["State"]["Name"];
+        if (s == "terminated" || s == "shutting-down") continue;
+        bool mine = pool.empty();
+        if (i.contains("Tags"))
+            for (const auto& t : i["Tags"])
+                mine = mine || (t["Key"] == "sky:pool" && t["Value"] == pool);
+        n += mine ? 1 : 0;
+    }
+    return n;
+}
+
+#define SKIP_WITHOUT_FAKE_EC2()                                                     \
+    SKIP_WITHOUT_HOSTS();                                                           \
+    if (!fs::exists(model_path())) {                                                \
+        WARN("skipped: no EC2 model at " << model_path() << " (SKY_TESTDATA_DIR)"); \
+        return;                                                                     \
+    }
+
+}  // namespace
+
+TEST_CASE("signals: SIGINT tears down a pool over the fake EC2 and no instance is left",
+          "[signals_aws]") {
+    SKIP_WITHOUT_FAKE_EC2();
+    TempHome home;
+    sky::test::TestHosts hosts(2);
+    sky::test::FakeEc2 fake(fake_options(&hosts));
+    AwsEnv env(fake.endpoint());
+    Driver d({"aws", "--nodes", "2", "--endpoint", fake.endpoint()});
+    auto ready = d.line("ready ", 120s);
+    INFO(d.output());
+    REQUIRE(ready);
+    const std::string pool = pool_of(*ready);
+    CHECK(live_instances(fake, pool) == 2);
+    auto rec = ledger_of(pool);
+    REQUIRE(rec);
+    CHECK(rec->provider == "aws");
+    CHECK(rec->live_instances().size() == 2);  // every instance recorded before it ran
+
+    REQUIRE(::kill(d.pid(), SIGINT) == 0);
+    check_killed_by(d.wait(60s), SIGINT, d);
+    CHECK(live_instances(fake) == 0);
+    rec = ledger_of(pool);
+    REQUIRE(rec);
+    CHECK(rec->closed);
+    CHECK(rec->live_instances().empty());
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 10s));
+}
+
+TEST_CASE(
+    "signals: after SIGKILL sky gc ends the dead pool's instances at once, never a running "
+    "pool's",
+    "[signals_aws]") {
+    SKIP_WITHOUT_FAKE_EC2();
+    TempHome home;
+    sky::test::TestHosts hosts(2);
+    sky::test::FakeEc2 fake(fake_options(&hosts));
+    AwsEnv env(fake.endpoint());
+    Driver dead({"aws", "--endpoint", fake.endpoint()});
+    auto dead_ready = dead.line("ready ", 120s);
+    INFO(dead.output());
+    REQUIRE(dead_ready);
+    Driver live({"aws", "--endpoint", fake.endpoint()});
+    auto live_ready = live.line("ready ", 120s);
+    INFO(live.output());
+    REQUIRE(live_ready);
+    const std::string dead_pool = pool_of(*dead_ready), live_pool = pool_of(*live_ready);
+    REQUIRE(::kill(dead.pid(), SIGKILL) == 0);
+    check_killed_by(dead.wait(10s), SIGKILL, dead);
+    CHECK(live_instances(fake, dead_pool) == 1);  // a client killed -9 leaves its instance
+    CHECK(live_instances(fake, live_pool) == 1);
+
+    auto ls = sky_cli({"ls"});
+    INFO(ls.output);
+    CHECK(ls.status == 0);
+    CHECK(ls.output.find("owner gone") != std::string::npos);
+    CHECK(ls.output.find(kSecret) == std::string::npos);
+
+    const auto t0 = Clock::now();
+    auto gc = sky_cli({"gc"});
+    INFO(gc.output);
+    CHECK(gc.status == 0);
+    CHECK(Clock::now() - t0 < 60s);
+    CHECK(gc.output.find(kSecret) == std::string::npos);
+    CHECK(live_instances(fake, dead_pool) == 0);  // ended by gc, not by an idle timeout
+    CHECK(live_instances(fake, live_pool) == 1);  // never touched
+    auto rec = ledger_of(dead_pool);
+    REQUIRE(rec);
+    CHECK(rec->closed);
+    CHECK(rec->closed_by == "gc");
+    CHECK_FALSE(ledger_of(live_pool)->closed);
+    // The running pool still works and ends cleanly on its own signal.
+    CHECK_FALSE(live.wait(0ms).has_value());
+    REQUIRE(::kill(live.pid(), SIGINT) == 0);
+    check_killed_by(live.wait(60s), SIGINT, live);
+    CHECK(live_instances(fake) == 0);
+}
