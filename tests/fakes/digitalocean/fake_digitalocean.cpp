@@ -1,0 +1,481 @@
+// The fake DigitalOcean API v2. Shapes from digitalocean/openapi (specification/resources/
+// droplets, sizes, ssh_keys) and its examples; errors are {"id", "message", "request_id"}.
+#include "fakes/digitalocean/fake_digitalocean.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+
+#include "fakes/common/host_binding.hpp"
+#include "hosts/test_hosts.hpp"
+#include "util/encoding.hpp"
+
+namespace sky::test {
+
+namespace {
+
+using nlohmann::json;
+
+HttpReply error(int status, const std::string& id, const std::string& message) {
+    return {status, json{{"id", id},
+                         {"message", message},
+                         {"request_id", "4d9d8375-3c56-4925-a3e7-eb137fed17e9"}}
+                        .dump()};
+}
+
+HttpReply unprocessable(const std::string& message) {
+    return error(422, "unprocessable_entity", message);
+}
+
+std::map<std::string, std::string> query_of(const std::string& q) {
+    std::map<std::string, std::string> out;
+    std::size_t pos = 0;
+    while (pos <= q.size() && !q.empty()) {
+        auto amp = q.find('&', pos);
+        std::string part = q.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+        auto eq = part.find('=');
+        if (!part.empty())
+            out[sky::detail::url_decode(part.substr(0, eq))] =
+                eq == std::string::npos ? "" : sky::detail::url_decode(part.substr(eq + 1));
+        if (amp == std::string::npos) break;
+        pos = amp + 1;
+    }
+    return out;
+}
+
+// A page of `items` as DigitalOcean pages lists (per_page default 20, max 200).
+HttpReply page_of(const std::string& key, const std::vector<json>& items, const HttpRequest& r,
+                  const std::string& base) {
+    auto q = query_of(r.query);
+    int per_page = 20, page = 1;
+    try {
+        if (q.count("per_page")) per_page = std::stoi(q["per_page"]);
+        if (q.count("page")) page = std::stoi(q["page"]);
+    } catch (const std::exception&) {
+        return unprocessable("per_page and page must be integers");
+    }
+    if (per_page < 1 || per_page > 200 || page < 1)
+        return unprocessable("per_page must be between 1 and 200");
+    json list = json::array();
+    const std::size_t first = static_cast<std::size_t>((page - 1) * per_page);
+    for (std::size_t i = first; i < items.size() && i < first + per_page; ++i)
+        list.push_back(items[i]);
+    json links = json::object();
+    if (first + per_page < items.size())
+        links["pages"] = {
+            {"next", fmt::format("{}?page={}&per_page={}", base, page + 1, per_page)},
+            {"last", fmt::format("{}?page={}&per_page={}", base,
+                                 (items.size() + per_page - 1) / per_page, per_page)}};
+    return {200, json{{key, list}, {"links", links}, {"meta", {{"total", items.size()}}}}.dump()};
+}
+
+bool valid_tag(const std::string& t) {
+    static const std::regex re("^[a-zA-Z0-9_\\-:]{1,255}$");
+    return std::regex_match(t, re);
+}
+
+bool valid_hostname(const std::string& n) {
+    static const std::regex re("^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,253}[a-zA-Z0-9])?$");
+    return std::regex_match(n, re);
+}
+
+}  // namespace
+
+std::vector<json> FakeDigitalOcean::default_sizes() {
+    return {
+        {{"slug", "s-2vcpu-4gb"},
+         {"memory", 4096},
+         {"vcpus", 2},
+         {"disk", 80},
+         {"transfer", 4.0},
+         {"price_monthly", 24.0},
+         {"price_hourly", 0.03571},
+         {"regions", {"nyc1", "nyc3"}},
+         {"available", true},
+         {"description", "Basic"},
+         {"disk_info", json::array()}},
+        {{"slug", "gpu-h100x1-80gb"},
+         {"memory", 245760},
+         {"vcpus", 20},
+         {"disk", 720},
+         {"transfer", 15.0},
+         {"price_monthly", 4995.36},
+         {"price_hourly", 6.74},
+         {"regions", {"nyc2", "tor1"}},
+         {"available", true},
+         {"description", "H100 GPU - 1X"},
+         {"gpu_info",
+          {{"count", 1}, {"vram", {{"amount", 80}, {"unit", "gib"}}}, {"model", "nvidia_h100"}}}},
+        {{"slug", "gpu-h100x8-640gb"},
+         {"memory", 1966080},
+         {"vcpus", 160},
+         {"disk", 2046},
+         {"transfer", 60.0},
+         {"price_monthly", 35830.08},
+         {"price_hourly", 47.6},
+         {"regions", {"nyc2"}},
+         {"available", true},
+         {"description", "H100 GPU - 8X"},
+         {"gpu_info",
+          {{"count", 8}, {"vram", {{"amount", 80}, {"unit", "gib"}}}, {"model", "nvidia_h100"}}}},
+        {{"slug", "gpu-l40sx1-48gb"},
+         {"memory", 65536},
+         {"vcpus", 8},
+         {"disk", 500},
+         {"transfer", 10.0},
+         {"price_monthly", 1168.08},
+         {"price_hourly", 1.57},
+         {"regions", {"tor1"}},
+         {"available", true},
+         {"description", "L40S GPU - 1X"},
+         {"gpu_info",
+          {{"count", 1}, {"vram", {{"amount", 48}, {"unit", "gib"}}}, {"model", "nvidia_l40s"}}}},
+    };
+}
+
+FakeDigitalOcean::FakeDigitalOcean(FakeDigitalOceanOptions options)
+    : options_(std::move(options)), http_(HttpFakeOptions{.server = "cloudflare"}) {
+    if (options_.sizes.empty()) options_.sizes = default_sizes();
+    auto wrap = [this](HttpReply (FakeDigitalOcean::*f)(const HttpRequest&)) {
+        return [this, f](const HttpRequest& r) -> HttpReply {
+            if (auto no = refuse(r)) return *no;
+            return (this->*f)(r);
+        };
+    };
+    http_.route("GET", "/v2/sizes", wrap(&FakeDigitalOcean::handle_sizes));
+    http_.route("GET", "/v2/account/keys", wrap(&FakeDigitalOcean::handle_keys_list));
+    http_.route("POST", "/v2/account/keys", wrap(&FakeDigitalOcean::handle_keys_create));
+    http_.route("DELETE", "/v2/account/keys/{key}", wrap(&FakeDigitalOcean::handle_keys_delete));
+    http_.route("POST", "/v2/droplets", wrap(&FakeDigitalOcean::handle_create));
+    http_.route("GET", "/v2/droplets", wrap(&FakeDigitalOcean::handle_list));
+    http_.route("DELETE", "/v2/droplets", wrap(&FakeDigitalOcean::handle_delete_by_tag));
+    http_.route("GET", "/v2/droplets/{id}", wrap(&FakeDigitalOcean::handle_get));
+    http_.route("DELETE", "/v2/droplets/{id}", wrap(&FakeDigitalOcean::handle_delete));
+}
+
+FakeDigitalOcean::~FakeDigitalOcean() {
+    std::lock_guard lk(m_);
+    if (options_.hosts)
+        for (auto& [id, d] : droplets_)
+            if (!d.deleted) options_.hosts->release(id);
+}
+
+std::string FakeDigitalOcean::endpoint() const { return http_.url("/v2"); }
+
+void FakeDigitalOcean::set_capacity(const std::string& key, int droplets) {
+    std::lock_guard lk(m_);
+    capacity_[key] = droplets;
+}
+
+void FakeDigitalOcean::rate_limit(int count) {
+    HttpFault f;
+    f.reply = error(429, "too_many_requests", "API Rate limit exceeded.");
+    f.reply.headers = {{"ratelimit-limit", "5000"},
+                       {"ratelimit-remaining", "0"},
+                       {"ratelimit-reset", "1"},
+                       {"Retry-After", "0"}};
+    f.count = count;
+    http_.inject_fault(f);
+}
+
+std::optional<HttpReply> FakeDigitalOcean::refuse(const HttpRequest& r) {
+    if (r.header("Authorization") != "Bearer " + options_.token) {
+        std::lock_guard lk(m_);
+        ++auth_failures_;
+        return error(401, "Unauthorized", "Unable to authenticate you");
+    }
+    if ((r.method == "POST" || r.method == "PUT") &&
+        r.header("Content-Type").rfind("application/json", 0) != 0)
+        return error(415, "unsupported_media_type",
+                     "Content-Type must be application/json for this endpoint");
+    return std::nullopt;
+}
+
+HttpReply FakeDigitalOcean::handle_sizes(const HttpRequest& r) {
+    return page_of("sizes", options_.sizes, r, "https://api.digitalocean.com/v2/sizes");
+}
+
+HttpReply FakeDigitalOcean::handle_keys_list(const HttpRequest& r) {
+    std::lock_guard lk(m_);
+    return page_of("ssh_keys", keys_, r, "https://api.digitalocean.com/v2/account/keys");
+}
+
+HttpReply FakeDigitalOcean::handle_keys_create(const HttpRequest& r) {
+    json b = json::parse(r.body, nullptr, false);
+    if (!b.is_object()) return error(400, "bad_request", "unparsable JSON body");
+    for (auto& [k, v] : b.items())
+        if (k != "name" && k != "public_key")
+            return unprocessable(fmt::format("unknown attribute {} for an SSH key", k));
+    if (!b.contains("name") || !b["name"].is_string() || b["name"].get<std::string>().empty())
+        return unprocessable("Name can't be blank");
+    if (!b.contains("public_key") || !b["public_key"].is_string())
+        return unprocessable("Public key can't be blank");
+    std::string pub = b["public_key"];
+    if (pub.rfind("ssh-", 0) != 0 || pub.find(' ') == std::string::npos)
+        return unprocessable("Public key is invalid");
+    std::lock_guard lk(m_);
+    for (const auto& k : keys_)
+        if (k["public_key"] == pub)
+            return unprocessable("SSH Key is already in use on your account");
+    json key = {
+        {"id", next_key_++},
+        {"fingerprint", fmt::format("3b:16:bf:e4:8b:00:8b:b8:59:8c:a9:d3:f0:19:{:02x}:{:02x}",
+                                    next_key_ % 256, (next_key_ / 256) % 256)},
+        {"public_key", pub},
+        {"name", b["name"]}};
+    keys_.push_back(key);
+    return {201, json{{"ssh_key", key}}.dump()};
+}
+
+HttpReply FakeDigitalOcean::handle_keys_delete(const HttpRequest& r) {
+    std::lock_guard lk(m_);
+    const std::string want = r.params.at("key");
+    auto it = std::find_if(keys_.begin(), keys_.end(), [&](const json& k) {
+        return std::to_string(k["id"].get<long long>()) == want || k["fingerprint"] == want;
+    });
+    if (it == keys_.end())
+        return error(404, "not_found", "The resource you were accessing could not be found.");
+    keys_.erase(it);
+    return {204, ""};
+}
+
+HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
+    json b = json::parse(r.body, nullptr, false);
+    if (!b.is_object()) return error(400, "bad_request", "unparsable JSON body");
+    static const std::set<std::string> known = {"name",
+                                                "names",
+                                                "region",
+                                                "size",
+                                                "image",
+                                                "ssh_keys",
+                                                "backups",
+                                                "backup_policy",
+                                                "ipv6",
+                                                "monitoring",
+                                                "tags",
+                                                "user_data",
+                                                "private_networking",
+                                                "volumes",
+                                                "vpc_uuid",
+                                                "with_droplet_agent"};
+    for (auto& [k, v] : b.items())
+        if (!known.count(k)) return unprocessable(fmt::format("unknown attribute: {}", k));
+    if (!b.contains("size") || !b["size"].is_string()) return unprocessable("size is required");
+    if (!b.contains("image") || !(b["image"].is_string() || b["image"].is_number_integer()))
+        return unprocessable("image is required");
+    if (b.contains("names")) return unprocessable("this fake creates one droplet per request");
+    if (!b.contains("name") || !b["name"].is_string() || !valid_hostname(b["name"]))
+        return unprocessable("Name is invalid: only a-z, 0-9, . and - are allowed");
+    for (const char* k :
+         {"ipv6", "monitoring", "backups", "private_networking", "with_droplet_agent"})
+        if (b.contains(k) && !b[k].is_boolean())
+            return unprocessable(std::string(k) + " must be a boolean");
+    if (b.contains("user_data")) {
+        if (!b["user_data"].is_string()) return unprocessable("user_data must be a string");
+        if (b["user_data"].get<std::string>().size() > 64 * 1024)
+            return unprocessable("user_data is limited to 64 KiB");
+    }
+    if (b.contains("tags")) {
+        if (!b["tags"].is_array()) return unprocessable("tags must be an array of strings");
+        for (const auto& t : b["tags"])
+            if (!t.is_string() || !valid_tag(t))
+                return unprocessable(
+                    "Tag names may contain only letters, numbers, colons, dashes and underscores");
+    }
+    const std::string size_slug = b["size"];
+    auto size = std::find_if(options_.sizes.begin(), options_.sizes.end(),
+                             [&](const json& s) { return s["slug"] == size_slug; });
+    if (size == options_.sizes.end())
+        return unprocessable("You specified an invalid size for Droplet creation.");
+    if (b.contains("region") && !b["region"].is_string())
+        return unprocessable("region must be a string");
+    const std::string region = b.contains("region") ? b["region"].get<std::string>()
+                                                    : (*size)["regions"].at(0).get<std::string>();
+    const auto& regions = (*size)["regions"];
+    if (std::find(regions.begin(), regions.end(), region) == regions.end())
+        return unprocessable("Size is not available in this region.");
+
+    std::lock_guard lk(m_);
+    std::vector<std::string> authorized;
+    if (b.contains("ssh_keys")) {
+        if (!b["ssh_keys"].is_array()) return unprocessable("ssh_keys must be an array");
+        for (const auto& want : b["ssh_keys"]) {
+            auto it = std::find_if(keys_.begin(), keys_.end(), [&](const json& k) {
+                return (want.is_number_integer() && k["id"] == want) ||
+                       (want.is_string() && k["fingerprint"] == want);
+            });
+            if (it == keys_.end())
+                return unprocessable("ssh_keys contains an invalid key id or fingerprint");
+            authorized.push_back((*it)["public_key"]);
+        }
+    }
+    for (const std::string& key : {size_slug + "@" + region, size_slug}) {
+        auto c = capacity_.find(key);
+        if (c == capacity_.end()) continue;
+        if (c->second <= 0)
+            return unprocessable(
+                "The requested size is not available in this region at this time: there is "
+                "not enough capacity. Please try another size or region.");
+        --c->second;
+    }
+    const std::string id = std::to_string(next_id_++);
+    Droplet d;
+    d.user_data = b.value("user_data", std::string());
+    if (options_.hosts) {
+        std::string keys;
+        for (const auto& k : authorized) keys += (keys.empty() ? "" : "\n") + k;
+        auto host = options_.hosts->boot_any(id, d.user_data, keys);
+        if (!host)
+            return unprocessable(
+                "The requested size is not available in this region at this time: there is "
+                "not enough capacity. Please try another size or region.");
+        d.public_ip = options_.hosts->hosts().address(*host);
+        d.private_ip = d.public_ip;
+    } else {
+        const int n = static_cast<int>(droplets_.size()) + 2;
+        d.public_ip = fmt::format("203.0.113.{}", n);
+        d.private_ip = fmt::format("10.116.0.{}", n);
+    }
+    d.body = {
+        {"id", std::stoll(id)},
+        {"name", b["name"]},
+        {"memory", (*size)["memory"]},
+        {"vcpus", (*size)["vcpus"]},
+        {"disk", (*size)["disk"]},
+        {"locked", false},
+        {"status", "new"},
+        {"kernel", nullptr},
+        {"created_at", "2026-11-23T10:00:00Z"},
+        {"features", b.value("monitoring", false) ? json::array({"monitoring"}) : json::array()},
+        {"backup_ids", json::array()},
+        {"snapshot_ids", json::array()},
+        {"image", {{"slug", b["image"]}, {"distribution", "Ubuntu"}}},
+        {"volume_ids", json::array()},
+        {"size", *size},
+        {"size_slug", size_slug},
+        {"networks", {{"v4", json::array()}, {"v6", json::array()}}},
+        {"region", {{"slug", region}, {"name", region}, {"available", true}}},
+        {"tags", b.value("tags", json::array())},
+        {"vpc_uuid", "760e09ef-dc84-11e8-981e-3cfdfeaae000"}};
+    droplets_[id] = std::move(d);
+    return {202, json{{"droplet", droplets_[id].body},
+                      {"links",
+                       {{"actions",
+                         {{{"id", 7515},
+                           {"rel", "create"},
+                           {"href", "https://api.digitalocean.com/v2/actions/7515"}}}}}}}
+                     .dump()};
+}
+
+json FakeDigitalOcean::view(const std::string& id) const {
+    const Droplet& d = droplets_.at(id);
+    json v = d.body;
+    if (d.gets > options_.gets_until_active) {
+        v["status"] = "active";
+        v["networks"]["v4"] = json::array({{{"ip_address", d.private_ip},
+                                            {"netmask", "255.255.240.0"},
+                                            {"gateway", "10.116.0.1"},
+                                            {"type", "private"}},
+                                           {{"ip_address", d.public_ip},
+                                            {"netmask", "255.255.255.0"},
+                                            {"gateway", "203.0.113.1"},
+                                            {"type", "public"}}});
+    }
+    return v;
+}
+
+HttpReply FakeDigitalOcean::handle_get(const HttpRequest& r) {
+    const std::string id = r.params.at("id");
+    if (id.empty() || !std::all_of(id.begin(), id.end(), ::isdigit))
+        return error(404, "not_found", "The resource you were accessing could not be found.");
+    std::lock_guard lk(m_);
+    auto it = droplets_.find(id);
+    if (it == droplets_.end() || it->second.deleted)
+        return error(404, "not_found", "The resource you were accessing could not be found.");
+    ++it->second.gets;
+    return {200, json{{"droplet", view(id)}}.dump()};
+}
+
+HttpReply FakeDigitalOcean::handle_list(const HttpRequest& r) {
+    auto q = query_of(r.query);
+    std::lock_guard lk(m_);
+    std::vector<json> items;
+    for (auto& [id, d] : droplets_) {
+        if (d.deleted) continue;
+        if (q.count("tag_name")) {
+            const auto& tags = d.body["tags"];
+            if (std::find(tags.begin(), tags.end(), q["tag_name"]) == tags.end()) continue;
+        }
+        items.push_back(view(id));
+    }
+    return page_of("droplets", items, r, "https://api.digitalocean.com/v2/droplets");
+}
+
+void FakeDigitalOcean::delete_locked(const std::string& id) {
+    auto& d = droplets_.at(id);
+    d.deleted = true;
+    if (options_.hosts) options_.hosts->release(id);
+}
+
+HttpReply FakeDigitalOcean::handle_delete(const HttpRequest& r) {
+    const std::string id = r.params.at("id");
+    std::lock_guard lk(m_);
+    auto it = droplets_.find(id);
+    if (it == droplets_.end() || it->second.deleted)
+        return error(404, "not_found", "The resource you were accessing could not be found.");
+    delete_locked(id);
+    return {204, ""};
+}
+
+HttpReply FakeDigitalOcean::handle_delete_by_tag(const HttpRequest& r) {
+    auto q = query_of(r.query);
+    if (!q.count("tag_name") || q["tag_name"].empty())
+        return unprocessable("tag_name is required to delete droplets by tag");
+    std::lock_guard lk(m_);
+    for (auto& [id, d] : droplets_) {
+        if (d.deleted) continue;
+        const auto& tags = d.body["tags"];
+        if (std::find(tags.begin(), tags.end(), q["tag_name"]) != tags.end()) delete_locked(id);
+    }
+    return {204, ""};
+}
+
+std::vector<json> FakeDigitalOcean::droplets() const {
+    std::lock_guard lk(m_);
+    std::vector<json> out;
+    for (auto& [id, d] : droplets_)
+        if (!d.deleted) out.push_back(view(id));
+    return out;
+}
+
+std::vector<json> FakeDigitalOcean::all_droplets() const {
+    std::lock_guard lk(m_);
+    std::vector<json> out;
+    for (auto& [id, d] : droplets_) {
+        json v = view(id);
+        v["deleted"] = d.deleted;
+        out.push_back(v);
+    }
+    return out;
+}
+
+int FakeDigitalOcean::alive() const { return static_cast<int>(droplets().size()); }
+
+std::vector<json> FakeDigitalOcean::keys() const {
+    std::lock_guard lk(m_);
+    return keys_;
+}
+
+std::string FakeDigitalOcean::user_data(const std::string& id) const {
+    std::lock_guard lk(m_);
+    auto it = droplets_.find(id);
+    return it == droplets_.end() ? "" : it->second.user_data;
+}
+
+int FakeDigitalOcean::auth_failures() const {
+    std::lock_guard lk(m_);
+    return auth_failures_;
+}
+
+}  // namespace sky::test

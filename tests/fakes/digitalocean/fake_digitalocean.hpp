@@ -1,0 +1,94 @@
+#pragma once
+/// \file A stateful fake of DigitalOcean's API v2 (the parts sky uses), on the shared HTTP fake:
+/// sizes, account SSH keys, droplets (create, get, list and delete by id or tag). It checks the
+/// bearer token, methods, paths, the JSON bodies' field names and types the way the real service
+/// does (digitalocean/openapi: droplet_create.yml, ssh_keys), and answers in DigitalOcean's shapes
+/// and errors ({"id": "...", "message": "..."}; 401, 404, 422, 429). Its droplets are test hosts
+/// when a HostBinding is given: a droplet boots with its user_data's keys and its account keys.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fakes/common/http_fake.hpp"
+
+namespace sky::test {
+
+class HostBinding;
+
+struct FakeDigitalOceanOptions {
+    std::string token = "dop_v1_fake_token_0123456789abcdef";
+    /// Sizes as GET /v2/sizes lists them; empty: three (a CPU size in nyc1/nyc3, an H100 and an
+    /// L40S in nyc2/tor1), see default_sizes().
+    std::vector<nlohmann::json> sizes;
+    /// Droplets boot on these hosts (none: addresses from 203.0.113.0/24, nothing boots).
+    HostBinding* hosts = nullptr;
+    /// A droplet is "new" for this many GETs of it, then "active" with its addresses.
+    int gets_until_active = 1;
+};
+
+class FakeDigitalOcean {
+public:
+    explicit FakeDigitalOcean(FakeDigitalOceanOptions options = {});
+    ~FakeDigitalOcean();
+
+    /// The base URL with the version prefix: "http://127.0.0.1:<port>/v2".
+    [[nodiscard]] std::string endpoint() const;
+    [[nodiscard]] HttpFake& http() { return http_; }
+
+    /// Droplets a size may still get per region ("size@region" or "size"); absent: any (or the
+    /// free test hosts). At 0, POST /v2/droplets is a 422 as DigitalOcean answers it.
+    void set_capacity(const std::string& size_or_size_at_region, int droplets);
+    /// The next `count` requests (any path) get 429 with DigitalOcean's rate-limit body.
+    void rate_limit(int count);
+
+    /// Droplets not deleted, as GET /v2/droplets/{id} shows them.
+    [[nodiscard]] std::vector<nlohmann::json> droplets() const;
+    /// Every droplet ever created (deleted ones too), with "deleted": true/false.
+    [[nodiscard]] std::vector<nlohmann::json> all_droplets() const;
+    [[nodiscard]] int alive() const;
+    [[nodiscard]] std::vector<nlohmann::json> keys() const;
+    /// The user_data a droplet was created with.
+    [[nodiscard]] std::string user_data(const std::string& id) const;
+    /// Requests refused for their token.
+    [[nodiscard]] int auth_failures() const;
+
+    static std::vector<nlohmann::json> default_sizes();
+
+private:
+    HttpReply handle_sizes(const HttpRequest& r);
+    HttpReply handle_keys_list(const HttpRequest& r);
+    HttpReply handle_keys_create(const HttpRequest& r);
+    HttpReply handle_keys_delete(const HttpRequest& r);
+    HttpReply handle_create(const HttpRequest& r);
+    HttpReply handle_get(const HttpRequest& r);
+    HttpReply handle_list(const HttpRequest& r);
+    HttpReply handle_delete(const HttpRequest& r);
+    HttpReply handle_delete_by_tag(const HttpRequest& r);
+    std::optional<HttpReply> refuse(const HttpRequest& r);  // auth and content type
+    nlohmann::json view(const std::string& id) const;       // caller holds m_
+    void delete_locked(const std::string& id);
+
+    FakeDigitalOceanOptions options_;
+    HttpFake http_;
+    mutable std::mutex m_;
+    struct Droplet {
+        nlohmann::json body;  // as shown (without networks until active)
+        std::string user_data;
+        std::string public_ip, private_ip;
+        int gets = 0;
+        bool deleted = false;
+    };
+    std::map<std::string, Droplet> droplets_;  // by id (decimal)
+    std::vector<nlohmann::json> keys_;
+    std::map<std::string, int> capacity_;
+    long long next_id_ = 3164444000;
+    long long next_key_ = 512189;
+    int auth_failures_ = 0;
+};
+
+}  // namespace sky::test

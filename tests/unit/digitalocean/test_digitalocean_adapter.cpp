@@ -1,0 +1,218 @@
+// The DigitalOcean adapter against the fake DigitalOcean API (no root, no SSH): offers from
+// /v2/sizes, the account key, droplets with user_data and the pool's tag, capacity answers,
+// rate limits, the sweep by tag, and the cloud layer's provision and teardown over it.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "fakes/digitalocean/fake_digitalocean.hpp"
+#include "http/http_client.hpp"
+#include "providers/cloud/cloud_backend.hpp"
+#include "providers/digitalocean/digitalocean.hpp"
+#include "providers/registry/registry.hpp"
+#include "sky/sky.hpp"
+
+using sky::test::FakeDigitalOcean;
+
+namespace {
+
+struct Token {
+    explicit Token(const std::string& t) { ::setenv("DIGITALOCEAN_TOKEN", t.c_str(), 1); }
+    ~Token() { ::unsetenv("DIGITALOCEAN_TOKEN"); }
+};
+
+std::vector<sky::Event> g_events;
+std::function<void(sky::Event)> keep() {
+    g_events.clear();
+    return [](sky::Event e) { g_events.push_back(std::move(e)); };
+}
+
+sky::LaunchRequest request(const sky::Offer& o, int node = 0) {
+    sky::LaunchRequest r;
+    r.pool_id = "0123456789abcdef";
+    r.name = "sky-0123456789abcdef";
+    r.node = node;
+    r.offer = o;
+    r.ssh_public_key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
+    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
+    return r;
+}
+
+sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
+    for (const auto& o : offers)
+        if (o.instance_type == type) return o;
+    FAIL("no offer " << type);
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("digitalocean: live offers carry GPU facts, hourly prices, regions and today's date",
+          "[digitalocean]") {
+    FakeDigitalOcean fake;
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    CHECK(a->name() == "digitalocean");
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
+    // The CPU size in the configured region only (nyc1); the H100 in both its regions.
+    int cpu = 0, h100 = 0;
+    for (const auto& o : offers) {
+        CHECK(o.provider == "digitalocean");
+        CHECK_FALSE(o.spot_available);
+        CHECK(o.prices_date.size() == 10);
+        if (o.instance_type == "s-2vcpu-4gb") {
+            ++cpu;
+            CHECK(o.region == "nyc1");
+            CHECK(o.vcpus == 2);
+            CHECK(o.memory_gb == Approx(4.0));
+            CHECK(o.accelerator.empty());
+        }
+        if (o.instance_type == "gpu-h100x1-80gb") {
+            ++h100;
+            CHECK(o.accelerator == "H100");
+            CHECK(o.accelerator_count == 1);
+            CHECK(o.gpu_memory_gb == Approx(80));
+            CHECK(o.on_demand_price == Approx(6.74));
+            CHECK((o.region == "nyc2" || o.region == "tor1"));
+        }
+    }
+    CHECK(cpu == 1);
+    CHECK(h100 == 2);
+    // Live prices win over the catalog's in selection.
+    sky::Catalog c = sky::Catalog::embedded();
+    c.merge(offers);
+    auto picked = c.select({.accelerator = sky::Accelerator("H100")}, "digitalocean");
+    REQUIRE_FALSE(picked.empty());
+    CHECK(picked[0].on_demand_price == Approx(6.74));
+    // The endpoint is not DigitalOcean's: a notice says where the token goes.
+    REQUIRE(g_events.size() == 1);
+    CHECK(sky::describe(g_events[0]).find(fake.endpoint()) != std::string::npos);
+    for (const auto& r : fake.http().requests())
+        CHECK(r.header("Authorization") == "Bearer dop_v1_fake_token_0123456789abcdef");
+}
+
+TEST_CASE("digitalocean: a droplet is created with user_data, the account key and the pool's tag",
+          "[digitalocean]") {
+    FakeDigitalOcean fake;
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
+    a->create_infra(infra, keep());
+    a->create_infra(infra, keep());  // a second call is fine (the key is found, not duplicated)
+    REQUIRE(fake.keys().size() == 1);
+    CHECK(fake.keys()[0]["name"] == "sky-0123456789abcdef");
+
+    const std::string id = a->launch(request(offer_of(offers, "gpu-h100x1-80gb")));
+    REQUIRE(fake.alive() == 1);
+    auto d = fake.droplets()[0];
+    CHECK(std::to_string(d["id"].get<long long>()) == id);
+    CHECK(d["size_slug"] == "gpu-h100x1-80gb");
+    CHECK(d["image"]["slug"] == "gpu-h100x1-base");
+    CHECK(d["tags"] == nlohmann::json::array({"sky", "sky-pool-0123456789abcdef"}));
+    CHECK(fake.user_data(id).find("SKY_HOST_KEY") != std::string::npos);
+    // The create carried the key's id as an integer, as the schema says.
+    bool found = false;
+    for (const auto& r : fake.http().requests())
+        if (r.method == "POST" && r.path == "/v2/droplets") {
+            auto b = nlohmann::json::parse(r.body);
+            CHECK(b["ssh_keys"].at(0).is_number_integer());
+            found = true;
+        }
+    CHECK(found);
+
+    // new, then active with its public and private addresses.
+    auto first = a->describe({id});
+    REQUIRE(first.size() == 1);
+    CHECK(first[0].state == sky::CloudInstance::State::pending);
+    auto second = a->describe({id});
+    CHECK(second[0].state == sky::CloudInstance::State::running);
+    CHECK(second[0].public_ip.rfind("203.0.113.", 0) == 0);
+    CHECK(second[0].private_ip.rfind("10.116.0.", 0) == 0);
+    CHECK(second[0].ssh_port == 22);
+    CHECK(second[0].pool_id == "0123456789abcdef");
+
+    CHECK(a->list("0123456789abcdef").size() == 1);
+    CHECK(a->list("").size() == 1);
+    CHECK(a->list("fedcba9876543210").empty());
+
+    a->terminate({id});
+    a->terminate({id});  // already gone: success
+    CHECK(fake.alive() == 0);
+    CHECK(a->describe({id})[0].state == sky::CloudInstance::State::unknown);
+    a->delete_infra("0123456789abcdef");
+    CHECK(fake.keys().empty());
+}
+
+TEST_CASE("digitalocean: no capacity and a size not sold in the region are CapacityError",
+          "[digitalocean]") {
+    FakeDigitalOcean fake;
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
+    fake.set_capacity("gpu-l40sx1-48gb", 0);
+    CHECK_THROWS_AS(a->launch(request(offer_of(offers, "gpu-l40sx1-48gb"))), sky::CapacityError);
+    auto wrong_region = offer_of(offers, "gpu-l40sx1-48gb");
+    wrong_region.region = "nyc2";
+    try {
+        a->launch(request(wrong_region));
+        FAIL("launched in a region that does not sell the size");
+    } catch (const sky::CapacityError& e) {
+        CHECK(std::string(e.what()).find("not available in this region") != std::string::npos);
+    }
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("digitalocean: 429 is retried, 401 is an error without the token", "[digitalocean]") {
+    FakeDigitalOcean fake;
+    {
+        Token t("dop_v1_fake_token_0123456789abcdef");
+        auto a =
+            sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+        fake.rate_limit(2);
+        CHECK(a->list("").empty());  // after two 429s
+    }
+    Token wrong("dop_v1_wrong_secret_token");
+    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    try {
+        (void)a->list("");
+        FAIL("a wrong token was accepted");
+    } catch (const sky::detail::HttpError& e) {
+        CHECK(e.status() == 401);
+        CHECK(std::string(e.what()).find("dop_v1_wrong_secret_token") == std::string::npos);
+        CHECK(std::string(e.what()).find("Unable to authenticate you") != std::string::npos);
+    }
+    CHECK(fake.auth_failures() == 1);
+}
+
+TEST_CASE("digitalocean: configuration errors are ConfigError", "[digitalocean]") {
+    ::unsetenv("DIGITALOCEAN_TOKEN");
+    CHECK_THROWS_AS(sky::detail::make_digitalocean_adapter(sky::DigitalOcean{}), sky::ConfigError);
+    Token t("x");
+    CHECK_THROWS_WITH(sky::detail::make_digitalocean_adapter(
+                          sky::DigitalOcean{.endpoint = "http://api.example.com/v2"}),
+                      Catch::Contains("plain http://"));
+    CHECK_THROWS_AS(
+        sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = "ftp://x/v2"}),
+        sky::ConfigError);
+}
+
+TEST_CASE("digitalocean: the cloud layer provisions 2 droplets and deletes them all",
+          "[digitalocean]") {
+    FakeDigitalOcean fake;
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    sky::PoolSpec spec;
+    spec.provider = sky::DigitalOcean{.endpoint = fake.endpoint()};
+    spec.nodes = 2;
+    spec.accelerator = "H100";
+    spec.spot = sky::Spot::Never{};
+    auto b = sky::detail::make_cloud_backend(
+        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
+        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(2, keep());
+    CHECK(fake.alive() == 2);
+    CHECK(fake.keys().size() == 1);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+    CHECK(fake.keys().empty());
+}

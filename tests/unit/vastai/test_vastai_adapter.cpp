@@ -1,0 +1,218 @@
+// The Vast.ai adapter against the fake Vast.ai API (no root, no SSH): offer search with the
+// pool's filters, renting an ask with the onstart script, the direct SSH port, 410 for an ask
+// taken meanwhile, outbid bid instances, destroy and the sweep by label.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "fakes/vastai/fake_vastai.hpp"
+#include "providers/cloud/cloud_backend.hpp"
+#include "providers/registry/registry.hpp"
+#include "providers/vastai/vastai.hpp"
+#include "sky/sky.hpp"
+
+using sky::test::FakeVast;
+
+namespace {
+
+struct Key {
+    explicit Key(const std::string& k) { ::setenv("VAST_API_KEY", k.c_str(), 1); }
+    ~Key() { ::unsetenv("VAST_API_KEY"); }
+};
+
+std::function<void(sky::Event)> ignore() {
+    return [](sky::Event) {};
+}
+
+sky::LaunchRequest request(const sky::Offer& o, bool spot = false, int node = 0) {
+    sky::LaunchRequest r;
+    r.pool_id = "0123456789abcdef";
+    r.name = "sky-0123456789abcdef";
+    r.node = node;
+    r.offer = o;
+    r.spot = spot;
+    r.ssh_public_key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
+    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
+    return r;
+}
+
+sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
+    for (const auto& o : offers)
+        if (o.instance_type == type) return o;
+    FAIL("no offer " << type);
+    return {};
+}
+
+std::unique_ptr<sky::CloudAdapter> adapter(const FakeVast& fake, double reliability = 0.95) {
+    return sky::detail::make_vastai_adapter(
+        sky::VastAI{.min_reliability = reliability, .endpoint = fake.endpoint()});
+}
+
+sky::SelectionRequest rtx4090(sky::Spot spot = sky::Spot::Never{}) {
+    sky::SelectionRequest r;
+    r.accelerator = sky::Accelerator("RTX4090");
+    r.spot = spot;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("vastai: offers come from a filtered search, cheapest ask per model and count",
+          "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore());
+    auto one = offer_of(offers, "1x-RTX4090");
+    // The 0.39 ask is below the reliability floor: 0.42 is the cheapest left.
+    CHECK(one.on_demand_price == Approx(0.42));
+    REQUIRE(one.spot_price.has_value());
+    CHECK(*one.spot_price == Approx(0.21));
+    CHECK(one.accelerator == "RTX4090");
+    CHECK(one.gpu_memory_gb == Approx(24));
+    CHECK(one.vcpus == 16);
+    CHECK(offer_of(offers, "2x-RTX4090").accelerator_count == 2);
+    for (const auto& o : offers) CHECK(o.accelerator == "RTX4090");  // no H100 asked for
+    // The query the API got: the documented operators on vast.py's field names.
+    auto reqs = fake.http().requests();
+    REQUIRE_FALSE(reqs.empty());
+    auto q = nlohmann::json::parse(reqs.back().body);
+    CHECK(q["gpu_name"]["in"] == nlohmann::json::array({"RTX 4090"}));
+    CHECK(q["reliability2"]["gte"] == Approx(0.95));
+    CHECK(q["type"] == "on-demand");
+    CHECK(q["rentable"]["eq"] == true);
+    CHECK(reqs.back().header("Authorization") == "Bearer vast-fake-key-6a8b0f1c2d");
+}
+
+TEST_CASE("vastai: an ask is rented with onstart, and its SSH endpoint is the mapped port",
+          "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore());
+    a->create_infra({"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key},
+                    ignore());
+    REQUIRE(fake.ssh_keys().size() == 1);
+    const std::string id = a->launch(request(offer_of(offers, "1x-RTX4090")));
+    REQUIRE(fake.rent_requests().size() == 1);
+    auto body = fake.rent_requests()[0];
+    CHECK(body["client_id"] == "me");
+    CHECK(body["label"] == "sky-0123456789abcdef-n0");
+    CHECK(body["runtype"] == "ssh_direc ssh_proxy");
+    CHECK_FALSE(body.contains("price"));
+    const std::string onstart = body["onstart"];
+    CHECK(onstart.find("SKY_HOST_KEY") != std::string::npos);
+    CHECK(onstart.find("/usr/sbin/sshd") != std::string::npos);
+    CHECK(onstart.size() <= 4048);
+
+    CHECK(a->describe({id})[0].state == sky::CloudInstance::State::pending);
+    auto up = a->describe({id})[0];
+    REQUIRE(up.state == sky::CloudInstance::State::running);
+    CHECK(up.public_ip == "198.51.100.7");
+    CHECK(up.ssh_port >= 40000);  // the host port Vast.ai mapped to the container's 22
+    CHECK(up.pool_id == "0123456789abcdef");
+    CHECK(a->list("0123456789abcdef").size() == 1);
+    CHECK(a->list("").size() == 1);
+    a->terminate({id});
+    a->terminate({id});
+    CHECK(fake.alive() == 0);
+    CHECK(a->describe({id})[0].state == sky::CloudInstance::State::unknown);
+    a->delete_infra("0123456789abcdef");
+    CHECK(fake.ssh_keys().empty());
+}
+
+TEST_CASE("vastai: a taken ask (410) moves to the next; none left is CapacityError", "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore());
+    fake.take_all_on_rent(true);
+    try {
+        a->launch(request(offer_of(offers, "1x-RTX4090")));
+        FAIL("rented a taken ask");
+    } catch (const sky::CapacityError& e) {
+        CHECK(std::string(e.what()).find("410") != std::string::npos);
+    }
+    CHECK(fake.rent_requests().size() == 3);  // every reliable 1x ask tried
+    fake.take_all_on_rent(false);
+    fake.take("5812001");
+    const std::string id = a->launch(request(offer_of(offers, "1x-RTX4090")));
+    CHECK_FALSE(id.empty());
+    a->terminate({id});
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("vastai: a bid instance bids over the minimum and is preempted when outbid", "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(sky::Spot::Always{}), ignore());
+    const std::string id = a->launch(request(offer_of(offers, "1x-RTX4090"), true));
+    auto body = fake.rent_requests().at(0);
+    REQUIRE(body.contains("price"));
+    CHECK(body["price"].get<double>() >= 0.21);
+    fake.outbid(id);
+    auto seen = a->describe({id})[0];
+    CHECK(seen.spot);
+    CHECK(seen.preempted);
+    CHECK(seen.state == sky::CloudInstance::State::stopping);
+    a->terminate({id});
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("vastai: the key from ~/.vast_api_key, and ?api_key= also works", "[vastai]") {
+    FakeVast fake;
+    ::unsetenv("VAST_API_KEY");
+    const auto home = std::filesystem::temp_directory_path() / "sky-vast-home-test";
+    std::filesystem::create_directories(home);
+    const char* old_home = std::getenv("HOME");
+    const std::string saved = old_home ? old_home : "";
+    ::setenv("HOME", home.c_str(), 1);
+    {
+        std::ofstream(home / ".vast_api_key") << "vast-fake-key-6a8b0f1c2d\n";
+        CHECK(adapter(fake)->list("").empty());
+        std::filesystem::remove(home / ".vast_api_key");
+        CHECK_THROWS_AS(adapter(fake), sky::ConfigError);
+    }
+    ::setenv("HOME", saved.c_str(), 1);
+    std::filesystem::remove_all(home);
+    sky::test::HttpRequest r;
+    r.method = "GET";
+    r.target = "/api/v0/instances/?owner=me&api_key=vast-fake-key-6a8b0f1c2d";
+    r.path = "/api/v0/instances/";
+    r.query = "owner=me&api_key=vast-fake-key-6a8b0f1c2d";
+    CHECK(fake.http().handle(r).status == 200);
+    r.target = "/api/v0/instances/?owner=me";
+    r.query = "owner=me";
+    CHECK(fake.http().handle(r).status == 401);
+}
+
+TEST_CASE("vastai: a pool without an accelerator, or a bad reliability, is a ConfigError",
+          "[vastai]") {
+    sky::PoolSpec spec;
+    spec.provider = sky::VastAI{.min_reliability = 1.5};
+    spec.accelerator = "RTX4090";
+    CHECK_THROWS_WITH(spec.validate(), Catch::Contains("min_reliability"));
+    spec.provider = sky::VastAI{};
+    spec.accelerator.reset();
+    CHECK_THROWS_WITH(spec.validate(), Catch::Contains("accelerator"));
+}
+
+TEST_CASE("vastai: the cloud layer rents 2 instances and destroys them all", "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    sky::PoolSpec spec;
+    spec.provider = sky::VastAI{.endpoint = fake.endpoint()};
+    spec.nodes = 2;
+    spec.accelerator = "RTX4090";
+    spec.spot = sky::Spot::Never{};
+    auto b = sky::detail::make_cloud_backend(
+        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(2, ignore());
+    CHECK(fake.alive() == 2);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+    CHECK(fake.ssh_keys().empty());
+}

@@ -1,0 +1,224 @@
+// The Verda adapter against the fake Verda API (no root, no SSH): OAuth2 with a JSON body and
+// renewal after a 401, offers from instance types and availability, the SSH key and a startup
+// script per node, the id as text, capacity and funds answers, spot reclaim, delete and sweep.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "fakes/verda/fake_verda.hpp"
+#include "providers/cloud/cloud_backend.hpp"
+#include "providers/registry/registry.hpp"
+#include "providers/verda/verda.hpp"
+#include "sky/sky.hpp"
+
+using sky::test::FakeVerda;
+
+namespace {
+
+struct Creds {
+    Creds(const char* id_var, const char* secret_var, const std::string& id,
+          const std::string& secret)
+        : id_var_(id_var), secret_var_(secret_var) {
+        for (const char* v : {"VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET", "DATACRUNCH_CLIENT_ID",
+                              "DATACRUNCH_CLIENT_SECRET"})
+            ::unsetenv(v);
+        ::setenv(id_var, id.c_str(), 1);
+        ::setenv(secret_var, secret.c_str(), 1);
+    }
+    explicit Creds(const FakeVerda&)
+        : Creds("VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET", "verda-client-0001",
+                "verda-secret-fake-0123456789") {}
+    ~Creds() {
+        ::unsetenv(id_var_);
+        ::unsetenv(secret_var_);
+    }
+    const char* id_var_;
+    const char* secret_var_;
+};
+
+std::function<void(sky::Event)> ignore() {
+    return [](sky::Event) {};
+}
+
+sky::LaunchRequest request(const sky::Offer& o, bool spot = false, int node = 0) {
+    sky::LaunchRequest r;
+    r.pool_id = "0123456789abcdef";
+    r.name = "sky-0123456789abcdef";
+    r.node = node;
+    r.offer = o;
+    r.spot = spot;
+    r.client_token = "sky-0123456789abcdef-0-0-" + std::to_string(node) + "d";
+    r.ssh_public_key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
+    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
+    return r;
+}
+
+sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
+    for (const auto& o : offers)
+        if (o.instance_type == type) return o;
+    FAIL("no offer " << type);
+    return {};
+}
+
+std::unique_ptr<sky::CloudAdapter> adapter(const FakeVerda& fake, std::string region = "") {
+    return sky::detail::make_verda_adapter(
+        sky::Verda{.region = region, .endpoint = fake.endpoint()});
+}
+
+}  // namespace
+
+TEST_CASE("verda: offers from instance types and availability, with spot prices", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    auto a = adapter(fake);
+    sky::SelectionRequest req;
+    req.spot = sky::Spot::Always{};
+    auto offers = a->live_offers(sky::Catalog::embedded(), req, ignore());
+    auto h100 = offer_of(offers, "1H100.80S.30V");
+    CHECK(h100.accelerator == "H100");
+    CHECK(h100.accelerator_count == 1);
+    CHECK(h100.gpu_memory_gb == Approx(80));
+    CHECK(h100.vcpus == 30);
+    CHECK(h100.memory_gb == Approx(120));
+    CHECK(h100.region == "FIN-01");
+    CHECK(h100.on_demand_price == Approx(2.19));
+    REQUIRE(h100.spot_price.has_value());
+    CHECK(*h100.spot_price == Approx(0.89));
+    CHECK(h100.spot_available);
+    CHECK(offer_of(offers, "CPU.4V.16G").accelerator.empty());
+    // One token for every call; the token request was JSON.
+    CHECK(fake.tokens_issued() == 1);
+    for (const auto& r : fake.http().requests())
+        if (r.path == "/v1/oauth2/token") {
+            CHECK(r.header("Content-Type").rfind("application/json", 0) == 0);
+            auto b = nlohmann::json::parse(r.body);
+            CHECK(b["grant_type"] == "client_credentials");
+        }
+}
+
+TEST_CASE("verda: launch registers the key, a startup script, and takes the id as text",
+          "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
+    a->create_infra(infra, ignore());
+    a->create_infra(infra, ignore());
+    REQUIRE(fake.ssh_keys().size() == 1);
+    const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V")));
+    REQUIRE(fake.alive() == 1);
+    auto inst = fake.instances()[0];
+    CHECK(inst["id"] == id);
+    CHECK(inst["hostname"] == "sky-0123456789abcdef-n0");
+    CHECK(inst["description"] == "sky:pool=0123456789abcdef");
+    CHECK(inst["location"] == "FIN-01");
+    CHECK(inst["ssh_key_ids"] == nlohmann::json::array({fake.ssh_keys()[0]["id"]}));
+    REQUIRE(fake.scripts().size() == 1);
+    CHECK(fake.scripts()[0]["script"].get<std::string>().find("SKY_HOST_KEY") != std::string::npos);
+
+    // provisioning (no address yet), then running with its address.
+    auto early = a->describe({id})[0];
+    CHECK(early.state == sky::CloudInstance::State::pending);
+    CHECK(early.public_ip.empty());
+    auto up = a->describe({id})[0];
+    CHECK(up.state == sky::CloudInstance::State::running);
+    CHECK(up.public_ip.rfind("135.181.0.", 0) == 0);
+    CHECK(up.pool_id == "0123456789abcdef");
+    CHECK(a->list("0123456789abcdef").size() == 1);
+    CHECK(a->list("ffffffffffffffff").empty());
+
+    a->terminate({id});
+    a->terminate({id});
+    CHECK(fake.alive() == 0);
+    CHECK(a->describe({id})[0].state == sky::CloudInstance::State::unknown);
+    a->delete_infra("0123456789abcdef");
+    CHECK(fake.ssh_keys().empty());
+    CHECK(fake.scripts().empty());
+}
+
+TEST_CASE("verda: an expired token is renewed once with the refresh token", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    auto a = adapter(fake);
+    CHECK(a->list("").empty());
+    fake.expire_tokens();
+    CHECK(a->list("").empty());
+    CHECK(fake.refreshes() == 1);
+    CHECK(fake.tokens_issued() == 1);
+}
+
+TEST_CASE("verda: DATACRUNCH_* credentials work; wrong ones fail without the secret", "[verda]") {
+    FakeVerda fake;
+    {
+        Creds c("DATACRUNCH_CLIENT_ID", "DATACRUNCH_CLIENT_SECRET", "verda-client-0001",
+                "verda-secret-fake-0123456789");
+        CHECK(adapter(fake)->list("").empty());
+    }
+    Creds wrong("VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET", "verda-client-0001",
+                "not-the-secret-XYZ123");
+    try {
+        (void)adapter(fake)->list("");
+        FAIL("wrong credentials accepted");
+    } catch (const std::exception& e) {
+        CHECK(std::string(e.what()).find("not-the-secret-XYZ123") == std::string::npos);
+        CHECK(std::string(e.what()).find("Invalid client credentials") != std::string::npos);
+    }
+    for (const char* v : {"VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET"}) ::unsetenv(v);
+    CHECK_THROWS_AS(sky::detail::make_verda_adapter(sky::Verda{}), sky::ConfigError);
+}
+
+TEST_CASE("verda: no availability is CapacityError; insufficient funds is not", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
+    auto h100 = offer_of(offers, "1H100.80S.30V");
+    fake.set_available("1H100.80S.30V", false, false);
+    CHECK_THROWS_AS(a->launch(request(h100)), sky::CapacityError);
+    fake.set_available("1H100.80S.30V", true, true);
+    fake.set_funds(false);
+    try {
+        a->launch(request(h100));
+        FAIL("launched without funds");
+    } catch (const sky::CapacityError&) {
+        FAIL("insufficient funds taken for a capacity answer");
+    } catch (const sky::ProvisionError& e) {
+        CHECK(std::string(e.what()).find("insufficient_funds") != std::string::npos);
+    }
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("verda: a reclaimed spot instance is preempted; one sky deleted is not", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), {.spot = sky::Spot::Always{}}, ignore());
+    a->create_infra({"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key},
+                    ignore());
+    const std::string id = a->launch(request(offer_of(offers, "1A100.80S.22V"), true));
+    fake.preempt(id);
+    auto seen = a->describe({id})[0];
+    CHECK(seen.spot);
+    CHECK(seen.preempted);
+    CHECK(seen.state == sky::CloudInstance::State::gone);
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("verda: the cloud layer provisions 2 instances and deletes them all", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    sky::PoolSpec spec;
+    spec.provider = sky::Verda{.endpoint = fake.endpoint()};
+    spec.nodes = 2;
+    spec.accelerator = "H100";
+    auto b = sky::detail::make_cloud_backend(
+        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(2, ignore());
+    CHECK(fake.alive() == 2);
+    for (const auto& i : fake.instances()) CHECK(i["is_spot"] == true);  // "always" by default
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+    CHECK(fake.ssh_keys().empty());
+    CHECK(fake.scripts().empty());
+}
