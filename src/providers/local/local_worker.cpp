@@ -1,0 +1,191 @@
+#include "providers/local/local_worker.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "providers/local/spawner.hpp"
+#include "runtime/auth.hpp"
+#include "runtime/fd_transport.hpp"
+#include "runtime/worker.hpp"
+
+extern char** environ;
+
+namespace sky::detail {
+
+bool is_provider_credential(std::string_view name) {
+    static constexpr std::string_view prefixes[] = {"AWS_", "VERDA_", "DATACRUNCH_"};
+    static constexpr std::string_view names[] = {"RUNPOD_API_KEY",
+                                                 "VAST_API_KEY",
+                                                 "VASTAI_API_KEY",
+                                                 "DIGITALOCEAN_TOKEN",
+                                                 "DIGITALOCEAN_ACCESS_TOKEN",
+                                                 "DO_TOKEN"};
+    for (auto p : prefixes)
+        if (name.substr(0, p.size()) == p) return true;
+    for (auto n : names)
+        if (name == n) return true;
+    return false;
+}
+
+LocalWorker::LocalWorker(const PoolSpec& spec, std::string workdir)
+    : spec_(spec), workdir_(std::move(workdir)) {
+    std::lock_guard lk(m_);
+    start();
+}
+
+LocalWorker::~LocalWorker() { stop(); }
+
+void LocalWorker::start() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        throw Error(fmt::format("socketpair: {}", std::strerror(errno)));
+    std::string token = random_hex(32);
+    SpawnRequest req;
+    req.path = "/proc/self/exe";
+    req.argv = {program_name(), worker_flag};
+    for (char** e = environ; e && *e; ++e) {
+        const std::string_view entry(*e);
+        const std::string_view name = entry.substr(0, entry.find('='));
+        // A name the image or the pool sets is theirs: an environment block with a name
+        // twice gives getenv() the first, the inherited one.
+        const std::string key(name);
+        if (spec_.env.count(key) || spec_.image.env.count(key)) continue;
+        if (std::strncmp(*e, "SKY_WORKER_", 11) != 0 && std::strncmp(*e, "SKY_PARENT_", 11) != 0 &&
+            !is_provider_credential(name))
+            req.env.emplace_back(*e);
+    }
+    for (auto& [k, v] : spec_.image.env)
+        if (!spec_.env.count(k))
+            req.env.push_back(k + "=" + v);  // the pool's env wins, as on a node
+    for (auto& [k, v] : spec_.env) req.env.push_back(k + "=" + v);
+    req.env.push_back("SKY_WORKER_FD=3");
+    req.env.push_back("SKY_WORKER_TOKEN=" + token);
+    req.env.push_back(fmt::format("SKY_PARENT_PID={}", ::getpid()));
+    req.workdir = workdir_;
+    req.child_fd = sv[1];
+    int pid = -1;
+    try {
+        pid = spawn_process(req);
+    } catch (...) {
+        ::close(sv[0]);
+        ::close(sv[1]);
+        throw;
+    }
+    ::close(sv[1]);
+    pid_ = pid;
+    status_ = 0;
+    reaped_ = false;
+    token_ = std::move(token);
+    pending_ = std::make_unique<FdTransport>(sv[0], fmt::format("worker pid {}", pid));
+}
+
+std::unique_ptr<Transport> LocalWorker::connect_worker() {
+    std::lock_guard lk(m_);
+    if (!pending_)
+        throw Error(fmt::format("worker process {}: its connection was taken already", pid_));
+    return std::move(pending_);
+}
+
+void LocalWorker::restart_worker(const std::function<void(Event)>&) {
+    std::lock_guard lk(m_);
+    kill_locked();
+    pending_.reset();
+    start();
+}
+
+bool LocalWorker::reap_locked(bool wait) noexcept {
+    if (reaped_) return true;
+    int st = 0;
+    int r = ::waitpid(pid_, &st, wait ? 0 : WNOHANG);
+    if (r == pid_) {
+        reaped_ = true;
+        status_ = st;
+    } else if (r < 0 && errno == ECHILD) {
+        reaped_ = true;  // not ours to wait for any more: never signal it again
+    }
+    return reaped_;
+}
+
+void LocalWorker::kill_locked() noexcept {
+    if (reaped_ || pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    reap_locked(true);
+}
+
+NodeExit LocalWorker::exit_reason() {
+    int pid = -1;
+    // The connection closed; the process is usually on its way out. Wait a little for it.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (;;) {
+        {
+            std::lock_guard lk(m_);
+            pid = pid_;
+            if (reap_locked(false)) break;
+        }
+        if (std::chrono::steady_clock::now() >= until)
+            return {NodeLostError::Reason::unreachable, "the connection to the worker closed"};
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    int status = 0;
+    {
+        std::lock_guard lk(m_);
+        status = status_;
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        return {NodeLostError::Reason::worker_crashed,
+                fmt::format("worker process {} was killed by signal {} ({})", pid, sig,
+                            strsignal(sig))};
+    }
+    int code = WEXITSTATUS(status);
+    if (code != 0)
+        return {NodeLostError::Reason::worker_crashed,
+                fmt::format("worker process {} exited with status {}", pid, code)};
+    return {NodeLostError::Reason::unreachable, fmt::format("worker process {} exited", pid)};
+}
+
+void LocalWorker::stop() noexcept {
+    LocalWorker* self = this;
+    stop_all(std::span<LocalWorker* const>(&self, 1));
+}
+
+void LocalWorker::stop_all(std::span<LocalWorker* const> workers) noexcept {
+    // They were asked to shut down; give them a moment, then make sure.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    for (;;) {
+        bool left = false;
+        for (LocalWorker* w : workers) {
+            std::lock_guard lk(w->m_);
+            w->pending_.reset();  // a worker never connected to sees the end of its stream
+            left = !w->reap_locked(false) || left;
+        }
+        if (!left || std::chrono::steady_clock::now() >= until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (LocalWorker* w : workers) {
+        std::lock_guard lk(w->m_);
+        w->kill_locked();
+    }
+}
+
+int LocalWorker::pid() const {
+    std::lock_guard lk(m_);
+    return reaped_ ? -1 : pid_;
+}
+
+bool LocalWorker::signal(int sig) {
+    std::lock_guard lk(m_);
+    if (reaped_ || pid_ <= 0) return false;
+    return ::kill(pid_, sig) == 0;
+}
+
+}  // namespace sky::detail
