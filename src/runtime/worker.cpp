@@ -213,6 +213,9 @@ private:
         Frame f;
         for (;;) {
             try {
+                // Never wait for the client with output unsent: a result held back because
+                // another frame was buffered (a layout, a cancel) would wait for the next write.
+                if (!reader.has_buffered_frame()) writer_.flush();
                 if (!reader.next(f)) return 0;  // the client went away
             } catch (const std::exception& e) {
                 say(fmt::format("closing the connection: {}", e.what()));
