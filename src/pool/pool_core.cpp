@@ -55,13 +55,14 @@ void PoolCore::start() {
         // left.
         ledger_ = Ledger::open(id_, spec_.provider.name(), "");
         if (!backend_) backend_ = make_backend(BackendContext{spec_, id_, ledger_.get()});
-        // From here a SIGINT/SIGTERM/SIGHUP closes this pool before the program ends.
-        signals::register_pool(weak_from_this());
         for (int i = 0; i < spec_.nodes; ++i) {
             auto n = std::make_unique<NodeSlot>();
             n->index = i;
             nodes_.push_back(std::move(n));
         }
+        // From here (backend and node slots in place, nothing started yet) a SIGINT, SIGTERM or
+        // SIGHUP closes this pool before the program ends.
+        signals::register_pool(weak_from_this());
         backend_->provision(spec_.nodes, [this](Event e) { emit(std::move(e)); });
         std::vector<std::exception_ptr> errors(nodes_.size());
         std::vector<std::thread> threads;
