@@ -111,7 +111,7 @@ TEST_CASE("runpod: an on-demand pod carries the start script and exposes 22 on a
     CHECK(a->describe({id})[0].state == sky::CloudInstance::State::unknown);
 }
 
-TEST_CASE("runpod: no instances available is CapacityError; other GPU ids are tried first",
+TEST_CASE("runpod: no instances available is CapacityError, other GPU ids are tried first",
           "[runpod]") {
     FakeRunPod fake;
     Key k("rpa_FAKE0123456789ABCDEFGHIJ");

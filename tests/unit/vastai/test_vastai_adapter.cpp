@@ -123,7 +123,7 @@ TEST_CASE("vastai: an ask is rented with onstart, and its SSH endpoint is the ma
     CHECK(fake.ssh_keys().empty());
 }
 
-TEST_CASE("vastai: a taken ask (410) moves to the next; none left is CapacityError", "[vastai]") {
+TEST_CASE("vastai: a taken ask (410) moves to the next, none left is CapacityError", "[vastai]") {
     FakeVast fake;
     Key k("vast-fake-key-6a8b0f1c2d");
     auto a = adapter(fake);

@@ -148,7 +148,7 @@ TEST_CASE("verda: an expired token is renewed once with the refresh token", "[ve
     CHECK(fake.tokens_issued() == 1);
 }
 
-TEST_CASE("verda: DATACRUNCH_* credentials work; wrong ones fail without the secret", "[verda]") {
+TEST_CASE("verda: DATACRUNCH_* credentials work, wrong ones fail without the secret", "[verda]") {
     FakeVerda fake;
     {
         Creds c("DATACRUNCH_CLIENT_ID", "DATACRUNCH_CLIENT_SECRET", "verda-client-0001",
@@ -168,7 +168,7 @@ TEST_CASE("verda: DATACRUNCH_* credentials work; wrong ones fail without the sec
     CHECK_THROWS_AS(sky::detail::make_verda_adapter(sky::Verda{}), sky::ConfigError);
 }
 
-TEST_CASE("verda: no availability is CapacityError; insufficient funds is not", "[verda]") {
+TEST_CASE("verda: no availability is CapacityError, insufficient funds is not", "[verda]") {
     FakeVerda fake;
     Creds c(fake);
     auto a = adapter(fake);
@@ -189,7 +189,7 @@ TEST_CASE("verda: no availability is CapacityError; insufficient funds is not", 
     CHECK(fake.alive() == 0);
 }
 
-TEST_CASE("verda: a reclaimed spot instance is preempted; one sky deleted is not", "[verda]") {
+TEST_CASE("verda: a reclaimed spot instance is preempted, one sky deleted is not", "[verda]") {
     FakeVerda fake;
     Creds c(fake);
     auto a = adapter(fake);
