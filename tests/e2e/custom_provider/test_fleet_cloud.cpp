@@ -177,7 +177,7 @@ TEST_CASE("fleet cloud: a machine taken between listing and claim moves to the n
     CHECK(id.rfind("s1@", 0) == 0);
 }
 
-TEST_CASE("fleet cloud: listings are retried, claims are not; errors name no token", "[fleet]") {
+TEST_CASE("fleet cloud: listings are retried, claims are not, errors name no token", "[fleet]") {
     FakeFleet fake(options());
     fleet::FleetCloud cloud(fake.url(), kToken);
     fake.http().inject_fault(HttpFault{.method = "GET", .path = "/v1/machines", .count = 2});

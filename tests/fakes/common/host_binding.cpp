@@ -97,8 +97,8 @@ void HostBinding::boot_locked(const std::string& machine, int host, std::string_
         host_key = read_file(hosts_.dir() / ("host" + std::to_string(host) + "_ed25519"));
     std::string authorized = authorized_key;
     if (!keys.authorized_key.empty()) authorized += "\n" + keys.authorized_key;
-    slot = machine;
     hosts_.restart_sshd(host, host_key, authorized);
+    slot = machine;  // only a machine that booted holds the host
 }
 
 void HostBinding::release(const std::string& machine) {

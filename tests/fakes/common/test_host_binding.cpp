@@ -60,7 +60,7 @@ TEST_CASE("host binding: the keys of a sky boot script", "[fake][binding]") {
     CHECK(sky::test::parse_boot_script("cat <<'SKY_HOST_KEY'\nabc").host_private_key.empty());
 }
 
-TEST_CASE("host binding: a booted host serves the pinned key; a released one nothing",
+TEST_CASE("host binding: a booted host serves the pinned key, a released one nothing",
           "[fake][binding][hosts]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(2);
