@@ -569,3 +569,41 @@ TEST_CASE(
     check_killed_by(live.wait(60s), SIGINT, live);
     CHECK(live_instances(fake) == 0);
 }
+
+TEST_CASE("signals: SIGINT while the pool is still provisioning over the fake EC2 leaves nothing",
+          "[signals_aws]") {
+    SKIP_WITHOUT_FAKE_EC2();
+    TempHome home;
+    sky::test::TestHosts hosts(2);
+    sky::test::FakeEc2 fake(fake_options(&hosts));
+    AwsEnv env(fake.endpoint());
+    Driver d({"aws", "--nodes", "2", "--endpoint", fake.endpoint()});
+    // As soon as the first instance is in the ledger (launched, not yet bootstrapped).
+    REQUIRE(sky::test::wait_until(
+        [] {
+            for (const auto& r : sky::detail::Ledger::read_all())
+                if (!r.instances.empty()) return true;
+            return false;
+        },
+        60s));
+    REQUIRE(::kill(d.pid(), SIGINT) == 0);
+    check_killed_by(d.wait(90s), SIGINT, d);
+    CHECK(live_instances(fake) == 0);
+    const auto all = sky::detail::Ledger::read_all();
+    REQUIRE(all.size() == 1);
+    std::ifstream in(all[0].file);
+    std::stringstream text;
+    text << in.rdbuf();
+    INFO("ledger:\n" << text.str() << "driver output:\n" << d.output());
+    CHECK(all[0].closed);
+    if (!all[0].live_instances().empty()) {
+        // Known gap (reported): a launch that was in flight when the teardown began can be
+        // terminated without its `gone` record. Nothing runs (checked above); gc settles it.
+        WARN("ledger left with ids not recorded gone:\n" << text.str());
+        auto gc = sky_cli({"gc"});
+        INFO(gc.output);
+        CHECK(gc.status == 0);
+        CHECK(ledger_of(all[0].pool_id)->live_instances().empty());
+    }
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 10s));
+}
