@@ -56,8 +56,9 @@ struct DigitalOcean {
     std::string endpoint;
 };
 
-/// One failure a sky::Simulated cloud produces (api.md §5a). Node numbers are pool nodes; a
-/// replacement node gets no faults unless one names it by its new node id in the events.
+/// One failure a sky::Simulated cloud produces (api.md §5a). Node numbers are pool nodes (0 to
+/// nodes - 1). Each fault happens once, to the machine that serves its node at that moment: a
+/// replacement machine gets no fault unless another fault names the same node.
 struct Fault {
     enum class Kind { preempt, lose, lose_after_calls, fail_bootstrap, slow_bootstrap, freeze };
     Kind kind = Kind::lose;

@@ -224,9 +224,8 @@ struct Machine {
 
 class SimCloud {
 public:
-    SimCloud(Simulated config, int nodes, std::string pool_id)
+    SimCloud(Simulated config, std::string pool_id)
         : config_(std::move(config)),
-          nodes_(nodes),
           pool_id_(std::move(pool_id)),
           rng_(config_.seed),
           owner_start_(process_identity(::getpid())) {
@@ -234,6 +233,7 @@ public:
     }
 
     ~SimCloud() {
+        start_watch_.reset();
         {
             std::lock_guard lk(m_);
             stop_ = true;
@@ -377,13 +377,23 @@ public:
         if (it != machines_.end() && it->second.worker == w) it->second.worker = nullptr;
     }
 
-    // A node's first start finished; when every node's has, the pool runs and the clock of the
-    // timed faults starts.
-    void started(int node) {
+    // The pool's PoolStarted: the clock of the timed faults starts. Watched as a global event
+    // callback, since only the pool knows when every node has also finished its handshake (a
+    // fault before that would fail the pool's start instead of striking a running pool).
+    static void watch_start(const std::shared_ptr<SimCloud>& cloud) {
+        std::weak_ptr<SimCloud> weak = cloud;
+        const std::string pool = cloud->pool_id_;
+        cloud->start_watch_.emplace(
+            use_callback([weak, pool](const Event& e) -> std::optional<Event> {
+                if (auto* p = std::get_if<PoolStarted>(&e); p && p->pool_id == pool)
+                    if (auto c = weak.lock()) c->pool_started();
+                return std::nullopt;
+            }));
+    }
+
+    void pool_started() {
         std::lock_guard lk(m_);
         if (started_at_) return;
-        started_nodes_.insert(node);
-        if (static_cast<int>(started_nodes_.size()) < nodes_) return;
         started_at_ = Clock::now();
         const bool timed = std::any_of(faults_.begin(), faults_.end(),
                                        [](const FaultSlot& s) { return is_timed(s.fault.kind); });
@@ -499,7 +509,6 @@ private:
     }
 
     const Simulated config_;
-    const int nodes_;
     const std::string pool_id_;
 
     std::mutex m_;
@@ -510,8 +519,8 @@ private:
     std::map<std::string, Machine> machines_;
     std::map<int, std::string> node_machine_;
     std::vector<FaultSlot> faults_;
-    std::set<int> started_nodes_;
     std::optional<Clock::time_point> started_at_;
+    std::optional<CallbackGuard> start_watch_;
     bool stop_ = false;
     std::thread timer_;
 };
@@ -728,7 +737,6 @@ public:
         cloud->attach(id, n->worker_.get());
         emit(BootstrapProgress{id, "watchdog"});
         emit(BootstrapCompleted{id});
-        cloud->started(r.node);
         return n;
     }
 
@@ -782,7 +790,8 @@ ProviderDescriptor simulated_provider() {
         check_simulated(config, c.spec.nodes, problems);
         if (!problems.empty()) throw ConfigError("PoolSpec::" + problems.front());
         const std::uint64_t seed = config.seed;
-        auto cloud = std::make_shared<SimCloud>(std::move(config), c.spec.nodes, c.pool_id);
+        auto cloud = std::make_shared<SimCloud>(std::move(config), c.pool_id);
+        SimCloud::watch_start(cloud);
         NodeStarter starter =
             [cloud](const NodeStartRequest& r,
                     const std::function<void(Event)>& emit) -> std::unique_ptr<NodeHandle> {

@@ -265,12 +265,7 @@ TEST_CASE("simulated: a frozen node ends in NodeLostError within the heartbeat b
         const std::string victim = pool.instances().at(0).id;
         const auto t0 = std::chrono::steady_clock::now();
         auto call = pool.submit(sky::compute<node_after>(60'000));
-        if (!call.wait_for(25s)) {
-            WARN(
-                "skipped: the pool does not declare a silent (frozen) worker lost yet; the "
-                "call is still waiting after 25 s");
-            return;  // the pool's teardown kills the frozen worker
-        }
+        REQUIRE(call.wait_for(25s));  // if not, the pool's teardown ends the frozen worker
         try {
             call.get();
             FAIL("no exception");
@@ -397,5 +392,16 @@ TEST_CASE("simulated: faults that name no node of the pool are a ConfigError", "
         sky::ComputePool(simulated({.faults = {sky::Fault::lose_after_calls(0, 0)}}, 1, rec)),
         sky::ConfigError);
     CHECK_THROWS_AS(sky::ComputePool(simulated({.capacity_errors = -1}, 1, rec)), sky::ConfigError);
+    CHECK(children() == 0);
+}
+
+TEST_CASE("simulated: a fault at 0 s strikes the running pool, not its start", "[simulated]") {
+    Recorder rec;
+    {
+        sky::ComputePool pool{simulated({.faults = {sky::Fault::preempt(0, 0ms)}}, 1, rec)};
+        REQUIRE(eventually([&] { return rec.all<sky::InstanceReplaced>().size() == 1; }, 20s));
+        CHECK(rec.all<sky::InstancePreempted>().size() == 1);
+        CHECK((sky::compute<add>(2, 2).retries(1) >> pool) == 4);
+    }
     CHECK(children() == 0);
 }
