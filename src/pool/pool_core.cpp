@@ -94,8 +94,16 @@ void PoolCore::start() {
 void PoolCore::connect_node(int i) {
     auto& n = *nodes_[static_cast<std::size_t>(i)];
     NodeStart s = backend_->connect(i, [this](Event e) { emit(std::move(e)); });
-    n.instance = s.instance;
-    n.transport = std::move(s.transport);
+    {
+        // A signal's teardown may run close() while the nodes start: it reads these.
+        std::lock_guard lk(n.write_m);
+        n.transport = std::move(s.transport);
+    }
+    {
+        std::lock_guard lk(m_);
+        n.instance = s.instance;
+        if (closing_) throw CancelledError("the pool was closed while it started");
+    }
     cost_started(n.instance);
     handshake(n, s.token);
 }

@@ -69,6 +69,8 @@ public:
           login_(api_->login()) {
         name_ = "sky-" + pool_id_;
         region_ = api_->region();
+        // `sky gc` asks this region about ids the cloud no longer knows.
+        if (ledger_ && !region_.empty()) ledger_->region(region_);
     }
     ~CloudBackend() override { stop_all(); }
 

@@ -480,7 +480,7 @@ TEST_CASE("sky ls --provider aws lists the tagged instances, never a credential"
     CHECK(bad.output.find(kSecret) == std::string::npos);
     ::unsetenv("AWS_ENDPOINT_URL_EC2");
 
-    auto usage = sky::test::run_command({SKY_CLI_PATH, "ls"});
+    auto usage = sky::test::run_command({SKY_CLI_PATH, "ls", "--no-such-flag"});
     CHECK(usage.status == 2);
 }
 

@@ -126,8 +126,10 @@ TEST_CASE("an unknown function or a signature mismatch is a RemoteError, not a c
 TEST_CASE("bad options are ConfigErrors and nothing starts", "[local][errors]") {
     CHECK_THROWS_AS(sky::ComputePool({.nodes = 0}), sky::ConfigError);
     CHECK_THROWS_AS(sky::ComputePool({.concurrency = -1}), sky::ConfigError);
-    CHECK_THROWS_WITH(sky::ComputePool({.provider = sky::RunPod{}}),
-                      Catch::Contains("not available"));
+    CHECK_THROWS_WITH(sky::ComputePool({.provider = sky::SSH{}}),
+                      Catch::Contains("needs at least one host"));
+    CHECK_THROWS_WITH(sky::ComputePool({.provider = sky::VastAI{.min_reliability = 2}}),
+                      Catch::Contains("min_reliability"));
     CHECK_THROWS_AS(sky::ComputePool({.spot = "sometimes"}), sky::ConfigError);
     CHECK_THROWS_AS(sky::ComputePool({.accelerator = "NoSuchGPU"}), sky::ConfigError);
 }
