@@ -1,0 +1,103 @@
+// The layers of src/ as the code must keep them: a component (a folder under src/, one per
+// provider under src/providers/) includes only the components this table allows. A new edge is
+// a design decision: it goes into the table with its reason, or the include goes.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every cloud adapter sees the same things: the cloud layer, the registry, the shared REST
+// client, the catalog, HTTP and the utilities. None sees another cloud, the pool engine or SSH.
+const std::set<std::string> cloud_adapter = {
+    "providers/cloud", "providers/registry", "providers/rest", "catalog", "http", "util"};
+
+const std::map<std::string, std::set<std::string>>& allowed() {
+    static const std::map<std::string, std::set<std::string>> table = {
+        {"util", {}},
+        {"catalog", {"util"}},
+        {"http", {"util"}},
+        {"bootstrap", {"util"}},
+        {"metrics", {"catalog", "util"}},
+        // The worker serves files for its peers (--sky-serve-files) and samples metrics. Debt:
+        // a worker that starts one process per GPU uses the Local provider's spawner, which
+        // belongs in the runtime.
+        {"runtime", {"metrics", "providers/local", "ship", "util"}},
+        {"ssh", {"runtime", "util"}},
+        {"ship", {"runtime", "ssh", "util"}},
+        // The engine asks the registry for its backend (the one place that knows providers).
+        {"pool", {"bootstrap", "catalog", "metrics", "providers/registry", "runtime", "util"}},
+        {"providers/registry", {"catalog", "pool", "util"}},
+        {"providers/remote", {"bootstrap", "pool", "runtime", "ship", "ssh", "util"}},
+        {"providers/cloud",
+         {"catalog", "pool", "providers/registry", "providers/remote", "ssh", "util"}},
+        {"providers/local", {"pool", "providers/registry", "runtime", "util"}},
+        {"providers/ssh", {"pool", "providers/registry", "providers/remote", "ssh", "util"}},
+        {"providers/rest", {"http", "util"}},
+        {"providers/aws", cloud_adapter},
+        {"providers/digitalocean", cloud_adapter},
+        {"providers/verda", cloud_adapter},
+        {"providers/vastai", cloud_adapter},
+        {"providers/runpod", cloud_adapter},
+        // Simulated nodes are local worker processes behind the cloud layer.
+        {"providers/simulated",
+         {"catalog", "pool", "providers/cloud", "providers/local", "providers/registry", "runtime",
+          "util"}},
+        // The tool reaches providers through the registry. Debt: `sky ls --provider aws` keeps
+        // EC2's own table (region, --all) through the EC2 client.
+        {"cli", {"catalog", "http", "pool", "providers/aws", "providers/registry", "util"}},
+    };
+    return table;
+}
+
+std::string component_of(const std::string& rel) {
+    const auto slash = rel.find('/');
+    const std::string top = rel.substr(0, slash);
+    if (top != "providers" || slash == std::string::npos) return top;
+    const auto next = rel.find('/', slash + 1);
+    return next == std::string::npos ? top : rel.substr(0, next);
+}
+
+}  // namespace
+
+TEST_CASE("layers: each component of src/ includes only what the table allows", "[layers]") {
+    const fs::path src = fs::path(SKY_SOURCE_DIR) / "src";
+    REQUIRE(fs::is_directory(src));
+    const std::regex include_line(R"(^\s*#\s*include\s+"([^"]+)\")");
+    std::set<std::string> components;
+    int files = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(src)) {
+        const auto ext = entry.path().extension();
+        if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".hpp")) continue;
+        ++files;
+        const std::string rel = fs::relative(entry.path(), src).generic_string();
+        const std::string from = component_of(rel);
+        components.insert(from);
+        std::ifstream in(entry.path());
+        int line_no = 0;
+        for (std::string line; std::getline(in, line);) {
+            ++line_no;
+            std::smatch m;
+            if (!std::regex_search(line, m, include_line)) continue;
+            const std::string target = m[1].str();
+            if (target.rfind("sky/", 0) == 0) continue;  // the public headers: anyone
+            const std::string to = component_of(target);
+            if (to == from || !fs::exists(src / target)) continue;
+            auto rule = allowed().find(from);
+            INFO(rel << ":" << line_no << " includes \"" << target << "\"");
+            REQUIRE(rule != allowed().end());  // a new component needs a row
+            CHECK(rule->second.count(to) == 1);
+        }
+    }
+    CHECK(files > 50);
+    for (const auto& c : components) {
+        INFO("component " << c);
+        CHECK(allowed().count(c) == 1);
+    }
+}
