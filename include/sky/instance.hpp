@@ -15,13 +15,20 @@ struct InstanceInfo {
     std::string head_addr = "127.0.0.1";
     int head_port = 0;
     std::string job_id;
-    int worker = 0;            ///< slot index within the node (0..workers_per_node-1)
-    int workers_per_node = 1;  ///< PoolSpec::concurrency
+    /// This worker process on its node (0..workers_per_node-1): its GPU or MIG slice, its
+    /// LOCAL_RANK in a distributed call.
+    int worker = 0;
+    /// Worker processes per node: one per GPU (or MIG slice) of the accelerator, else 1.
+    int workers_per_node = 1;
+    /// This node's address on the pool's private network (what its peers reach it at).
+    std::string private_addr = "127.0.0.1";
+    /// Every node's private address, in node order (peers[0] is the head).
+    std::vector<std::string> peers;
 
     template <class Archive>
     void serialize(Archive& ar) {
         ar(node, total_nodes, is_head, accelerators, head_addr, head_port, job_id, worker,
-           workers_per_node);
+           workers_per_node, private_addr, peers);
     }
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sky/detail/call.hpp"
+#include "sky/distributed.hpp"
 
 namespace sky {
 
@@ -62,6 +63,15 @@ public:
         c.desc_.options.retries = n < 0 ? 0 : n;
         return c;
     }
+    /// A copy that runs with a distributed-training plugin (`sky::distributed::torch{}`, ...):
+    /// while it runs, the worker sets that framework's rendezvous variables, and a broadcast
+    /// runs it once per rank (api.md §11). Throws sky::ConfigError for an unknown backend.
+    template <detail::distributed_plugin P>
+    [[nodiscard]] PendingCompute with(const P& plugin) const {
+        PendingCompute c = *this;
+        c.desc_.options.plugin = detail::plugin_spec(plugin);
+        return c;
+    }
 
     /// Qualified name of the function, e.g. "stats::mean".
     [[nodiscard]] std::string_view function_name() const noexcept { return desc_.function; }
@@ -86,7 +96,8 @@ public:
     template <class Archive>
     void save(Archive& ar) const {
         ar(std::string(desc_.function), desc_.signature, desc_.options.retries,
-           desc_.options.timeout ? desc_.options.timeout->count() : std::int64_t{-1});
+           desc_.options.timeout ? desc_.options.timeout->count() : std::int64_t{-1},
+           desc_.options.plugin.kind, desc_.options.plugin.backend);
         std::uint64_t n = desc_.args ? desc_.args->size() : 0;
         ar(n);
         if (n) ar(cereal::binary_data(desc_.args->data(), n));
@@ -95,8 +106,11 @@ public:
     void load(Archive& ar) {
         std::string name;
         std::int64_t timeout_ms = -1;
-        ar(name, desc_.signature, desc_.options.retries, timeout_ms);
+        ar(name, desc_.signature, desc_.options.retries, timeout_ms, desc_.options.plugin.kind,
+           desc_.options.plugin.backend);
         if (timeout_ms >= 0) desc_.options.timeout = std::chrono::milliseconds{timeout_ms};
+        if (desc_.options.plugin.kind > detail::PluginSpec::transformers)
+            throw cereal::Exception("unknown distributed plugin in a PendingCompute");
         desc_.owned_name = std::make_shared<const std::string>(std::move(name));
         desc_.function = *desc_.owned_name;
         std::uint64_t n = 0;

@@ -3,6 +3,7 @@
 #include "sky/accelerator.hpp"
 #include "sky/catalog.hpp"
 #include "sky/compute.hpp"
+#include "sky/distributed.hpp"
 #include "sky/errors.hpp"
 #include "sky/events.hpp"
 #include "sky/image.hpp"

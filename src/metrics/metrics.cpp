@@ -281,6 +281,104 @@ std::optional<Accelerator> detect_nvidia_accelerator(std::chrono::milliseconds t
     return out ? parse_nvidia_smi_devices(*out) : std::nullopt;
 }
 
+std::vector<NvidiaGpu> parse_nvidia_smi_list(std::string_view text) {
+    std::vector<NvidiaGpu> gpus;
+    auto uuid_of = [](std::string_view line) -> std::string {
+        const auto at = line.find("(UUID: ");
+        if (at == std::string_view::npos) return {};
+        auto rest = line.substr(at + 7);
+        const auto end = rest.find(')');
+        return end == std::string_view::npos ? std::string()
+                                             : std::string(trim_ws(rest.substr(0, end)));
+    };
+    for_each_line(text, [&](std::string_view raw) {
+        const std::string_view line = trim_ws(raw);
+        if (line.rfind("GPU ", 0) == 0) {
+            // "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"
+            const auto colon = line.find(':');
+            if (colon == std::string_view::npos) return;
+            NvidiaGpu g;
+            g.index = static_cast<int>(to_double(line.substr(4, colon - 4)).value_or(-1));
+            if (g.index < 0) return;
+            auto rest = line.substr(colon + 1);
+            const auto paren = rest.find("(UUID:");
+            g.name = std::string(trim_ws(rest.substr(0, paren)));
+            g.uuid = uuid_of(line);
+            gpus.push_back(std::move(g));
+        } else if (line.rfind("MIG ", 0) == 0 && !gpus.empty()) {
+            // "MIG 3g.40gb     Device  0: (UUID: MIG-...)"
+            auto rest = trim_ws(line.substr(4));
+            MigSlice m;
+            m.profile = std::string(rest.substr(0, rest.find_first_of(" \t")));
+            m.uuid = uuid_of(line);
+            if (!m.profile.empty() && !m.uuid.empty()) gpus.back().slices.push_back(std::move(m));
+        }
+    });
+    return gpus;
+}
+
+WorkerPlan plan_workers(const std::optional<Accelerator>& requested,
+                        const std::optional<Accelerator>& detected,
+                        const std::vector<NvidiaGpu>& listed) {
+    WorkerPlan plan;
+    std::vector<MigSlice> slices;
+    for (const auto& g : listed) slices.insert(slices.end(), g.slices.begin(), g.slices.end());
+    plan.accelerator = requested ? requested : detected;
+    if (!requested && detected && !slices.empty()) {
+        // The profile is part of what the node has; kept only when the catalog knows it, so that
+        // the accelerator still parses back from its string.
+        Accelerator a = *detected;
+        int gpus = 0;
+        for (const auto& g : listed) gpus += g.slices.empty() ? 0 : 1;
+        a.count = std::max(1, gpus);
+        a.mig = slices.front().profile;
+        try {
+            if (Accelerator::parse(a.to_string()) == a) plan.accelerator = a;
+        } catch (const std::exception&) {
+        }
+    }
+    const auto& acc = plan.accelerator;
+    if (!acc || !is_nvidia(acc->name)) return plan;  // one worker; CUDA_VISIBLE_DEVICES untouched
+    const bool mig = acc->mig.has_value() || (!requested && !slices.empty());
+    if (mig) {
+        const int per_gpu = acc->mig ? std::max(1, workers_per_device(*acc)) : 1;
+        std::size_t want =
+            requested ? static_cast<std::size_t>(std::max(1, acc->count) * per_gpu) : slices.size();
+        if (!slices.empty()) {
+            // Slices of the requested profile first, then any others the machine has.
+            std::stable_partition(slices.begin(), slices.end(), [&](const MigSlice& s) {
+                return acc->mig && s.profile == *acc->mig;
+            });
+            want = std::min(want, slices.size());
+            for (std::size_t k = 0; k < want; ++k) plan.devices.push_back(slices[k].uuid);
+        } else {
+            for (std::size_t k = 0; k < want; ++k)
+                plan.devices.push_back(std::to_string(k / static_cast<std::size_t>(per_gpu)));
+        }
+    } else {
+        for (int k = 0; k < std::max(1, acc->count); ++k) plan.devices.push_back(std::to_string(k));
+    }
+    plan.workers = std::max<int>(1, static_cast<int>(plan.devices.size()));
+    return plan;
+}
+
+WorkerPlan detect_worker_plan(const std::optional<Accelerator>& requested,
+                              std::chrono::milliseconds timeout) {
+    std::optional<Accelerator> detected;
+    std::vector<NvidiaGpu> listed;
+    const bool plain_gpus = requested && !requested->mig;
+    if (!plain_gpus) {
+        if (const auto smi = find_on_path("nvidia-smi")) {
+            if (!requested)
+                if (auto out = run_with_timeout(*smi, kNvidiaSmiDeviceArgs, timeout))
+                    detected = parse_nvidia_smi_devices(*out);
+            if (auto out = run_with_timeout(*smi, kNvidiaSmiListArgs, timeout))
+                listed = parse_nvidia_smi_list(*out);
+        }
+    }
+    return plan_workers(requested, detected, listed);
+}
+
 MetricsSampler::MetricsSampler(Options options) : options_(std::move(options)) {
     if (options_.gpu)
         smi_ =

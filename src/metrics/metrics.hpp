@@ -7,6 +7,7 @@
 #include <sky/accelerator.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sky::detail {
 
@@ -92,6 +93,50 @@ std::optional<Accelerator> parse_nvidia_smi_devices(std::string_view text);
 /// worker: export the result as SKY_ACCELERATOR (Accelerator::to_string) when the pool gave none.
 std::optional<Accelerator> detect_nvidia_accelerator(
     std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+
+/// The argument of `nvidia-smi` that lists GPUs and their MIG slices, one per line:
+///   GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-...)
+///     MIG 3g.40gb     Device  0: (UUID: MIG-...)
+inline constexpr const char* kNvidiaSmiListArgs = "-L";
+
+/// One MIG slice of a GPU, as `nvidia-smi -L` lists it.
+struct MigSlice {
+    std::string profile;  ///< e.g. "3g.40gb"
+    std::string uuid;     ///< "MIG-..." (what CUDA_VISIBLE_DEVICES takes)
+};
+/// One GPU of `nvidia-smi -L`, with its MIG slices (none when MIG is off).
+struct NvidiaGpu {
+    int index = 0;
+    std::string name;  ///< "NVIDIA H100 80GB HBM3"
+    std::string uuid;  ///< "GPU-..."
+    std::vector<MigSlice> slices;
+};
+/// Parses `nvidia-smi -L`; lines it does not recognise are skipped.
+std::vector<NvidiaGpu> parse_nvidia_smi_list(std::string_view text);
+
+/// How a node's worker processes sit on its devices (api.md §11, "Workers per node").
+struct WorkerPlan {
+    int workers = 1;  ///< W
+    /// CUDA_VISIBLE_DEVICES of each worker process (GPU index or MIG slice UUID); empty: the
+    /// node has no NVIDIA GPU and the variable is left alone.
+    std::vector<std::string> devices;
+    /// The node's accelerator: the requested one, else the detected one; none on a CPU node.
+    std::optional<Accelerator> accelerator;
+};
+
+/// The plan for a node: one worker per GPU of the requested accelerator (pinned by index), one
+/// per MIG slice for a MIG accelerator (pinned by the slice UUIDs `listed`, the first
+/// count × workers_per_device of them, preferring slices of the requested profile; by GPU index
+/// when none are listed), else 1. Without a request, the detected accelerator (`detected`, from
+/// kNvidiaSmiDeviceArgs) with the MIG profile of the listed slices decides: one worker per
+/// listed slice, else one per GPU. Non-NVIDIA accelerators get one worker.
+WorkerPlan plan_workers(const std::optional<Accelerator>& requested,
+                        const std::optional<Accelerator>& detected,
+                        const std::vector<NvidiaGpu>& listed);
+
+/// Runs nvidia-smi where needed (not at all for a plain GPU request) and plans.
+WorkerPlan detect_worker_plan(const std::optional<Accelerator>& requested,
+                              std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
 /// Samples this machine. Construct once per worker; call sample() every poll interval.
 class MetricsSampler {

@@ -77,6 +77,7 @@ void PoolCore::start() {
         for (auto& t : threads) t.join();
         for (auto& e : errors)
             if (e) std::rethrow_exception(e);
+        send_layout();
         {
             std::lock_guard lk(m_);
             active_ = true;
@@ -171,10 +172,13 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     ch.total_nodes = spec_.nodes;
     ch.concurrency = spec_.concurrency;
     ch.head_addr = backend_->head_address();
-    ch.head_port = 29500;
-    if (spec_.accelerator)
+    ch.head_port = 0;  // the head's port comes with the layout, once every node is ready
+    ch.private_addr = n.instance.private_ip.value_or(n.instance.public_ip.value_or(""));
+    if (spec_.accelerator) {
+        ch.accelerator = spec_.accelerator->to_string();
         for (int k = 0; k < spec_.accelerator->count; ++k)
             ch.accelerators.push_back(spec_.accelerator->name);
+    }
     ch.idle_timeout_s = spec_.idle_timeout.count();
     ch.hard_timeout_s = spec_.timeout.count();
     ch.collect_metrics = spec_.collect_metrics;
@@ -187,13 +191,93 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     append_frame(frame, MsgType::hello, 0, payload.span());
     std::span<const std::byte> one[] = {frame.span()};
     t.write_all(one);
+    // The worker answers once its worker processes run (one per GPU or MIG slice): how many,
+    // and a free port for each.
+    WorkerReady ready;
+    for (bool have_ready = false; !have_ready;) {
+        if (!reader->has_buffered_frame() && !t.wait_readable(std::chrono::seconds(120)))
+            throw Error(fmt::format("node {} ({}): the worker was not ready within 120 s",
+                                    n.index, n.instance.id));
+        try {
+            if (!reader->next(f))
+                throw Error("the worker closed the connection before it was ready");
+            if (f.header.type == MsgType::ready) {
+                load_from(f.payload, ready);
+                have_ready = true;
+            } else if (f.header.type == MsgType::log) {
+                auto m = decode_log(f.payload);
+                emit(LogLine{n.index, n.instance.id, std::move(m.line), m.timestamp});
+            } else if (f.header.type != MsgType::heartbeat) {
+                throw ProtocolError(fmt::format("a {} frame before the worker's ready frame",
+                                                msg_type_name(f.header.type)));
+            }
+        } catch (const std::exception& e) {
+            throw ProtocolError(
+                fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
+        }
+    }
+    if (ready.workers < 1 || ready.workers > 1024 ||
+        ready.ports.size() != static_cast<std::size_t>(ready.workers))
+        throw ProtocolError(fmt::format("node {} ({}): the worker's ready frame names {} worker "
+                                        "processes and {} ports",
+                                        n.index, n.instance.id, ready.workers, ready.ports.size()));
+    // Heard from just now: a replacement is not judged by its predecessor's silence.
+    n.last_heard = Clock::now().time_since_epoch().count();
+    bool running;
+    {
+        std::lock_guard lk(m_);
+        n.workers = ready.workers;
+        n.ports = ready.ports;
+        running = active_;
+    }
     // The reader thread goes on with whatever this reader has buffered.
     n.frames = std::make_unique<FrameReader>(std::move(*reader), default_max_frame);
+    if (running) send_layout();  // a replacement: every node learns its new ports
+}
+
+void PoolCore::send_layout() {
+    PoolLayout l;
+    {
+        std::lock_guard lk(m_);
+        for (auto& x : nodes_) {
+            std::string addr = x->instance.private_ip.value_or(x->instance.public_ip.value_or(""));
+            if (addr.empty() && x->index == 0) addr = backend_->head_address();
+            l.peers.push_back(addr);
+            l.workers.push_back(std::max(1, x->workers));
+            auto ports = x->ports;
+            ports.resize(static_cast<std::size_t>(std::max(1, x->workers)), 0);
+            l.ports.push_back(std::move(ports));
+        }
+    }
+    Buffer payload;
+    save_to(payload, l);
+    Buffer frame;
+    append_frame(frame, MsgType::layout, 0, payload.span());
+    std::span<const std::byte> one[] = {frame.span()};
+    for (auto& x : nodes_) {
+        std::lock_guard lk(x->write_m);
+        try {
+            if (x->transport) x->transport->write_all(one);
+        } catch (...) {
+            // The reader sees the broken connection and handles the loss.
+            if (x->transport) x->transport->shutdown();
+        }
+    }
 }
 
 std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>& calls,
                                              bool broadcast) {
-    const std::size_t n = broadcast ? nodes_.size() : calls.size();
+    // A broadcast with a distributed plugin runs once per rank: W calls on each node.
+    const bool per_rank =
+        broadcast && !calls.empty() && calls[0]->options.plugin.kind != PluginSpec::none;
+    std::vector<int> ranks_on(nodes_.size(), 1);
+    if (per_rank) {
+        std::lock_guard lk(m_);
+        for (std::size_t i = 0; i < nodes_.size(); ++i) ranks_on[i] = std::max(1, nodes_[i]->workers);
+    }
+    std::size_t ranks = 0;
+    for (int r : ranks_on) ranks += static_cast<std::size_t>(r);
+    const std::size_t n = broadcast ? ranks : calls.size();
     auto batch = std::make_shared<BatchState>(n);
     // A Future may outlive its pool: cancelling then finds nothing to cancel.
     BatchState* raw = batch.get();
@@ -226,19 +310,26 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                 done.push_back(
                     {batch, i, {}, std::make_exception_ptr(Error("the pool is closed"))});
         } else if (broadcast) {
-            for (std::size_t i = 0; i < n; ++i) {
+            std::size_t index = 0;  // rank order: node 0's worker processes first
+            for (std::size_t i = 0; i < nodes_.size(); ++i) {
                 auto& node = *nodes_[i];
-                if (node.state == NodeSlot::State::ready ||
-                    node.state == NodeSlot::State::restarting)
-                    node.pinned.push_back(make(*calls[0], i, static_cast<int>(i)));
-                else
-                    done.push_back({batch,
-                                    i,
-                                    {},
-                                    std::make_exception_ptr(NodeLostError(
-                                        static_cast<int>(i), node.instance.id,
-                                        NodeLostError::Reason::unreachable,
-                                        "the node was lost earlier and could not be replaced"))});
+                for (int w = 0; w < ranks_on[i]; ++w, ++index) {
+                    if (node.state == NodeSlot::State::ready ||
+                        node.state == NodeSlot::State::restarting) {
+                        Task t = make(*calls[0], index, static_cast<int>(i));
+                        t.pinned_worker = per_rank ? w : -1;
+                        node.pinned.push_back(std::move(t));
+                    } else {
+                        done.push_back(
+                            {batch,
+                             index,
+                             {},
+                             std::make_exception_ptr(NodeLostError(
+                                 static_cast<int>(i), node.instance.id,
+                                 NodeLostError::Reason::unreachable,
+                                 "the node was lost earlier and could not be replaced"))});
+                    }
+                }
             }
         } else {
             for (std::size_t i = 0; i < n; ++i) pending_.push_back(make(*calls[i], i, -1));
@@ -255,7 +346,7 @@ void PoolCore::dispatch_locked(std::vector<Outgoing>& out) {
     std::size_t slots = 0;
     for (auto& n : nodes_)
         if (n->state == NodeSlot::State::ready)
-            slots += static_cast<std::size_t>(spec_.concurrency);
+            slots += static_cast<std::size_t>(spec_.concurrency * std::max(1, n->workers));
     if (slots == 0) return;
     const std::size_t conc = static_cast<std::size_t>(spec_.concurrency);
     const std::size_t N = nodes_.size();
@@ -267,7 +358,7 @@ void PoolCore::dispatch_locked(std::vector<Outgoing>& out) {
             std::size_t i = (rr_ + k) % N;
             auto& n = *nodes_[i];
             if (n.state != NodeSlot::State::ready) continue;
-            std::size_t cap = conc * depth;
+            std::size_t cap = conc * static_cast<std::size_t>(std::max(1, n.workers)) * depth;
             if (!n.pinned.empty() && n.inflight.size() < cap) {
                 Task t = std::move(n.pinned.front());
                 n.pinned.pop_front();
@@ -288,10 +379,17 @@ void PoolCore::assign_locked(NodeSlot& n, Task&& t, Outgoing& out) {
     const std::uint64_t id = ++next_call_id_;
     const auto& c = t.call;
     const std::size_t args = c.args ? c.args->size() : 0;
-    const std::size_t len = call_header_size(c.function.size()) + args;
+    // A distributed call carries its plugin and the worker process (local rank) it is for.
+    Buffer plugin;
+    if (c.options.plugin.kind != PluginSpec::none)
+        append_call_plugin(plugin, {c.options.plugin.kind, c.options.plugin.backend,
+                                    t.pinned_worker});
+    const std::size_t len = plugin.size() + call_header_size(c.function.size()) + args;
     std::size_t at = out.small.size();
     out.small.resize(at + frame_header_size);
-    encode_header(out.small.data() + at, MsgType::call, id, len);
+    encode_header(out.small.data() + at, MsgType::call, id, len,
+                  plugin.empty() ? std::uint16_t{0} : call_flag_plugin);
+    if (!plugin.empty()) out.small.append(plugin.data(), plugin.size());
     append_call_header(out.small, c.function, c.signature);
     if (args > (64u << 10))
         out.big.emplace_back(out.small.size(), c.args);

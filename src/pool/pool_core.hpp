@@ -35,6 +35,7 @@ struct Task {
     CallDesc call;
     int retries_left = 0;
     int pinned = -1;  ///< node it must run on (broadcast), or -1
+    int pinned_worker = -1;  ///< worker process (local rank) on that node, for a per-rank call
     std::uint64_t seq = 0;
     std::optional<Clock::time_point> deadline;
     std::vector<std::string> log_tail;
@@ -58,6 +59,9 @@ struct NodeSlot {
     std::mutex write_m;
     State state = State::starting;
     int restarts = 0;
+    // From the worker's ready frame; guarded by PoolCore::m_.
+    int workers = 1;                  ///< worker processes on the node (W)
+    std::vector<std::int32_t> ports;  ///< a free port per worker process (rendezvous)
     /// When the last frame from the worker arrived (steady clock, ns): the
     /// supervisor declares a node that stays silent past the heartbeat bound
     /// lost.
@@ -110,6 +114,9 @@ private:
     void emit(Event e) { bus_->post(std::move(e)); }
     void connect_node(int i);
     void handshake(NodeSlot& n, const std::string& token);
+    /// Sends every node where every rank is (a layout frame): before the first call, and after
+    /// a node was replaced (its ports and perhaps its address changed).
+    void send_layout();
     void reader_loop(NodeSlot* n);
     void node_lost(NodeSlot* n, const std::string& why, bool protocol_error);
     void supervisor_loop();

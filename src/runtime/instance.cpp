@@ -7,13 +7,16 @@ InstanceInfo& worker_instance() {
     static InstanceInfo info;
     return info;
 }
+std::mutex& worker_instance_mutex() {
+    static std::mutex m;
+    return m;
+}
 }  // namespace sky::detail
 
 namespace sky {
 InstanceInfo instance_info() {
     if (!detail::in_worker.load(std::memory_order_acquire)) return InstanceInfo{};
-    InstanceInfo i = detail::worker_instance();
-    i.worker = detail::worker_slot;
-    return i;
+    std::lock_guard lk(detail::worker_instance_mutex());
+    return detail::worker_instance();
 }
 }  // namespace sky

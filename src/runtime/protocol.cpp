@@ -8,6 +8,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "sky/detail/serialize.hpp"
 #include "sky/errors.hpp"
 
 namespace sky::detail {
@@ -34,6 +35,10 @@ const char* msg_type_name(MsgType t) noexcept {
             return "shutdown";
         case MsgType::auth:
             return "auth";
+        case MsgType::ready:
+            return "ready";
+        case MsgType::layout:
+            return "layout";
     }
     return "unknown";
 }
@@ -56,7 +61,7 @@ FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame) {
         throw ProtocolError(fmt::format("unsupported protocol version {} (this build speaks {})",
                                         h.version, protocol_version));
     if (type < static_cast<std::uint8_t>(MsgType::hello) ||
-        type > static_cast<std::uint8_t>(MsgType::auth))
+        type > static_cast<std::uint8_t>(MsgType::layout))
         throw ProtocolError(fmt::format("unknown frame type {}", type));
     h.type = static_cast<MsgType>(type);
     if (h.length > max_frame)
@@ -152,6 +157,32 @@ CallHeader decode_call(std::span<const std::byte> p) {
     std::memcpy(&c.signature, p.data() + header - 8, 8);
     c.args = p.subspan(header);
     return c;
+}
+
+void append_call_plugin(Buffer& out, const CallPlugin& plugin) {
+    Buffer block;
+    save_to(block, plugin);
+    const auto n = static_cast<std::uint32_t>(block.size());
+    out.append(&n, 4);
+    out.append(block.data(), block.size());
+    static constexpr std::byte zeros[8] = {};
+    out.append(zeros, (8 - (4 + block.size()) % 8) % 8);
+}
+
+std::span<const std::byte> decode_call_plugin(std::span<const std::byte> p, std::uint16_t flags,
+                                              CallPlugin& plugin) {
+    if (!(flags & call_flag_plugin)) return p;
+    if (p.size() < 4) throw ProtocolError("call frame too short for its plugin block");
+    std::uint32_t n = 0;
+    std::memcpy(&n, p.data(), 4);
+    const std::size_t padded = (4 + std::size_t{n} + 7) / 8 * 8;
+    if (n > 4096 || p.size() < padded) throw ProtocolError("call frame with a bad plugin block");
+    try {
+        load_from(p.subspan(4, n), plugin);
+    } catch (const std::exception& e) {
+        throw ProtocolError(std::string("unreadable plugin block in a call frame: ") + e.what());
+    }
+    return p.subspan(padded);
 }
 
 void append_log_frame(Buffer& out, std::uint64_t call_id, std::uint8_t stream, double timestamp,

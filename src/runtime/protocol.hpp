@@ -21,7 +21,8 @@ static_assert(std::endian::native == std::endian::little,
 
 inline constexpr std::uint32_t frame_magic = 0x31594b53;  // "SKY1"
 // 2: mutual challenge-response (auth frames) before the hellos; no token in any hello.
-inline constexpr std::uint8_t protocol_version = 2;
+// 3: the worker's ready frame after the client's hello, the layout frame, calls with a plugin.
+inline constexpr std::uint8_t protocol_version = 3;
 inline constexpr std::size_t frame_header_size = 24;
 /// Default upper bound of one frame's payload; larger frames close the connection.
 inline constexpr std::uint64_t default_max_frame = std::uint64_t{2} << 30;  // 2 GiB
@@ -37,7 +38,12 @@ enum class MsgType : std::uint8_t {
     cancel = 8,     // client -> worker, empty: drop the call if it has not started
     shutdown = 9,   // client -> worker, empty: finish and exit
     auth = 10,      // both ways, before the hellos, fixed sizes (runtime/auth.hpp)
+    ready = 11,     // worker -> client, after the client's hello: WorkerReady
+    layout = 12,    // client -> worker: PoolLayout (before the first call, again after a restart)
 };
+
+/// FrameHeader::flags of a call frame: the payload starts with a plugin block (CallPlugin).
+inline constexpr std::uint16_t call_flag_plugin = 1;
 [[nodiscard]] const char* msg_type_name(MsgType t) noexcept;
 
 struct FrameHeader {
@@ -50,10 +56,11 @@ struct FrameHeader {
 };
 
 /// Writes a header into 24 bytes.
-inline void encode_header(std::byte* out, MsgType type, std::uint64_t call_id,
-                          std::uint64_t length) noexcept {
+inline void encode_header(std::byte* out, MsgType type, std::uint64_t call_id, std::uint64_t length,
+                          std::uint16_t flags = 0) noexcept {
     FrameHeader h;
     h.type = type;
+    h.flags = flags;
     h.call_id = call_id;
     h.length = length;
     std::memcpy(out, &h.magic, 4);
@@ -126,6 +133,24 @@ struct CallHeader {
 void append_call_header(Buffer& out, std::string_view function, std::uint64_t signature);
 CallHeader decode_call(std::span<const std::byte> payload);
 
+/// The plugin block of a call frame with call_flag_plugin: [u32 n][n bytes: cereal CallPlugin]
+/// [0-7 zero bytes], so that the call payload after it stays 8-byte aligned.
+struct CallPlugin {
+    std::uint8_t kind = 0;  ///< PluginSpec::Kind
+    std::string backend;
+    std::int32_t worker = -1;  ///< the worker process (local rank) that must run it; -1: any
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(kind, backend, worker);
+    }
+};
+void append_call_plugin(Buffer& out, const CallPlugin& plugin);
+/// Splits a call payload into its plugin block (when `flags` has call_flag_plugin) and the rest.
+/// Throws ProtocolError when the block is malformed.
+std::span<const std::byte> decode_call_plugin(std::span<const std::byte> payload,
+                                              std::uint16_t flags, CallPlugin& plugin);
+
 /// Log payload: [u8 stream][f64 timestamp][line bytes].
 struct LogMsg {
     std::uint8_t stream = 1;  // 1 stdout, 2 stderr
@@ -174,12 +199,48 @@ struct ClientHello {
     bool collect_metrics = false;
     std::int64_t metrics_interval_ms = 5000;
     std::uint64_t max_frame = default_max_frame;
+    /// The pool's accelerator in Accelerator::parse syntax (lossless); empty: none asked for,
+    /// the worker detects it (nvidia-smi).
+    std::string accelerator;
+    std::string private_addr;  ///< this node's address on the pool's private network
+    /// -1: a node's worker, which starts one worker process per GPU or MIG slice when there are
+    /// several. k >= 0: worker process k of `workers` that a node's worker started.
+    std::int32_t worker = -1;
+    std::int32_t workers = 1;
 
     template <class A>
     void serialize(A& ar) {
         ar(protocol, pool_id, instance_id, node, total_nodes, concurrency, head_addr, head_port,
            accelerators, idle_timeout_s, hard_timeout_s, collect_metrics, metrics_interval_ms,
-           max_frame);
+           max_frame, accelerator, private_addr, worker, workers);
+    }
+};
+
+/// The worker's answer to the client's hello, once its worker processes run.
+struct WorkerReady {
+    std::int32_t workers = 1;  ///< worker processes on this node (W): one per GPU or MIG slice
+    std::string accelerator;   ///< the node's accelerator (Accelerator::parse syntax); may be ""
+    /// A port free on this node per worker process, picked at hello time: the head's first is
+    /// MASTER_PORT, and each rank's own is its TF_CONFIG port.
+    std::vector<std::int32_t> ports;
+    std::vector<std::string> devices;  ///< CUDA_VISIBLE_DEVICES of each worker process
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(workers, accelerator, ports, devices);
+    }
+};
+
+/// Where every rank of the pool is: sent to every node before the first call, and to every node
+/// again when one was replaced.
+struct PoolLayout {
+    std::vector<std::string> peers;                ///< private address per node
+    std::vector<std::int32_t> workers;             ///< W per node
+    std::vector<std::vector<std::int32_t>> ports;  ///< per node, per worker process
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(peers, workers, ports);
     }
 };
 

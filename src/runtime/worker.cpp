@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,19 +28,25 @@
 #include <mutex>
 #include <thread>
 #include <typeinfo>
+#include <unordered_map>
 #include <vector>
 
 #include "metrics/metrics.hpp"
+#include "providers/local/spawner.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/capture.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
+#include "runtime/rendezvous.hpp"
 #include "runtime/worker_context.hpp"
 #include "ship/file_server.hpp"
+#include "sky/accelerator.hpp"
 #include "sky/detail/registry.hpp"
 #include "sky/detail/serialize.hpp"
 #include "sky/errors.hpp"
 #include "sky/init.hpp"
+
+extern char** environ;
 
 namespace sky::detail {
 
@@ -100,6 +107,19 @@ private:
 struct Job {
     std::uint64_t id;
     Buffer payload;
+    std::uint16_t flags = 0;
+};
+
+/// A worker process this node's worker started (one per GPU or MIG slice when there are
+/// several): calls are relayed to it, its frames relayed back to the client.
+struct Child {
+    int index = 0;
+    int pid = -1;
+    std::unique_ptr<FdTransport> t;
+    std::unique_ptr<FrameReader> reader;
+    std::mutex write_m;
+    std::thread thread;
+    int load = 0;  // calls relayed and not answered; under Worker::m_
 };
 
 class Worker {
@@ -123,7 +143,10 @@ public:
         if (collect_metrics_) {
             std::thread([this] { metrics_loop(); }).detach();
         }
-        if (concurrency_ > 1)
+        for (auto& c : children_) c->thread = std::thread([this, p = c.get()] { child_loop(p); });
+        // A worker process of a node's worker always queues: its parent writes calls to it
+        // without waiting, and must never block on one that is busy.
+        if ((concurrency_ > 1 || is_child_) && children_.empty())
             for (int i = 0; i < concurrency_; ++i)
                 executors_.emplace_back([this, i] { executor(i); });
         int code = serve();
@@ -185,14 +208,17 @@ private:
             return false;
         }
         auto& info = worker_instance();
-        info.node = ch.node;
-        info.total_nodes = ch.total_nodes;
-        info.is_head = ch.node == 0;
-        info.accelerators = ch.accelerators;
-        info.head_addr = ch.head_addr;
-        info.head_port = ch.head_port;
-        info.job_id = ch.pool_id;
-        info.workers_per_node = ch.concurrency;
+        {
+            std::lock_guard lk(worker_instance_mutex());
+            info.node = ch.node;
+            info.total_nodes = ch.total_nodes;
+            info.is_head = ch.node == 0;
+            info.accelerators = ch.accelerators;
+            info.head_addr = ch.head_addr;
+            info.head_port = ch.head_port;
+            info.job_id = ch.pool_id;
+            info.private_addr = ch.private_addr.empty() ? ch.head_addr : ch.private_addr;
+        }
         concurrency_ = std::max(1, ch.concurrency);
         idle_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.idle_timeout_s));
         hard_timeout_ = std::chrono::seconds(std::max<std::int64_t>(1, ch.hard_timeout_s));
@@ -200,8 +226,19 @@ private:
         collect_metrics_ = ch.collect_metrics;
         metrics_interval_ =
             std::chrono::milliseconds(std::max<std::int64_t>(100, ch.metrics_interval_ms));
-        if (!ch.accelerators.empty())
-            ::setenv("SKY_ACCELERATOR", ch.accelerators.front().c_str(), 1);
+        WorkerReady ready;
+        if (!plan_workers_and_start(ch, ready)) return false;
+        // The interface that carries this node's private address, for GLOO/NCCL_SOCKET_IFNAME.
+        interface_ = interface_for_address(info.private_addr);
+        try {
+            Buffer p;
+            save_to(p, ready);
+            writer_.append(MsgType::ready, 0, p.span());
+            writer_.flush();
+        } catch (const std::exception& e) {
+            say(fmt::format("cannot send the ready frame: {}", e.what()));
+            return false;
+        }
         in_worker.store(true, std::memory_order_release);
         // Calls may follow the hello in the same read: the same reader serves them.
         reader_ = std::make_unique<FrameReader>(std::move(*reader_), max_frame_);
@@ -225,21 +262,40 @@ private:
             touch_heartbeat();
             switch (f.header.type) {
                 case MsgType::call:
-                    if (concurrency_ == 1) {
-                        Buffer out = execute(f.header.call_id, f.payload);
-                        writer_.frame(std::move(out), !reader.has_buffered_frame());
+                    if (!children_.empty()) {
+                        relay_call(f);
+                    } else if (concurrency_ == 1 && !is_child_) {
+                        Buffer out = execute(f.header.call_id, f.payload, f.header.flags);
+                        try {
+                            writer_.frame(std::move(out), !reader.has_buffered_frame());
+                        } catch (const std::exception& e) {
+                            say(fmt::format("the client connection broke: {}", e.what()));
+                            return 4;
+                        }
                     } else {
                         std::lock_guard lk(m_);
-                        queue_.push_back({f.header.call_id, f.take_payload()});
+                        queue_.push_back({f.header.call_id, f.take_payload(), f.header.flags});
                         cv_.notify_one();
                     }
                     break;
                 case MsgType::cancel:
-                    cancel(f.header.call_id);
+                    if (!children_.empty())
+                        relay_cancel(f.header.call_id);
+                    else
+                        cancel(f.header.call_id);
+                    break;
+                case MsgType::layout:
+                    apply_layout(f.payload);
+                    for (auto& c : children_) send_to_child(*c, MsgType::layout, 0, 0, f.payload);
                     break;
                 case MsgType::heartbeat:
-                    writer_.append(MsgType::heartbeat, 0, {});
-                    writer_.flush();
+                    try {
+                        writer_.append(MsgType::heartbeat, 0, {});
+                        writer_.flush();
+                    } catch (const std::exception& e) {
+                        say(fmt::format("the client connection broke: {}", e.what()));
+                        return 4;
+                    }
                     break;
                 case MsgType::shutdown:
                     return 0;
@@ -271,7 +327,7 @@ private:
                 j = std::move(queue_.front());
                 queue_.pop_front();
             }
-            Buffer out = execute(j.id, j.payload.span());
+            Buffer out = execute(j.id, j.payload.span(), j.flags);
             try {
                 writer_.frame(std::move(out), true);
             } catch (...) {
@@ -309,10 +365,11 @@ private:
         return out;
     }
 
-    Buffer execute(std::uint64_t id, std::span<const std::byte> payload) {
+    Buffer execute(std::uint64_t id, std::span<const std::byte> payload, std::uint16_t flags) {
         CallHeader c;
+        CallPlugin plugin;
         try {
-            c = decode_call(payload);
+            c = decode_call(decode_call_plugin(payload, flags, plugin));
         } catch (const std::exception& e) {
             return error_frame(id, {ErrorMsg::bad_arguments, "sky::ProtocolError", e.what(), {}});
         }
@@ -333,6 +390,16 @@ private:
                                                 "program?)",
                                                 c.function),
                                     {}});
+        }
+        // A distributed call: its framework's rendezvous variables exist while it runs, and only
+        // then (rendezvous.hpp: ScopedEnv says what concurrent calls in one process share).
+        std::optional<ScopedEnv> env;
+        if (plugin.kind != PluginSpec::none) {
+            try {
+                env.emplace(plugin_env(plugin));
+            } catch (const std::exception& e) {
+                return error_frame(id, {ErrorMsg::exception, "sky::Error", e.what(), {}});
+            }
         }
         CallContext ctx;
         ctx.call_id = id;
@@ -355,6 +422,7 @@ private:
                    {}};
         }
         capture_->leave();
+        env.reset();
         running_.fetch_sub(1);
         last_heard_.store(now_s());
         if (ok) {
@@ -426,10 +494,335 @@ private:
         }
         cv_.notify_all();
         for (auto& t : executors_) t.join();
+        stop_children();
         try {
             writer_.flush();
         } catch (...) {
         }
+    }
+
+    // ---- Worker processes per GPU / MIG slice, and the rendezvous of distributed calls ----
+
+    /// Decides W (nvidia-smi where needed), exports the accelerator, picks the ports and starts
+    /// the worker processes when W > 1. For a worker process a node's worker started, takes
+    /// what that worker says.
+    bool plan_workers_and_start(const ClientHello& ch, WorkerReady& ready) {
+        auto& info = worker_instance();
+        std::optional<Accelerator> requested;
+        if (!ch.accelerator.empty()) {
+            try {
+                requested = Accelerator::parse(ch.accelerator);
+            } catch (const std::exception& e) {
+                say(fmt::format("ignoring the pool's accelerator '{}': {}", ch.accelerator,
+                                e.what()));
+            }
+        }
+        if (ch.worker >= 0) {
+            is_child_ = true;
+            std::lock_guard lk(worker_instance_mutex());
+            info.worker = ch.worker;
+            info.workers_per_node = std::max(1, ch.workers);
+            if (requested) ::setenv("SKY_ACCELERATOR", ch.accelerator.c_str(), 1);
+            ready.workers = 1;
+            return true;
+        }
+        const WorkerPlan plan = detect_worker_plan(requested);
+        ready.workers = plan.workers;
+        ready.devices = plan.devices;
+        if (plan.accelerator) {
+            // Lossless: Accelerator::parse(to_string()) gives back count, memory and MIG.
+            ready.accelerator = plan.accelerator->to_string();
+            ::setenv("SKY_ACCELERATOR", ready.accelerator.c_str(), 1);
+        }
+        {
+            std::lock_guard lk(worker_instance_mutex());
+            info.worker = 0;
+            info.workers_per_node = plan.workers;
+            if (info.accelerators.empty() && plan.accelerator)
+                info.accelerators.assign(static_cast<std::size_t>(plan.accelerator->count),
+                                         plan.accelerator->name);
+        }
+        try {
+            ready.ports = pick_free_ports(plan.workers);
+        } catch (const std::exception& e) {
+            say(e.what());
+            return false;
+        }
+        if (plan.workers == 1) {
+            // One worker: pinned to its device unless the pool's environment already chose one.
+            if (!plan.devices.empty() && !std::getenv("CUDA_VISIBLE_DEVICES"))
+                ::setenv("CUDA_VISIBLE_DEVICES", plan.devices.front().c_str(), 1);
+            return true;
+        }
+        return start_children(ch, plan, ready.accelerator);
+    }
+
+    // Separate processes, not threads: CUDA reads CUDA_VISIBLE_DEVICES once, when it
+    // initialises, so each GPU's worker needs an environment of its own from the start.
+    bool start_children(const ClientHello& ch, const WorkerPlan& plan,
+                        const std::string& accelerator) {
+        for (int k = 0; k < plan.workers; ++k) {
+            auto c = std::make_unique<Child>();
+            c->index = k;
+            try {
+                int sv[2];
+                if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+                    throw Error(fmt::format("socketpair: {}", std::strerror(errno)));
+                const std::string token = random_hex(32);
+                SpawnRequest req;
+                req.path = "/proc/self/exe";
+                req.argv = {program_name(), worker_flag};
+                for (char** e = environ; e && *e; ++e) {
+                    const std::string_view entry(*e);
+                    if (entry.rfind("SKY_WORKER_", 0) == 0 ||
+                        entry.rfind("SKY_PARENT_PID=", 0) == 0 ||
+                        entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0)
+                        continue;
+                    req.env.emplace_back(entry);
+                }
+                req.env.push_back("SKY_WORKER_FD=3");
+                req.env.push_back("SKY_WORKER_TOKEN=" + token);
+                req.env.push_back(fmt::format("SKY_PARENT_PID={}", ::getpid()));
+                req.env.push_back("CUDA_VISIBLE_DEVICES=" +
+                                  plan.devices[static_cast<std::size_t>(k)]);
+                req.child_fd = sv[1];
+                req.output_fd = err_fd_;  // its own messages go where this worker's go
+                try {
+                    c->pid = spawn_process(req);
+                } catch (...) {
+                    ::close(sv[0]);
+                    ::close(sv[1]);
+                    throw;
+                }
+                ::close(sv[1]);
+                c->t = std::make_unique<FdTransport>(
+                    sv[0], fmt::format("worker process {} (pid {})", k, c->pid));
+                children_.push_back(std::move(c));
+                Child& child = *children_.back();
+                auto reader = std::make_unique<FrameReader>(*child.t, auth_max_frame);
+                client_authenticate(*child.t, *reader, token, std::chrono::seconds(60));
+                reader = std::make_unique<FrameReader>(std::move(*reader), 1 << 20);
+                Frame f;
+                if (!reader->has_buffered_frame() &&
+                    !child.t->wait_readable(std::chrono::seconds(60)))
+                    throw Error("no hello within 60 s");
+                if (!reader->next(f) || f.header.type != MsgType::hello)
+                    throw Error("it did not send its hello");
+                ClientHello sub = ch;
+                sub.worker = k;
+                sub.workers = plan.workers;
+                sub.accelerator = accelerator;
+                {
+                    std::lock_guard lk(worker_instance_mutex());
+                    sub.accelerators = worker_instance().accelerators;
+                }
+                sub.collect_metrics = false;  // this worker samples the whole node
+                // It lives as long as this worker (parent-death signal), which keeps the time.
+                sub.idle_timeout_s = ch.hard_timeout_s;
+                Buffer p;
+                save_to(p, sub);
+                send_to_child(child, MsgType::hello, 0, 0, p.span());
+                bool got_ready = false;
+                for (int n = 0; n < 10000 && !got_ready; ++n) {
+                    if (!reader->has_buffered_frame() &&
+                        !child.t->wait_readable(std::chrono::seconds(60)))
+                        throw Error("not ready within 60 s");
+                    if (!reader->next(f)) throw Error("it exited before it was ready");
+                    got_ready = f.header.type == MsgType::ready;
+                    if (f.header.type == MsgType::log) forward(f);
+                }
+                if (!got_ready) throw Error("no ready frame");
+                child.reader = std::make_unique<FrameReader>(std::move(*reader), max_frame_);
+            } catch (const std::exception& e) {
+                say(fmt::format("cannot start worker process {} of {}: {}", k, plan.workers,
+                                e.what()));
+                stop_children();
+                return false;
+            }
+        }
+        return true;
+    }
+
+    void send_to_child(Child& c, MsgType type, std::uint64_t id, std::uint16_t flags,
+                       std::span<const std::byte> payload) {
+        std::byte h[frame_header_size];
+        encode_header(h, type, id, payload.size(), flags);
+        std::span<const std::byte> parts[] = {{h, frame_header_size}, payload};
+        std::lock_guard lk(c.write_m);
+        c.t->write_all(parts);
+    }
+
+    void forward(const Frame& f) {
+        Buffer out;
+        append_frame(out, f.header.type, f.header.call_id, f.payload);
+        writer_.frame(std::move(out), true);
+    }
+
+    // Relays one worker process's frames to the client; its end ends this worker too (the
+    // node is then lost and replaced as a whole, as when a single worker crashes).
+    void child_loop(Child* c) {
+        Frame f;
+        std::string why = "closed its connection";
+        try {
+            while (c->reader->next(f)) {
+                switch (f.header.type) {
+                    case MsgType::result:
+                    case MsgType::error: {
+                        {
+                            std::lock_guard lk(m_);
+                            if (routed_.erase(f.header.call_id)) --c->load;
+                        }
+                        running_.fetch_sub(1);
+                        last_heard_.store(now_s());
+                        forward(f);
+                        break;
+                    }
+                    case MsgType::log:
+                        forward(f);
+                        break;
+                    default:
+                        break;  // heartbeats and the like concern this worker only
+                }
+            }
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+        if (stopping_.load()) return;
+        int st = 0;
+        for (int i = 0; i < 40 && ::waitpid(c->pid, &st, WNOHANG) == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        if (WIFSIGNALED(st))
+            why =
+                fmt::format("was killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        else if (WIFEXITED(st))
+            why = fmt::format("exited with status {}", WEXITSTATUS(st));
+        say(fmt::format("worker process {} (pid {}) {}; ending this node's worker", c->index,
+                        c->pid, why));
+        ::_exit(6);
+    }
+
+    void relay_call(Frame& f) {
+        const std::uint64_t id = f.header.call_id;
+        CallPlugin plugin;
+        try {
+            decode_call_plugin(f.payload, f.header.flags, plugin);
+        } catch (const std::exception& e) {
+            writer_.frame(
+                error_frame(id, {ErrorMsg::bad_arguments, "sky::ProtocolError", e.what(), {}}),
+                true);
+            return;
+        }
+        const int n = static_cast<int>(children_.size());
+        if (plugin.worker >= n) {
+            writer_.frame(error_frame(id, {ErrorMsg::exception,
+                                           "sky::Error",
+                                           fmt::format("worker process {} does not exist on this "
+                                                       "node ({} run here)",
+                                                       plugin.worker, n),
+                                           {}}),
+                          true);
+            return;
+        }
+        Child* target = nullptr;
+        {
+            std::lock_guard lk(m_);
+            if (plugin.worker >= 0) {
+                target = children_[static_cast<std::size_t>(plugin.worker)].get();
+            } else {
+                // The least busy worker process; the first of equals.
+                for (auto& c : children_)
+                    if (!target || c->load < target->load) target = c.get();
+            }
+            routed_[id] = target->index;
+            ++target->load;
+        }
+        running_.fetch_add(1);
+        try {
+            send_to_child(*target, MsgType::call, id, f.header.flags, f.payload);
+        } catch (...) {
+            // Its reader sees the broken connection and ends this worker.
+        }
+    }
+
+    void relay_cancel(std::uint64_t id) {
+        Child* target = nullptr;
+        {
+            std::lock_guard lk(m_);
+            auto it = routed_.find(id);
+            if (it == routed_.end()) return;
+            target = children_[static_cast<std::size_t>(it->second)].get();
+        }
+        try {
+            send_to_child(*target, MsgType::cancel, id, 0, {});
+        } catch (...) {
+        }
+    }
+
+    void stop_children() {
+        stopping_.store(true);
+        for (auto& c : children_) {
+            if (!c->t) continue;
+            try {
+                send_to_child(*c, MsgType::shutdown, 0, 0, {});
+            } catch (...) {
+            }
+        }
+        // They finish the call they run (a shutdown waits for it), within a bound.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        for (auto& c : children_) {
+            if (c->pid <= 0) continue;
+            int st = 0;
+            while (::waitpid(c->pid, &st, WNOHANG) == 0) {
+                if (std::chrono::steady_clock::now() > until) {
+                    ::kill(c->pid, SIGKILL);
+                    ::waitpid(c->pid, &st, 0);
+                    break;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            c->pid = -1;
+        }
+        for (auto& c : children_) {
+            if (c->t) c->t->shutdown();
+            if (c->thread.joinable()) c->thread.join();
+        }
+        children_.clear();
+    }
+
+    void apply_layout(std::span<const std::byte> payload) {
+        PoolLayout l;
+        try {
+            load_from(payload, l);
+        } catch (const std::exception& e) {
+            say(fmt::format("ignoring an unreadable layout frame: {}", e.what()));
+            return;
+        }
+        {
+            std::lock_guard lk(worker_instance_mutex());
+            auto& info = worker_instance();
+            info.peers = l.peers;
+            if (!l.peers.empty()) info.head_addr = l.peers.front();
+            if (!l.ports.empty() && !l.ports.front().empty())
+                info.head_port = l.ports.front().front();
+        }
+        std::lock_guard lk(layout_m_);
+        layout_ = std::move(l);
+    }
+
+    EnvVars plugin_env(const CallPlugin& plugin) {
+        RankPlace place;
+        {
+            std::lock_guard lk(worker_instance_mutex());
+            place.node = worker_instance().node;
+            place.worker = worker_instance().worker;
+        }
+        place.interface = interface_;
+        PoolLayout l;
+        {
+            std::lock_guard lk(layout_m_);
+            l = layout_;
+        }
+        return rendezvous_env(PluginSpec{plugin.kind, plugin.backend}, l, place);
     }
 
     FdTransport& t_;
@@ -451,6 +844,13 @@ private:
     bool stop_ = false;
     std::atomic<int> running_{0};
     std::atomic<double> last_heard_{now_s()};
+    std::vector<std::unique_ptr<Child>> children_;
+    std::unordered_map<std::uint64_t, int> routed_;  // call id -> worker process; under m_
+    std::atomic<bool> stopping_{false};
+    bool is_child_ = false;
+    std::mutex layout_m_;
+    PoolLayout layout_;
+    std::string interface_;
     std::string heartbeat_file_ =
         std::getenv("SKY_WORKER_HEARTBEAT_FILE") ? std::getenv("SKY_WORKER_HEARTBEAT_FILE") : "";
     double last_touch_ = 0;

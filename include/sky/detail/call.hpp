@@ -16,14 +16,16 @@
 
 #include "sky/detail/buffer.hpp"
 #include "sky/detail/serialize.hpp"
+#include "sky/distributed.hpp"
 #include "sky/errors.hpp"
 
 namespace sky::detail {
 
-/// Per-call options (`.timeout()`, `.retries()`).
+/// Per-call options (`.timeout()`, `.retries()`, `.with()`).
 struct CallOptions {
     std::optional<std::chrono::milliseconds> timeout;
     int retries = 0;
+    PluginSpec plugin;  ///< a distributed-training plugin (kind none: no rendezvous variables)
 };
 
 /// An immutable call: function name + signature hash + encoded arguments + options.

@@ -22,6 +22,10 @@ int spawn_now(const SpawnRequest& r) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, r.child_fd, 3);
+    if (r.output_fd >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, r.output_fd, 1);
+        posix_spawn_file_actions_adddup2(&fa, r.output_fd, 2);
+    }
     if (!r.workdir.empty()) posix_spawn_file_actions_addchdir_np(&fa, r.workdir.c_str());
     std::vector<char*> argv, envp;
     for (auto& a : r.argv) argv.push_back(const_cast<char*>(a.c_str()));

@@ -13,6 +13,7 @@ struct SpawnRequest {
     std::vector<std::string> env;  ///< "K=V"
     std::string workdir;           ///< empty: inherit
     int child_fd = -1;             ///< becomes fd 3 in the child
+    int output_fd = -1;            ///< becomes fds 1 and 2 in the child; -1: inherited
 };
 
 /// Returns the child's pid; throws sky::Error when the process cannot be started.

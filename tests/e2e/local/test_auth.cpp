@@ -414,6 +414,14 @@ int fake_worker(const char* mode_c) {
         d::save_to(p, wh);
     }
     wire::frame(out, d::MsgType::hello, 0, p);
+    if (mode != "bomb") {
+        // Ready at once (one worker process, one port): the client waits for it after its hello.
+        d::WorkerReady ready;
+        ready.ports = {0};
+        p.clear();
+        d::save_to(p, ready);
+        wire::frame(out, d::MsgType::ready, 0, p);
+    }
     write_all(fd, out);
     // Then answer calls as the mode says, until the client goes away.
     for (;;) {

@@ -109,7 +109,7 @@ TEST_CASE("concurrency runs calls at once on one node, each in its own slot",
     auto [w1, w2] =
         (sky::compute<rendezvous>(d.path, "a", "b") & sky::compute<rendezvous>(d.path, "b", "a")) >>
         pool;
-    CHECK(std::set<int>{w1, w2} == std::set<int>{0, 1});
+    CHECK(w1 != w2);  // two threads of the one worker process
 }
 
 TEST_CASE("a large argument and result travel intact", "[local][operators]") {

@@ -81,7 +81,7 @@ inline void send(d::Transport& t, const d::Buffer& b) {
 }
 
 /// The client's side of a connection, as the pool does it: authenticate, read the worker's
-/// hello, send a client hello. Returns the worker's hello.
+/// hello, send a client hello, read the worker's ready frame. Returns the worker's hello.
 inline d::WorkerHello connect_client(d::Transport& t, std::unique_ptr<d::FrameReader>& r,
                                      const std::string& token) {
     r = std::make_unique<d::FrameReader>(t, d::auth_max_frame);
@@ -97,6 +97,9 @@ inline d::WorkerHello connect_client(d::Transport& t, std::unique_ptr<d::FrameRe
     d::save_to(p, ch);
     frame(out, d::MsgType::hello, 0, p);
     send(t, out);
+    // The worker is ready once it knows its worker processes (one here): a ready frame.
+    REQUIRE(r->next(f));
+    REQUIRE(f.header.type == d::MsgType::ready);
     return wh;
 }
 
