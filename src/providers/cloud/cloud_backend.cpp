@@ -89,7 +89,13 @@ public:
             .spot = spec_.spot,
             .machine = spec_.machine};
         Catalog catalog = Catalog::embedded();
-        catalog.merge(api_->live_offers(catalog, req, emit));
+        try {
+            catalog.merge(api_->live_offers(catalog, req, emit));
+        } catch (const Error&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw ProvisionError(fmt::format("{}: reading offers failed: {}", provider_, e.what()));
+        }
         offers_ = catalog.select(req, provider_);
         if (offers_.empty())
             throw ProvisionError(fmt::format("{}: no instance type matches: {}", provider_,
@@ -367,8 +373,10 @@ private:
             r.node = node;
             r.offer = offer;
             r.ssh_public_key = public_key_;
-            r.boot_script = boot_script(
-                {.pool_id = pool_id_, .host_key = host_key, .hard_timeout = spec_.timeout});
+            r.boot_script = boot_script({.pool_id = pool_id_,
+                                         .host_key = host_key,
+                                         .hard_timeout = spec_.timeout,
+                                         .power_off = login_.power_off_on_expiry});
             std::string id;
             for (int tries = 0; tries < 2 && id.empty(); ++tries) {
                 r.spot = spot;

@@ -84,6 +84,13 @@ SshKeyPair make_host_key(const std::filesystem::path& scratch_dir, const std::st
 std::string boot_script(const BootScriptOptions& o) {
     const long minutes =
         std::max<long>(5, static_cast<long>((o.hard_timeout.count() + 59) / 60) + 10);
+    std::string power_off;
+    if (o.power_off)
+        power_off = fmt::format(
+            "shutdown -h +{} 'sky: pool hard timeout' 2>/dev/null || true\n"
+            "# The node's watchdog may power this machine off only where this marker exists.\n"
+            "mkdir -p /etc/sky && touch /etc/sky/power-off-on-expiry\n",
+            minutes);
     std::string authorize;
     if (!o.authorized_key.empty())
         authorize = fmt::format(
@@ -111,15 +118,13 @@ std::string boot_script(const BootScriptOptions& o) {
         "/etc/ssh/sshd_config.d/00-sky-hostkey.conf\n"
         "systemctl restart ssh 2>/dev/null || systemctl restart sshd 2>/dev/null || "
         "service ssh restart\n"
-        "shutdown -h +{minutes} 'sky: pool hard timeout' 2>/dev/null || true\n"
-        "# The node's watchdog may power this machine off only where this marker exists.\n"
-        "mkdir -p /etc/sky && touch /etc/sky/power-off-on-expiry\n"
+        "{power_off}"
         "# This script holds the host key; the client replaces that key after its first\n"
         "# connection. Drop this copy of it now (cloud-init's own copies go then).\n"
         "rm -f -- \"$0\" 2>/dev/null || true\n",
         fmt::arg("pool", o.pool_id), fmt::arg("priv", std::string(trim(o.host_key.private_key))),
         fmt::arg("pub", std::string(trim(o.host_key.public_key))), fmt::arg("authorize", authorize),
-        fmt::arg("minutes", minutes));
+        fmt::arg("power_off", power_off));
 }
 
 }  // namespace sky::detail

@@ -35,6 +35,9 @@ struct BootScriptOptions {
     std::chrono::seconds hard_timeout{3600};
     /// Also authorize this client key for root (providers that do not install a key pair).
     std::string authorized_key;
+    /// Arm the power-off timer and mark the machine so that its watchdog may power it off
+    /// (CloudLogin::power_off_on_expiry; never on machines the user keeps).
+    bool power_off = true;
 };
 
 /// The boot script: installs the pinned host key, makes sshd serve only it, arms the power-off

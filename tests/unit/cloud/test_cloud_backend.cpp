@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "fakes/cloud/fake_cloud.hpp"
+#include "providers/cloud/node_keys.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
 
@@ -248,4 +249,22 @@ TEST_CASE("cloud layer: closing the pool ends a launch round that waits for capa
     CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
     b->stop_all();
     CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: the boot script arms the power-off only where the cloud wants it",
+          "[cloud]") {
+    sky::detail::BootScriptOptions o;
+    o.pool_id = "p1";
+    o.host_key = {"-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----",
+                  "ssh-ed25519 AAAAC3 sky-host"};
+    o.hard_timeout = std::chrono::seconds(3600);
+    const std::string on = sky::detail::boot_script(o);
+    CHECK(on.find("<<'SKY_HOST_KEY'\n-----BEGIN OPENSSH PRIVATE KEY-----") != std::string::npos);
+    CHECK(on.find("shutdown -h +70 ") != std::string::npos);  // the hard timeout + 10 minutes
+    CHECK(on.find("/etc/sky/power-off-on-expiry") != std::string::npos);
+    o.power_off = false;  // machines the user keeps (CloudLogin::power_off_on_expiry)
+    const std::string off = sky::detail::boot_script(o);
+    CHECK(off.find("SKY_HOST_KEY") != std::string::npos);
+    CHECK(off.find("shutdown") == std::string::npos);
+    CHECK(off.find("power-off-on-expiry") == std::string::npos);
 }
