@@ -134,6 +134,9 @@ struct OpenSshPath {
         d::append_frame(frame, d::MsgType::hello, 0, p.span());
         std::span<const std::byte> one[] = {frame.span()};
         t->write_all(one);
+        // The worker is ready once it knows its worker processes: a ready frame.
+        if (!r->next(f) || f.header.type != d::MsgType::ready)
+            throw std::runtime_error("no ready frame through ssh -L");
     }
     ~OpenSshPath() {
         if (t) t->shutdown();
