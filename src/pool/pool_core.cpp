@@ -16,9 +16,8 @@
 namespace sky::detail {
 
 namespace {
-// How many calls may wait in a node's pipe beyond its running slots: deep when
-// a large batch is queued (throughput), shallow otherwise (so a slow call does
-// not hold others back).
+// How many calls may wait in a node's pipe beyond its running slots: deep when a large batch
+// is queued (throughput), shallow otherwise (so a slow call does not hold others back).
 constexpr std::size_t max_pipeline_depth = 64;
 constexpr int max_restarts = 3;
 }  // namespace
@@ -36,8 +35,7 @@ PoolCore::~PoolCore() {
 void PoolCore::start() {
     if (!initialised())
         throw ConfigError(
-            "sky::init(argc, argv) was not called: make it the first "
-            "line of main() so that "
+            "sky::init(argc, argv) was not called: make it the first line of main() so that "
             "worker processes of this program can serve calls");
     spec_.validate();
     bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event, [this] {
@@ -51,8 +49,7 @@ void PoolCore::start() {
     started_at_ = Clock::now();
     cost_ = std::make_unique<CostTracker>(started_at_);
     try {
-        // Written before anything is started: `sky gc` finds what a killed client
-        // left.
+        // Written before anything is started: `sky gc` finds what a killed client left.
         ledger_ = Ledger::open(id_, spec_.provider.name(), "");
         if (!backend_) backend_ = make_backend(BackendContext{spec_, id_, ledger_.get()});
         for (int i = 0; i < spec_.nodes; ++i) {
@@ -111,17 +108,15 @@ void PoolCore::connect_node(int i) {
 
 void PoolCore::cost_started(const Instance& i) {
     std::lock_guard lk(m_);
-    // Instance carries the rate it runs at; on-demand instances are their own
-    // baseline.
+    // Instance carries the rate it runs at; on-demand instances are their own baseline.
     cost_->start(i.id, i.provider, i.spot, i.hourly_price,
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
 }
 
 void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     auto& t = *n.transport;
-    // Until the worker has proven it holds the token, frames are limited to the
-    // fixed size of the auth frames, and nothing it sends is decoded. The token
-    // itself never travels.
+    // Until the worker has proven it holds the token, frames are limited to the fixed size of
+    // the auth frames, and nothing it sends is decoded. The token itself never travels.
     auto reader = std::make_unique<FrameReader>(t, auth_max_frame);
     try {
         client_authenticate(t, *reader, token, std::chrono::seconds(60));
@@ -130,11 +125,9 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     } catch (const std::exception& e) {
         throw Error(fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
     }
-    // Authenticated: the hello may be larger, and is still decoded with a bounded
-    // archive.
+    // Authenticated: the hello may be larger, and is still decoded with a bounded archive.
     reader = std::make_unique<FrameReader>(std::move(*reader), 1 << 20);
-    // The hello usually came in the same read as the proof: wait only when it is
-    // not here.
+    // The hello usually came in the same read as the proof: wait only when it is not here.
     if (!reader->has_buffered_frame() && !t.wait_readable(std::chrono::seconds(60)))
         throw Error(fmt::format("node {} ({}): no hello from the worker within 60 s", n.index,
                                 n.instance.id));
@@ -160,11 +153,10 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
         throw ProtocolError(fmt::format("node {}: worker speaks protocol {}, this client {}",
                                         n.index, wh.protocol, protocol_version));
     if (wh.build_id != self_build_id())
-        throw ProtocolError(
-            fmt::format("node {}: the worker runs a different "
-                        "build of the program (build id {}, this "
-                        "client {})",
-                        n.index, wh.build_id, self_build_id()));
+        throw ProtocolError(fmt::format(
+            "node {}: the worker runs a different build of the program (build id {}, this "
+            "client {})",
+            n.index, wh.build_id, self_build_id()));
     ClientHello ch;
     ch.pool_id = id_;
     ch.instance_id = n.instance.id;
@@ -505,8 +497,7 @@ void PoolCore::reader_loop(NodeSlot* n) {
                     got.push_back({f.header.call_id, f.header.type, f.take_payload(), {}});
                     break;
                 case MsgType::error: {
-                    // Decoded here, not under the lock: an unreadable one ends the
-                    // connection.
+                    // Decoded here, not under the lock: an unreadable one ends the connection.
                     ErrorMsg e;
                     try {
                         load_from(f.payload, e);
@@ -571,8 +562,7 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             n->instance.id});
     } else if (!closing) {
         ex = backend_->exit_reason(n->index);
-        // The supervisor ended a silent node: that, not the closed connection, is
-        // the reason.
+        // The supervisor ended a silent node: that, not the closed connection, is the reason.
         if (n->silent.exchange(false) && ex.reason == NodeLostError::Reason::unreachable) {
             std::lock_guard wl(n->write_m);
             ex.detail = n->silence_reason;
@@ -759,18 +749,17 @@ void PoolCore::supervisor_loop() {
         }
         bool heartbeat = now >= next_hb;
         if (heartbeat) next_hb = now + hb;
-        // A worker answers every heartbeat, even while its calls run: one that
-        // stays silent for several of them is frozen or cut off, and its calls must
-        // not wait forever.
+        // A worker answers every heartbeat, even while its calls run: one that stays silent
+        // for several of them is frozen or cut off, and its calls must not wait forever.
         std::vector<std::pair<NodeSlot*, std::string>> silent;
         for (auto& n : nodes_) {
             if (n->state != NodeSlot::State::ready || n->last_heard == 0) continue;
             const auto quiet = now - Clock::time_point(Clock::duration(n->last_heard.load()));
             if (quiet > silence_bound)
                 silent.emplace_back(
-                    n.get(),
-                    fmt::format("the worker answered no heartbeat for {} s",
-                                std::chrono::duration_cast<std::chrono::seconds>(quiet).count()));
+                    n.get(), fmt::format("the worker answered no heartbeat for {} s",
+                                         std::chrono::duration_cast<std::chrono::seconds>(quiet)
+                                             .count()));
         }
         std::optional<CostSnapshot> cost_update;
         if (now >= next_cost) {
@@ -894,11 +883,10 @@ void PoolCore::close(bool report) {
     if (report && backend_) {
         std::vector<std::string> left = backend_->leftovers();
         if (!left.empty())
-            throw Error(
-                fmt::format("pool {}: could not confirm that these stopped: "
-                            "{}; `sky gc` ends them (the "
-                            "ledger and their tags name them)",
-                            id_, fmt::join(left, "; ")));
+            throw Error(fmt::format(
+                "pool {}: could not confirm that these stopped: {}; `sky gc` ends them (the "
+                "ledger and their tags name them)",
+                id_, fmt::join(left, "; ")));
     }
 }
 

@@ -1,7 +1,6 @@
 #pragma once
-// The pool's engine: node connections, the scheduler (which slot runs which
-// call), timeouts, node loss and restart, and teardown. ComputePool is a thin
-// handle on it.
+// The pool's engine: node connections, the scheduler (which slot runs which call), timeouts,
+// node loss and restart, and teardown. ComputePool is a thin handle on it.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -27,8 +26,7 @@ namespace sky::detail {
 
 using Clock = std::chrono::steady_clock;
 
-/// One call on its way: which batch item it completes, where it may run, what
-/// it printed.
+/// One call on its way: which batch item it completes, where it may run, what it printed.
 struct Task {
     std::shared_ptr<BatchState> batch;
     std::size_t index = 0;
@@ -41,8 +39,7 @@ struct Task {
     std::vector<std::string> log_tail;
 };
 
-/// Bytes to write to one node: small frames copied, large argument buffers
-/// referenced.
+/// Bytes to write to one node: small frames copied, large argument buffers referenced.
 struct Outgoing {
     Buffer small;
     std::vector<std::pair<std::size_t, std::shared_ptr<const Buffer>>> big;
@@ -59,15 +56,14 @@ struct NodeSlot {
     std::mutex write_m;
     State state = State::starting;
     int restarts = 0;
-    // From the worker's ready frame; guarded by PoolCore::m_.
-    int workers = 1;                  ///< worker processes on the node (W)
-    std::vector<std::int32_t> ports;  ///< a free port per worker process (rendezvous)
-    /// When the last frame from the worker arrived (steady clock, ns): the
-    /// supervisor declares a node that stays silent past the heartbeat bound
-    /// lost.
+    /// When the last frame from the worker arrived (steady clock, ns): the supervisor declares
+    /// a node that stays silent past the heartbeat bound lost.
     std::atomic<std::int64_t> last_heard{0};
     std::atomic<bool> silent{false};  ///< ended by the supervisor for not answering
     std::string silence_reason;       ///< why, guarded by write_m
+    // From the worker's ready frame; guarded by PoolCore::m_.
+    int workers = 1;                  ///< worker processes on the node (W)
+    std::vector<std::int32_t> ports;  ///< a free port per worker process (rendezvous)
     // Guarded by PoolCore::m_.
     std::unordered_map<std::uint64_t, Task> inflight;
     std::deque<Task> pinned;
@@ -75,18 +71,17 @@ struct NodeSlot {
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
 public:
-    /// A pool of `spec`; its backend comes from the provider registry unless one
-    /// is given (tests drive the engine with a backend of their own).
+    /// A pool of `spec`; its backend comes from the provider registry unless one is given
+    /// (tests drive the engine with a backend of their own).
     explicit PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend = nullptr);
     ~PoolCore();
 
     /// Provisions and connects every node; on failure tears down and rethrows.
     void start();
-    /// Queues calls (one per node when `broadcast`) and returns their shared
-    /// state.
+    /// Queues calls (one per node when `broadcast`) and returns their shared state.
     std::shared_ptr<BatchState> submit(const std::vector<const CallDesc*>& calls, bool broadcast);
-    /// Tears down; with `report`, throws sky::Error naming what could not be
-    /// confirmed stopped (the pool is closed either way).
+    /// Tears down; with `report`, throws sky::Error naming what could not be confirmed stopped
+    /// (the pool is closed either way).
     void close(bool report);
 
     [[nodiscard]] bool active() const noexcept;
@@ -159,5 +154,6 @@ private:
     bool stop_supervisor_ = false;
     bool closed_ = false;
 };
+
 
 }  // namespace sky::detail
