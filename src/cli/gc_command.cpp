@@ -5,6 +5,8 @@
 // terminated only with --include-unknown.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -147,6 +149,28 @@ struct Gc {
             l->close_collected();
         } catch (const std::exception& e) {
             fail(fmt::format("pool {}: cannot update its ledger: {}", r.pool_id, e.what()));
+        }
+        remove_key_directories(r.pool_id);
+    }
+
+    // A killed client leaves its cloud pool's 0700 key directory ("sky-<provider>-<pool id>-
+    // XXXXXX" in the temporary directory, holding the pool's SSH private key): gone with the
+    // pool. Only directories of this user, never through a symbolic link.
+    static void remove_key_directories(const std::string& pool_id) {
+        if (pool_id.size() < 8) return;
+        const std::string marker = "-" + pool_id + "-";
+        std::error_code ec;
+        const auto tmp = std::filesystem::temp_directory_path(ec);
+        if (ec) return;
+        for (const auto& e : std::filesystem::directory_iterator(tmp, ec)) {
+            const std::string name = e.path().filename().string();
+            if (name.rfind("sky-", 0) != 0 || name.find(marker) == std::string::npos) continue;
+            struct stat st {};
+            if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+                st.st_uid != ::geteuid())
+                continue;
+            std::error_code rm;
+            std::filesystem::remove_all(e.path(), rm);
         }
     }
 

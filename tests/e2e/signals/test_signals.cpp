@@ -558,6 +558,17 @@ TEST_CASE(
     CHECK(gc.output.find(kSecret) == std::string::npos);
     CHECK(live_instances(fake, dead_pool) == 0);  // ended by gc, not by an idle timeout
     CHECK(live_instances(fake, live_pool) == 1);  // never touched
+    // The dead client's key directory (its pool's SSH private key) went with the pool; the
+    // running pool's stays.
+    auto key_dirs = [](const std::string& pool) {
+        int n = 0;
+        for (const auto& e :
+             std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+            if (e.path().filename().string().find("-" + pool + "-") != std::string::npos) ++n;
+        return n;
+    };
+    CHECK(key_dirs(dead_pool) == 0);
+    CHECK(key_dirs(live_pool) == 1);
     auto rec = ledger_of(dead_pool);
     REQUIRE(rec);
     CHECK(rec->closed);
