@@ -111,14 +111,24 @@ bool FrameReader::next(Frame& f) {
     const std::uint64_t len = f.header.length;
     std::size_t avail = buf_.size() - pos_ - frame_header_size;
     if (len > (4u << 20) && avail < len) {
-        // A large payload: read it straight into a buffer of its own (no second copy).
+        // A large payload: read it straight into a buffer of its own (no second copy). The
+        // buffer grows as the bytes arrive (doubling; realloc remaps large blocks), so a header
+        // alone never costs what its length field claims, up to the frame limit.
+        const auto room_for = [len](std::size_t have) {
+            return static_cast<std::size_t>(std::min<std::uint64_t>(len, 2 * have + (4u << 20)));
+        };
         f.owned = Buffer();
-        f.owned.resize(len);
+        f.owned.reserve(room_for(avail));
+        f.owned.resize(room_for(avail));
         std::memcpy(f.owned.data(), buf_.data() + pos_ + frame_header_size, avail);
         pos_ = buf_.size();
         std::size_t got = avail;
         while (got < len) {
-            std::size_t n = t_.read_some({f.owned.data() + got, len - got});
+            if (got == f.owned.size()) {
+                f.owned.reserve(room_for(got));
+                f.owned.resize(room_for(got));
+            }
+            std::size_t n = t_.read_some({f.owned.data() + got, f.owned.size() - got});
             if (n == 0)
                 throw ProtocolError(fmt::format("stream ended inside a {} frame ({} of {} bytes)",
                                                 msg_type_name(f.header.type), got, len));

@@ -1,6 +1,9 @@
 #pragma once
 // A byte buffer that grows in place (realloc: large blocks are remapped, not copied) and the
 // stream buffers that let cereal write into it and read from a span without std::stringstream.
+#include <malloc.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -50,7 +53,10 @@ public:
         void* p = buffer_realloc(data_, cap_, n);
         if (!p) throw std::bad_alloc();
         data_ = static_cast<std::byte*>(p);
-        cap_ = n;
+        // The block may be larger than asked (a cached large block, malloc's rounding): a buffer
+        // grown step by step (FrameReader's large payloads) then fills it instead of shrinking
+        // it with the next realloc.
+        cap_ = std::max(n, ::malloc_usable_size(p));
     }
     /// Sets the size without initialising new bytes (they are about to be overwritten).
     void resize(std::size_t n) {
