@@ -19,7 +19,9 @@
 #include <cereal/types/vector.hpp>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <istream>
+#include <list>
 #include <ostream>
 #include <span>
 #include <string>
@@ -108,6 +110,23 @@ void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::vector<T, A>& v) {
             ar(v.back());
         }
     }
+}
+/// std::deque and std::list: cereal resizes them to the count before the first
+/// element is read (the count is bounded by the bytes left, but not by what an element takes in
+/// memory: a 64-byte element per byte of input); here they grow as their elements arrive.
+template <class T, class A>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::deque<T, A>& d) {
+    cereal::size_type n = 0;
+    ar(cereal::make_size_tag(n));
+    d.clear();
+    for (cereal::size_type i = 0; i < n; ++i) ar(d.emplace_back());
+}
+template <class T, class A>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::list<T, A>& l) {
+    cereal::size_type n = 0;
+    ar(cereal::make_size_tag(n));
+    l.clear();
+    for (cereal::size_type i = 0; i < n; ++i) ar(l.emplace_back());
 }
 /// std::vector<bool>: one byte per element.
 template <class A>
