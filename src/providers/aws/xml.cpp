@@ -34,6 +34,53 @@ XmlElement convert(const std::string& name, const pt::ptree& node) {
     return element;
 }
 
+// Deeper nesting than any AWS response has (EC2's is about ten).
+constexpr std::size_t kMaxDepth = 100;
+
+// Throws XmlError when elements nest deeper than kMaxDepth. Boost's parser and the conversions
+// here recurse once per level, so a small hostile body ("<a><a><a>...", 90 KB for 30,000 levels)
+// would otherwise overflow the stack. Tokenizes as rapidxml does: comments, CDATA, processing
+// instructions and declarations open nothing, quoted attribute values may hold '>' and "/>".
+void check_depth(std::string_view doc) {
+    std::size_t depth = 0;
+    const auto skip_past = [&](std::size_t from, std::string_view end) {
+        const std::size_t at = doc.find(end, from);
+        return at == std::string_view::npos ? doc.size() : at + end.size();
+    };
+    for (std::size_t i = doc.find('<'); i < doc.size(); i = doc.find('<', i)) {
+        const std::string_view rest = doc.substr(i);
+        if (rest.starts_with("<!--")) {
+            i = skip_past(i + 4, "-->");
+        } else if (rest.starts_with("<![CDATA[")) {
+            i = skip_past(i + 9, "]]>");
+        } else if (rest.starts_with("<?")) {
+            i = skip_past(i + 2, "?>");
+        } else if (rest.starts_with("<!") || rest.starts_with("</")) {
+            if (rest[1] == '/' && depth > 0) --depth;
+            i = skip_past(i + 2, ">");
+        } else {
+            std::size_t j = i + 1;
+            char quote = 0;
+            for (; j < doc.size(); ++j) {
+                const char c = doc[j];
+                if (quote) {
+                    if (c == quote) quote = 0;
+                } else if (c == '"' || c == '\'') {
+                    quote = c;
+                } else if (c == '>') {
+                    break;
+                }
+            }
+            if (j >= doc.size() || doc[j - 1] != '/') {
+                if (++depth > kMaxDepth)
+                    throw XmlError("XML elements nested more than " + std::to_string(kMaxDepth) +
+                                   " deep");
+            }
+            i = j;
+        }
+    }
+}
+
 }  // namespace
 
 const XmlElement* XmlElement::child(std::string_view local) const {
@@ -49,6 +96,7 @@ std::string XmlElement::child_text(std::string_view local, std::string fallback)
 }
 
 XmlElement parse_xml(std::string_view document) {
+    check_depth(document);
     std::istringstream in{std::string(document)};
     pt::ptree tree;
     try {
