@@ -77,6 +77,14 @@ template <class T>
 std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, T& t) {
     ar.loadBinary(std::addressof(t), sizeof(t));
 }
+/// A bool is one byte, 0 or 1; another value is refused (read as a bool it would be undefined
+/// behaviour: found by fuzz_frames in an std::optional's flag).
+inline void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, bool& b) {
+    std::uint8_t v = 0;
+    ar.loadBinary(&v, 1);
+    if (v > 1) throw cereal::Exception("a bool of value " + std::to_string(v));
+    b = v != 0;
+}
 /// Names are not on the wire.
 template <class T>
 void CEREAL_SERIALIZE_FUNCTION_NAME(BoundedInputArchive& ar, cereal::NameValuePair<T>& t) {
