@@ -185,6 +185,16 @@ std::optional<Resolved> try_resolve(std::string_view raw) {
     return std::nullopt;
 }
 
+// try_resolve for questions about a name: a known family with an unknown size ("V100-22GB") is
+// no match rather than a ConfigError.
+std::optional<Resolved> try_resolve_quietly(std::string_view name) {
+    try {
+        return try_resolve(name);
+    } catch (const ConfigError&) {
+        return std::nullopt;
+    }
+}
+
 Resolved resolve(std::string_view name) {
     if (auto r = try_resolve(name)) return *r;
     unknown(detail::trim(name));
@@ -264,12 +274,12 @@ int workers_per_device(const Accelerator& acc) {
 }
 
 bool is_nvidia(std::string_view name) {
-    auto r = try_resolve(name.substr(0, name.find_first_of(":@")));
+    auto r = try_resolve_quietly(name.substr(0, name.find_first_of(":@")));
     return r && r->model->info.manufacturer == "NVIDIA";
 }
 
 bool is_trainium(std::string_view name) {
-    auto r = try_resolve(name.substr(0, name.find_first_of(":@")));
+    auto r = try_resolve_quietly(name.substr(0, name.find_first_of(":@")));
     return r && r->model->info.architecture.starts_with("Trainium");
 }
 
@@ -393,10 +403,7 @@ Accelerator MI(std::string_view model, const Options& o) {
 
 namespace detail {
 std::optional<std::string> canonical_accelerator_name(std::string_view name) {
-    try {
-        if (auto r = try_resolve(name)) return r->name;
-    } catch (const Error&) {  // e.g. "A100-50GB": a known family with an unknown size
-    }
+    if (auto r = try_resolve_quietly(name)) return r->name;
     return std::nullopt;
 }
 
