@@ -9,6 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SKY_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${SKY_FUZZ_SECONDS:-60}
+keep=${SKY_FUZZ_CORPUS_MAX:-40}  # inputs kept per target besides the seeds
 all=(frames args xml ec2_responses rest_json known_hosts accelerator)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
@@ -51,14 +52,43 @@ for t in "${targets[@]}"; do
   "$build/tests/fuzz/sky_fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=512 -malloc_limit_mb=256 \
     -timeout=10 -print_final_stats=1 -artifact_prefix="$work/$t/artifacts/" \
     "$work/$t/new" "$corpus" >"$log" 2>&1 || true
-  grep -E "^#[0-9]+ +DONE|^==[0-9]+==ERROR|^SUMMARY|FUZZ FINDING" "$log" | tail -4 || true
-  # The seeds stay; of the rest only what adds coverage beyond them (a small corpus).
-  cp "$corpus"/seed-* "$work/$t/min/" 2>/dev/null || true
-  "$build/tests/fuzz/sky_fuzz_$t" -merge=1 -rss_limit_mb=512 -malloc_limit_mb=256 -timeout=10 \
+  grep -E "^#[0-9]+[[:space:]]+DONE|^==[0-9]+==ERROR|^SUMMARY|FUZZ FINDING" "$log" | tail -4 || true
+  # The seeds stay; of the rest, greedily, the inputs that reach the most edges the kept ones do
+  # not, up to $keep (libFuzzer's own merge keeps hundreds: every new hit count is a feature).
+  "$build/tests/fuzz/sky_fuzz_$t" -merge=1 -merge_control_file="$work/$t/control" \
+    -rss_limit_mb=512 -malloc_limit_mb=256 -timeout=10 \
     "$work/$t/min" "$corpus" "$work/$t/new" >"$work/$t/merge.log" 2>&1 || true
-  if [ -n "$(ls -A "$work/$t/min")" ]; then
-    find "$corpus" -maxdepth 1 -type f -delete
-    cp "$work/$t/min"/* "$corpus/"
+  if [ -s "$work/$t/control" ]; then
+    python3 - "$work/$t/control" "$keep" >"$work/$t/keep" <<'PY'
+import os, sys
+lines = open(sys.argv[1]).read().split("\n")
+n = int(lines[0])
+files = lines[2:2 + n]
+cov = {}
+for line in lines[2 + n:]:
+    if line.startswith("COV "):
+        parts = line.split()
+        cov[int(parts[1])] = set(parts[2:])
+seeds = [i for i, f in enumerate(files) if os.path.basename(f).startswith("seed-")]
+covered = set().union(*(cov.get(i, set()) for i in seeds)) if seeds else set()
+chosen = []
+rest = [i for i in range(n) if i not in seeds and i in cov]
+for _ in range(int(sys.argv[2])):
+    best = max(rest, key=lambda i: (len(cov[i] - covered), -os.path.getsize(files[i])), default=None)
+    if best is None or not (cov[best] - covered):
+        break
+    chosen.append(best)
+    covered |= cov[best]
+    rest.remove(best)
+for i in seeds + chosen:
+    print(files[i])
+PY
+    if [ -s "$work/$t/keep" ]; then
+      mkdir -p "$work/$t/kept"
+      while read -r f; do cp "$f" "$work/$t/kept/"; done <"$work/$t/keep"
+      find "$corpus" -maxdepth 1 -type f -delete
+      cp "$work/$t/kept"/* "$corpus/"
+    fi
   fi
   for a in "$work/$t/artifacts"/*; do
     [ -e "$a" ] || continue
@@ -67,7 +97,7 @@ for t in "${targets[@]}"; do
     echo "   finding: tests/fuzz/regressions/$t/$(basename "$a")"
     found=1
   done
-  stats=$(grep -E "^#[0-9]+ +DONE" "$log" | tail -1 || true)
+  stats=$(grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | tail -1 | tr -s "[:space:]" " " || true)
   summary+=("$(printf '%-14s %s | corpus %s files' "$t" "${stats:-no DONE line (crashed?)}" \
     "$(find "$corpus" -maxdepth 1 -type f | wc -l)")")
 done

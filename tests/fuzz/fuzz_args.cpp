@@ -27,29 +27,52 @@
 #include "sky/compute.hpp"
 #include "sky/detail/call.hpp"
 
-// ---- Memory accounting: every operator new/delete of this program, counted while `armed`.
+// ---- Memory accounting: the bytes allocated and not freed while `armed`, and their peak. With
+// ASan (SKY_FUZZ builds) through its malloc hooks; otherwise by replacing operator new/delete.
+#if defined(__SANITIZE_ADDRESS__)
+#define SKY_FUZZ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SKY_FUZZ_ASAN 1
+#endif
+#endif
+
 namespace {
 bool armed = false;
 std::size_t live = 0;
 std::size_t peak = 0;
+void count_alloc(std::size_t n) {
+    if (!armed) return;
+    live += n;
+    peak = std::max(peak, live);
+}
+void count_free(std::size_t n) {
+    if (armed) live = live > n ? live - n : 0;
+}
+}  // namespace
 
+#ifdef SKY_FUZZ_ASAN
+#include <sanitizer/allocator_interface.h>
+namespace {
+void on_malloc(const volatile void*, std::size_t n) { count_alloc(n); }
+void on_free(const volatile void* p) {
+    if (p) count_free(__sanitizer_get_allocated_size(const_cast<const void*>(p)));
+}
+const int hooks_installed = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+}  // namespace
+#else
+namespace {
 void* counted_alloc(std::size_t n, std::size_t align = 0) {
     void* p = align > alignof(std::max_align_t)
                   ? std::aligned_alloc(align, (n + align - 1) / align * align)
                   : std::malloc(n ? n : 1);
     if (!p) throw std::bad_alloc();
-    if (armed) {
-        live += malloc_usable_size(p);
-        peak = std::max(peak, live);
-    }
+    count_alloc(malloc_usable_size(p));
     return p;
 }
 void counted_free(void* p) noexcept {
     if (!p) return;
-    if (armed) {
-        const std::size_t n = malloc_usable_size(p);
-        live = live > n ? live - n : 0;
-    }
+    count_free(malloc_usable_size(p));
     std::free(p);
 }
 }  // namespace
@@ -70,6 +93,7 @@ void operator delete(void* p, std::align_val_t) noexcept { counted_free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { counted_free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
+#endif
 
 // ---- The registered functions: each returns what it received, so its result can be checked.
 namespace fuzzfn {
@@ -191,6 +215,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     Buffer out;
     bool ok = false;
+#ifdef SKY_FUZZ_ASAN
+    (void)hooks_installed;
+#endif
     live = peak = 0;
     armed = true;
     sky::fuzz::expect_typed<cereal::Exception>([&] {
