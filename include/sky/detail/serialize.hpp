@@ -205,12 +205,13 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
         using E = typename T::value_type;
         std::uint64_t n = 0;
         if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
-        const std::byte* first = bytes.data() + 8;
-        // A count the bytes cannot hold is refused before anything is allocated.
+        // A count the bytes cannot hold is refused before anything is allocated (and before any
+        // pointer arithmetic: an empty span's data() may be null).
         if (bytes.size() < 8 || (bytes.size() - 8) / sizeof(E) < n)
             throw cereal::Exception("a vector of " + std::to_string(n) +
                                     " elements does not fit in the " +
                                     std::to_string(bytes.size()) + " bytes left");
+        const std::byte* first = bytes.data() + 8;
         if (reinterpret_cast<std::uintptr_t>(first) % alignof(E) == 0) {
             const E* p = reinterpret_cast<const E*>(first);
             value.assign(p, p + n);
