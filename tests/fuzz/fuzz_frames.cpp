@@ -125,7 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         sky::fuzz::check(!ok, "authentication passed without the token");
         return 0;
     }
-    reader = std::make_unique<FrameReader>(t, max_frame);
+    std::uint64_t limit = max_frame;
+    reader = std::make_unique<FrameReader>(t, limit);
     Frame f;
     for (int i = 0; i < 256; ++i) {
         bool more = false;
@@ -136,11 +137,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         });
         if (failed || !more) break;
         sky::fuzz::check(f.payload.size() == f.header.length, "payload size differs from header");
-        sky::fuzz::check(f.header.length <= max_frame, "frame over the limit accepted");
+        sky::fuzz::check(f.header.length <= limit, "frame over the limit accepted");
         decode_payload(f);
         // After the first frame the reader moves on with another limit, as the worker's does
         // after the hello.
-        if (i == 0) reader = std::make_unique<FrameReader>(std::move(*reader), default_max_frame);
+        if (i == 0) {
+            limit = default_max_frame;
+            reader = std::make_unique<FrameReader>(std::move(*reader), limit);
+        }
     }
     return 0;
 }
