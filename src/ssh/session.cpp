@@ -28,11 +28,14 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "ssh/host_key.hpp"
+#include "util/random.hpp"
+#include "util/shell.hpp"
 
 namespace sky::detail::ssh {
 
@@ -189,7 +192,12 @@ struct Session::Impl {
     LIBSSH2_SESSION* s = nullptr;
     LIBSSH2_SFTP* sftp = nullptr;
     Op* sftp_user = nullptr;  // SFTP requests share per-sftp state: one op at a time
-    Op* opener = nullptr;     // the op inside a channel open
+    // Whether the server runs an sftp subsystem: asked once, before the first upload (libssh2
+    // 1.10's sftp_init spins forever in non-blocking mode when the server refuses it).
+    enum class Sftp { unknown, available, refused };
+    std::mutex sftp_probe_m;  // one probe at a time; callers wait for its answer
+    std::atomic<Sftp> sftp_support{Sftp::unknown};
+    Op* opener = nullptr;  // the op inside a channel open
     Op* send_owner = nullptr;
     bool keepalive_owner = false;
     int round_dirs = 0;  // block directions seen in this round
@@ -346,9 +354,25 @@ struct Session::Impl {
 
 namespace {
 
+/// Bytes a caller hands to the pump: an upload's data, or a command's streamed stdin. Guarded by
+/// the op's mutex; the caller keeps about kInFlight bytes ahead of the pump.
+struct InputQueue {
+    struct Chunk {
+        std::vector<std::byte> owned;
+        const std::byte* data = nullptr;
+        std::size_t size = 0;
+    };
+    std::deque<Chunk> chunks;
+    std::size_t queued = 0;
+    bool done = false;  // the caller has no more
+};
+
 struct ExecOp final : Op {
     std::string command;
     std::string stdin_data;
+    bool stdin_streamed = false;  // stdin comes from `in` (upload through exec), not stdin_data
+    InputQueue in;                // under mu
+    std::size_t in_acked = 0;     // of in's front chunk; pump only
     // Shared with the caller.
     std::mutex mu;
     std::condition_variable cv;
@@ -356,6 +380,7 @@ struct ExecOp final : Op {
     std::size_t queued = 0;
     bool finished = false;
     bool cancel = false;
+    bool stdin_dropped = false;  // the command ended before reading all of a streamed stdin
     Failure failure;
     int exit_status = -1;
     std::string exit_signal;
@@ -386,6 +411,46 @@ struct ExecOp final : Op {
         return cancel;
     }
 
+    // What to write to the command's stdin next (empty: nothing now, or nothing more).
+    std::span<const std::byte> next_stdin() {
+        if (!stdin_streamed)
+            return std::as_bytes(std::span(stdin_data))
+                .subspan(std::min(stdin_off, stdin_data.size()));
+        std::lock_guard lk(mu);
+        if (in.chunks.empty()) return {};
+        const auto& c = in.chunks.front();
+        return {c.data + in_acked, c.size - in_acked};
+    }
+    void consume_stdin(std::size_t n) {
+        if (!stdin_streamed) {
+            stdin_off += n;
+            return;
+        }
+        std::lock_guard lk(mu);
+        in_acked += n;
+        if (in_acked == in.chunks.front().size) {
+            in_acked = 0;
+            in.queued -= in.chunks.front().size;
+            in.chunks.pop_front();
+            cv.notify_all();
+        }
+    }
+    void drop_stdin() {
+        stdin_off = stdin_data.size();
+        if (!stdin_streamed) return;
+        std::lock_guard lk(mu);
+        stdin_dropped = true;
+        in.chunks.clear();
+        in.queued = 0;
+        in_acked = 0;
+        cv.notify_all();
+    }
+    bool stdin_exhausted() {
+        if (!stdin_streamed) return stdin_off >= stdin_data.size();
+        std::lock_guard lk(mu);
+        return stdin_dropped || (in.done && in.chunks.empty());
+    }
+
     // Stdin and output move together: a command that writes much before reading its stdin
     // must not deadlock against us. A call that left a packet half sent is repeated first.
     Step stream(Session::Impl& s) {
@@ -394,13 +459,15 @@ struct ExecOp final : Op {
         Call redo = owner ? owner_call : Call::none;
         owner_call = Call::none;
         if (!stdin_done && (redo == Call::none || redo == Call::write)) {
-            for (int i = 0; i < 64 && stdin_off < stdin_data.size(); ++i) {
+            for (int i = 0; i < 64; ++i) {
+                std::span<const std::byte> piece = next_stdin();
+                if (piece.empty()) break;
                 if (libssh2_channel_eof(ch) == 1 && redo != Call::write) {
-                    stdin_off = stdin_data.size();  // the command is gone; its stdin too
+                    drop_stdin();  // the command is gone; its stdin too
                     break;
                 }
-                ssize_t n = libssh2_channel_write(ch, stdin_data.data() + stdin_off,
-                                                  stdin_data.size() - stdin_off);
+                ssize_t n = libssh2_channel_write(ch, reinterpret_cast<const char*>(piece.data()),
+                                                  piece.size());
                 redo = Call::none;
                 if (n == LIBSSH2_ERROR_EAGAIN) {
                     if (s.eagain()) {
@@ -415,13 +482,13 @@ struct ExecOp final : Op {
                         finish(s.error(static_cast<int>(n), "writing command input"));
                         return Step::done;
                     }
-                    stdin_off = stdin_data.size();
+                    drop_stdin();
                     break;
                 }
-                stdin_off += static_cast<std::size_t>(n);
+                consume_stdin(static_cast<std::size_t>(n));
                 progressed = true;
             }
-            if (stdin_off >= stdin_data.size()) stdin_done = true;
+            if (stdin_exhausted()) stdin_done = true;
         }
         if (stdin_done && !eof_sent && (redo == Call::none || redo == Call::eof)) {
             int rc = libssh2_channel_send_eof(ch);
@@ -615,17 +682,10 @@ struct LineSink {
 struct UploadOp final : Op {
     std::string remote_path;
     int mode = 0644;
-    struct Chunk {
-        std::vector<std::byte> owned;
-        const std::byte* data = nullptr;
-        std::size_t size = 0;
-    };
     // Shared with the caller.
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<Chunk> chunks;
-    std::size_t queued = 0;
-    bool input_done = false;
+    InputQueue in;
     bool finished = false;
     Failure failure;
 
@@ -705,15 +765,15 @@ struct UploadOp final : Op {
                     std::size_t size;
                     {
                         std::lock_guard lk(mu);
-                        if (chunks.empty()) {
-                            if (input_done) {
+                        if (in.chunks.empty()) {
+                            if (in.done) {
                                 state = setting_mode;
                                 return Step::progress;
                             }
                             return progressed ? Step::progress : Step::idle;
                         }
-                        data = chunks.front().data;
-                        size = chunks.front().size;
+                        data = in.chunks.front().data;
+                        size = in.chunks.front().size;
                     }
                     ssize_t n = libssh2_sftp_write(h, reinterpret_cast<const char*>(data) + acked,
                                                    size - acked);
@@ -727,8 +787,8 @@ struct UploadOp final : Op {
                     if (acked == size) {
                         acked = 0;
                         std::lock_guard lk(mu);
-                        queued -= size;
-                        chunks.pop_front();
+                        in.queued -= size;
+                        in.chunks.pop_front();
                         cv.notify_all();
                     }
                 }
@@ -752,6 +812,79 @@ struct UploadOp final : Op {
                 Failure f = pending_failure;
                 if (rc != 0 && f.kind == Failure::none) f = sftp_failure(s, rc, "cannot close");
                 finish(f);
+                return Step::done;
+            }
+        }
+        return Step::idle;
+    }
+};
+
+// Asks for the sftp subsystem on a channel of its own and closes it: the answer decides how
+// uploads go. libssh2's own sftp_init cannot be used to ask: on a refusal it frees its channel
+// in a loop that never yields in non-blocking mode (a core at 100%, forever).
+struct SftpProbeOp final : Op {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    bool available = false;
+    Failure failure;
+
+    enum { opening, requesting, closing, freeing } state = opening;
+    LIBSSH2_CHANNEL* ch = nullptr;
+
+    void finish(Failure f = {}) {
+        std::lock_guard lk(mu);
+        finished = true;
+        failure = std::move(f);
+        cv.notify_all();
+    }
+    void abort(const Failure& f) override {
+        ch = nullptr;
+        finish(f);
+    }
+    Step step(Session::Impl& s) override {
+        switch (state) {
+            case opening: {
+                if (s.opener && s.opener != this) return Step::idle;
+                s.opener = this;
+                ch = libssh2_channel_open_ex(s.s, "session", 7, 256u << 10,
+                                             LIBSSH2_CHANNEL_PACKET_DEFAULT, nullptr, 0);
+                if (!ch) {
+                    int rc = libssh2_session_last_errno(s.s);
+                    if (s.would_block(rc)) return Step::idle;
+                    s.opener = nullptr;
+                    finish(s.error(rc, "cannot open a session channel"));
+                    return Step::done;
+                }
+                state = requesting;  // the opener slot is kept until the request is answered
+                return Step::progress;
+            }
+            case requesting: {
+                int rc = libssh2_channel_process_startup(ch, "subsystem", 9, "sftp", 4);
+                if (s.would_block(rc)) return Step::idle;
+                if (s.opener == this) s.opener = nullptr;
+                if (rc != 0) {
+                    Failure f = s.error(rc, "sftp subsystem request");
+                    if (f.kind == Failure::lost) {
+                        finish(f);
+                        return Step::done;
+                    }
+                }
+                available = rc == 0;
+                state = closing;
+                return Step::progress;
+            }
+            case closing: {
+                int rc = libssh2_channel_close(ch);
+                if (s.would_block(rc)) return Step::idle;
+                state = freeing;
+                return Step::progress;
+            }
+            case freeing: {
+                int rc = libssh2_channel_free(ch);
+                if (s.would_block(rc)) return Step::idle;
+                ch = nullptr;
+                finish();
                 return Step::done;
             }
         }
@@ -1481,6 +1614,12 @@ const std::string& Session::host_key_fingerprint() const { return impl_->fingerp
 
 std::string Session::describe() const { return "ssh " + impl_->label; }
 
+namespace {
+// Waits for a submitted command: its output to the sinks, its exit status, the timeout.
+ExecResult collect_exec(Session& self, Session::Impl& impl, const std::shared_ptr<ExecOp>& op,
+                        std::string_view command, const ExecOptions& options);
+}  // namespace
+
 ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
     auto op = std::make_shared<ExecOp>();
     // sshd makes the command's shell a process-group leader (setsid); its pid, sent first on
@@ -1489,6 +1628,12 @@ ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
     op->command = std::string(kPidMarkerCommand) + std::string(command);
     op->stdin_data = options.stdin_data;
     impl_->submit(op);
+    return collect_exec(*this, *impl_, op, command, options);
+}
+
+namespace {
+ExecResult collect_exec(Session& self, Session::Impl& impl, const std::shared_ptr<ExecOp>& op,
+                        std::string_view command, const ExecOptions& options) {
     ExecResult result;
     LineSink out{&options.on_stdout, &result.out, options.capture_limit, {}};
     LineSink err{&options.on_stderr, &result.err, options.capture_limit, {}};
@@ -1528,7 +1673,7 @@ ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
             op->queued = 0;
             done = op->finished && chunks.empty();
         }
-        if (!chunks.empty()) impl_->wake();  // the pump may have paused on a full queue
+        if (!chunks.empty()) impl.wake();  // the pump may have paused on a full queue
         for (auto& [stream, data] : chunks) {
             if (stream == 0) {
                 out.feed(data);
@@ -1543,8 +1688,8 @@ ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
             try {
                 ExecOptions kill_opts;
                 kill_opts.timeout = std::chrono::seconds(5);
-                exec("kill -KILL -- -" + std::to_string(remote_pid) + " 2>/dev/null; true",
-                     kill_opts);
+                self.exec("kill -KILL -- -" + std::to_string(remote_pid) + " 2>/dev/null; true",
+                          kill_opts);
             } catch (const sky::Error&) {
                 // The session may be the reason of the timeout; the pump cleans up anyway.
             }
@@ -1553,11 +1698,11 @@ ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
             std::lock_guard lk(op->mu);
             op->cancel = true;
         }
-        impl_->wake();
+        impl.wake();
         // Give the channel a moment to close; if it does not, the pump finishes it later.
         std::unique_lock lk(op->mu);
         op->cv.wait_for(lk, std::chrono::seconds(2), [&] { return op->finished; });
-        throw sky::TimeoutError("ssh " + impl_->label + ": command did not finish within " +
+        throw sky::TimeoutError("ssh " + impl.label + ": command did not finish within " +
                                 std::to_string(options.timeout.count()) +
                                 " ms: " + std::string(command.substr(0, 200)));
     }
@@ -1569,6 +1714,7 @@ ExecResult Session::exec(std::string_view command, const ExecOptions& options) {
     result.exit_signal = op->exit_signal;
     return result;
 }
+}  // namespace
 
 namespace {
 void wait_upload(UploadOp& op) {
@@ -1576,19 +1722,155 @@ void wait_upload(UploadOp& op) {
     op.cv.wait(lk, [&] { return op.finished; });
     if (op.failure.kind != Failure::none) op.failure.raise();
 }
+
+/// Whether the server runs an sftp subsystem: asked on the first upload, then known.
+bool sftp_available(Session::Impl& impl) {
+    using Sftp = Session::Impl::Sftp;
+    if (auto k = impl.sftp_support.load(); k != Sftp::unknown) return k == Sftp::available;
+    std::lock_guard probing(impl.sftp_probe_m);
+    if (auto k = impl.sftp_support.load(); k != Sftp::unknown) return k == Sftp::available;
+    auto op = std::make_shared<SftpProbeOp>();
+    impl.submit(op);
+    constexpr auto kAnswer = std::chrono::seconds(30);
+    std::unique_lock lk(op->mu);
+    if (!op->cv.wait_for(lk, kAnswer, [&] { return op->finished; }))
+        throw sky::TimeoutError("ssh " + impl.label +
+                                ": no answer to the sftp subsystem request within 30 s");
+    if (op->failure.kind != Failure::none) op->failure.raise();
+    impl.sftp_support = op->available ? Sftp::available : Sftp::refused;
+    return op->available;
+}
+
+/// Hands what `read` produces to the pump, about kInFlight bytes ahead of it (bounded memory,
+/// overlapped I/O), until the end or until `stopped` (the pump no longer takes input). Returns
+/// the source's exception, if it threw.
+std::exception_ptr feed_input(Session::Impl& impl, std::mutex& mu, std::condition_variable& cv,
+                              InputQueue& in, const std::function<bool()>& stopped,
+                              const Session::UploadSource& read,
+                              const std::function<void(std::uint64_t)>& on_progress) {
+    constexpr std::size_t kChunk = 1u << 20;
+    constexpr std::size_t kInFlight = 8u << 20;
+    std::uint64_t sent = 0;
+    std::exception_ptr source_error;
+    for (;;) {
+        InputQueue::Chunk c;
+        c.owned.resize(kChunk);
+        std::size_t got = 0;
+        bool eof = false;
+        try {
+            // Fill the chunk: a source may hand out less than asked before its end.
+            while (got < kChunk) {
+                std::size_t n = read(c.owned.data() + got, kChunk - got);
+                if (n == 0) {
+                    eof = true;
+                    break;
+                }
+                got += n;
+            }
+        } catch (...) {
+            source_error = std::current_exception();
+            eof = true;
+            got = 0;
+        }
+        c.owned.resize(got);
+        c.data = c.owned.data();
+        c.size = got;
+        {
+            std::unique_lock lk(mu);
+            cv.wait(lk, [&] { return in.queued < kInFlight || stopped(); });
+            if (stopped()) break;
+            if (got > 0) {
+                in.queued += got;
+                in.chunks.push_back(std::move(c));
+            }
+            if (eof) in.done = true;
+        }
+        impl.wake();
+        sent += got;
+        if (on_progress && got > 0) on_progress(sent);
+        if (eof) break;
+    }
+    return source_error;
+}
+
+/// An upload where the server has no sftp (hardened hosts), as configuration-management tools
+/// do it: `cat` into a temporary file beside the target, then chmod and rename in a second
+/// command only once every byte arrived, so a broken source never replaces the file.
+void upload_by_exec(Session& self, Session::Impl& impl, const Session::UploadSource& read,
+                    const std::string& remote_path, int mode,
+                    const std::function<void(std::uint64_t)>& on_progress) {
+    const std::string part = shell_quote(remote_path + ".sky-part." + random_hex(12));
+    const std::string target = shell_quote(remote_path);
+    auto failed = [&](const std::string& why) {
+        std::string msg = "ssh " + impl.label + ": cannot upload " + remote_path +
+                          " (through exec: the server has no sftp subsystem): " + why;
+        while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+        return ChannelError(msg);
+    };
+    const std::string command = "umask 077 && cat > " + part;
+    auto op = std::make_shared<ExecOp>();
+    op->command = std::string(kPidMarkerCommand) + command;
+    op->stdin_streamed = true;
+    impl.submit(op);
+    std::exception_ptr source_error = feed_input(
+        impl, op->mu, op->cv, op->in, [&] { return op->finished || op->stdin_dropped; }, read,
+        on_progress);
+    if (source_error) {
+        // Ends the command's input early; the partial file is removed below, never renamed.
+        std::lock_guard lk(op->mu);
+        op->in.done = true;
+    }
+    impl.wake();
+    ExecOptions quiet;
+    quiet.capture_limit = 64u << 10;
+    ExecResult r = collect_exec(self, impl, op, command, quiet);
+    if (source_error || r.exit_status != 0) {
+        try {
+            ExecOptions cleanup;
+            cleanup.timeout = std::chrono::seconds(30);
+            self.exec("rm -f " + part, cleanup);
+        } catch (const sky::Error&) {
+            // The session may be the reason; a stray part file is named as such.
+        }
+        if (source_error) std::rethrow_exception(source_error);
+        throw failed(r.err.empty() ? "cat exited with " + std::to_string(r.exit_status) : r.err);
+    }
+    char octal[16];
+    std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(mode & 07777));
+    ExecOptions place;
+    place.timeout = std::chrono::seconds(60);
+    r = self.exec("chmod " + std::string(octal) + " " + part + " && mv -f " + part + " " + target +
+                      " || { s=$?; rm -f " + part + "; exit $s; }",
+                  place);
+    if (r.exit_status != 0) throw failed(r.err);
+}
+
+/// A source over a buffer the caller keeps alive.
+Session::UploadSource span_source(std::span<const std::byte> data) {
+    return [data, off = std::size_t{0}](std::byte* buf, std::size_t n) mutable {
+        std::size_t k = std::min(n, data.size() - off);
+        std::memcpy(buf, data.data() + off, k);
+        off += k;
+        return k;
+    };
+}
 }  // namespace
 
 void Session::upload(std::span<const std::byte> data, const std::string& remote_path, int mode) {
+    if (!sftp_available(*impl_)) {
+        upload_by_exec(*this, *impl_, span_source(data), remote_path, mode, {});
+        return;
+    }
     auto op = std::make_shared<UploadOp>();
     op->remote_path = remote_path;
     op->mode = mode;
     // The caller's buffer outlives the upload: this call blocks until it is done.
     constexpr std::size_t kChunk = 1u << 20;
     for (std::size_t off = 0; off < data.size(); off += kChunk) {
-        op->chunks.push_back({{}, data.data() + off, std::min(kChunk, data.size() - off)});
+        op->in.chunks.push_back({{}, data.data() + off, std::min(kChunk, data.size() - off)});
     }
-    op->queued = data.size();
-    op->input_done = true;
+    op->in.queued = data.size();
+    op->in.done = true;
     impl_->submit(op);
     wait_upload(*op);
 }
@@ -1612,53 +1894,16 @@ void Session::upload(const std::filesystem::path& local_path, const std::string&
 
 void Session::upload(const UploadSource& read, const std::string& remote_path, int mode,
                      const std::function<void(std::uint64_t)>& on_progress) {
+    if (!sftp_available(*impl_)) {
+        upload_by_exec(*this, *impl_, read, remote_path, mode, on_progress);
+        return;
+    }
     auto op = std::make_shared<UploadOp>();
     op->remote_path = remote_path;
     op->mode = mode;
     impl_->submit(op);
-    constexpr std::size_t kChunk = 1u << 20;
-    constexpr std::size_t kInFlight = 8u << 20;
-    std::uint64_t sent = 0;
-    std::exception_ptr source_error;
-    // This thread produces while the pump sends: bounded memory, overlapped I/O.
-    for (;;) {
-        UploadOp::Chunk c;
-        c.owned.resize(kChunk);
-        std::size_t got = 0;
-        bool eof = false;
-        try {
-            // Fill the chunk: a source may hand out less than asked before its end.
-            while (got < kChunk) {
-                std::size_t n = read(c.owned.data() + got, kChunk - got);
-                if (n == 0) {
-                    eof = true;
-                    break;
-                }
-                got += n;
-            }
-        } catch (...) {
-            source_error = std::current_exception();
-            eof = true;
-            got = 0;
-        }
-        c.owned.resize(got);
-        c.data = c.owned.data();
-        c.size = got;
-        {
-            std::unique_lock lk(op->mu);
-            op->cv.wait(lk, [&] { return op->queued < kInFlight || op->finished; });
-            if (op->finished) break;
-            if (got > 0) {
-                op->queued += got;
-                op->chunks.push_back(std::move(c));
-            }
-            if (eof) op->input_done = true;
-        }
-        impl_->wake();
-        sent += got;
-        if (on_progress && got > 0) on_progress(sent);
-        if (eof) break;
-    }
+    std::exception_ptr source_error = feed_input(
+        *impl_, op->mu, op->cv, op->in, [&] { return op->finished; }, read, on_progress);
     wait_upload(*op);
     if (source_error) std::rethrow_exception(source_error);
 }

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -332,7 +333,7 @@ bool TestHosts::available(std::string* why) {
     return true;
 }
 
-TestHosts::TestHosts(int n) {
+TestHosts::TestHosts(int n, TestHostOptions options) : options_(options) {
     std::string why;
     if (!available(&why)) throw std::runtime_error(why);
     if (n < 1 || n > 64) throw std::runtime_error("test hosts: between 1 and 64 hosts");
@@ -478,8 +479,8 @@ void TestHosts::write_sshd_config(Host& h, int i, const std::filesystem::path& h
                              "UseDNS no\n"
                              "MaxSessions 64\n"
                              "MaxStartups 64:30:128\n"
-                             "LogLevel VERBOSE\n"
-                             "Subsystem sftp internal-sftp\n");
+                             "LogLevel VERBOSE\n" +
+                             std::string(options_.sftp ? "Subsystem sftp internal-sftp\n" : ""));
 }
 
 void TestHosts::start_sshd(Host& h, int i, bool die_with_parent) {
@@ -693,11 +694,25 @@ std::string TestHosts::sshd_log(int i) const {
 }
 
 int remote_workers() {
+    // Only workers in this process's hosts count: other test processes (ctest -j) run hosts
+    // and workers of their own at the same time.
+    std::set<ino_t> ours;
+    const std::string prefix = kNetnsPrefix + base32(static_cast<unsigned long>(::getpid())) + "x";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
+        struct stat st {};
+        if (e.path().filename().string().rfind(prefix, 0) == 0 &&
+            ::stat(e.path().c_str(), &st) == 0)
+            ours.insert(st.st_ino);
+    }
     auto r = run_command({"pgrep", "-f", "^/[^ ]*/\\.sky/prog/[^ ]* --sky-worker"});
     int n = 0;
     std::istringstream is(r.output);
-    for (std::string l; std::getline(is, l);)
-        if (!l.empty()) ++n;
+    for (std::string l; std::getline(is, l);) {
+        if (l.empty()) continue;
+        struct stat st {};
+        if (::stat(("/proc/" + l + "/ns/net").c_str(), &st) == 0 && ours.count(st.st_ino)) ++n;
+    }
     return n;
 }
 

@@ -28,8 +28,8 @@
 
 namespace sky::test {
 
-/// Worker processes started from a node's shipped program directory (~/.sky/prog/...), on any
-/// host.
+/// Worker processes started from a node's shipped program directory (~/.sky/prog/...), on the
+/// hosts of this process (not those of other test processes running beside it).
 int remote_workers();
 
 /// Polls `ok` every 100 ms until it holds or `limit` passes; returns its last answer.
@@ -46,13 +46,19 @@ struct CommandResult {
 CommandResult run_command(const std::vector<std::string>& argv,
                           std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+/// How the test hosts' sshd differs from a stock one.
+struct TestHostOptions {
+    /// False: no sftp subsystem, as on hardened hosts (uploads must go through exec).
+    bool sftp = true;
+};
+
 class TestHosts {
 public:
     /// True when this process can create test hosts; otherwise *why says what is missing.
     static bool available(std::string* why);
 
     /// Creates n hosts (1..64). Throws std::runtime_error (having cleaned up) when setup fails.
-    explicit TestHosts(int n);
+    explicit TestHosts(int n, TestHostOptions options = {});
     ~TestHosts();
     TestHosts(const TestHosts&) = delete;
     TestHosts& operator=(const TestHosts&) = delete;
@@ -129,6 +135,7 @@ private:
     std::string subnet_;  // "10.A.B."
     std::filesystem::path dir_;
     std::vector<Host> hosts_;
+    TestHostOptions options_;
 };
 
 }  // namespace sky::test

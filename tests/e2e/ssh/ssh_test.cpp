@@ -527,6 +527,51 @@ TEST_CASE("test hosts: nothing is left behind", "[ssh][e2e][hosts]") {
     CHECK(links.output.find(tag) == std::string::npos);
 }
 
+TEST_CASE("ssh: a host without sftp gets its uploads through exec, in bounded time and CPU",
+          "[ssh][e2e]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1, {.sftp = false});
+    Session s(options_for(hosts, 0));
+    auto cpu = [] {
+        timespec ts{};
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+    };
+    const double c0 = cpu();
+    const auto t0 = Clock::now();
+    auto data = random_bytes((5u << 20) + 777, 7);
+    auto local = hosts.dir() / "payload.bin";
+    {
+        std::ofstream f(local, std::ios::binary);
+        f.write(reinterpret_cast<const char*>(data.data()),
+                static_cast<std::streamsize>(data.size()));
+    }
+    const std::string remote = "/root/sky-upload";
+    s.upload(local, remote, 0750);
+    auto r = s.exec("stat -c '%a %s' " + remote + " && sha256sum " + remote);
+    REQUIRE(r.exit_status == 0);
+    CHECK(r.out.rfind("750 " + std::to_string(data.size()) + "\n", 0) == 0);
+    CHECK(r.out.find(sha256_hex(data)) != std::string::npos);
+    // Overwrites truncate and take the mode exactly; odd names survive the shell.
+    s.upload(std::string_view("hello\n"), remote, 0600);
+    CHECK(s.exec("stat -c %a " + remote + "; cat " + remote).out == "600\nhello\n");
+    const std::string odd = "/root/it's a $(name) `x`";
+    s.upload(std::string_view(""), odd, 0644);
+    CHECK(trim(s.exec("stat -c %s \"/root/it's a \\$(name) \\`x\\`\"").out) == "0");
+    // Nothing half-written is left beside the files.
+    CHECK(trim(s.exec("ls -a /root | grep -c sky-part || true").out) == "0");
+    // A failure names the file and the reason, and the session goes on.
+    try {
+        s.upload(std::string_view("x"), "/nonexistent-dir/file", 0644);
+        FAIL("no error");
+    } catch (const ChannelError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("/nonexistent-dir/file"));
+    }
+    CHECK(s.exec("echo ok").out == "ok\n");
+    CHECK(Clock::now() - t0 < std::chrono::seconds(30));
+    CHECK(cpu() - c0 < 5.0);  // no spinning on the refused subsystem
+}
+
 TEST_CASE("ssh: an idle session does not spin", "[ssh][e2e]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(1);
