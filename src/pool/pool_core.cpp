@@ -188,8 +188,8 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     WorkerReady ready;
     for (bool have_ready = false; !have_ready;) {
         if (!reader->has_buffered_frame() && !t.wait_readable(std::chrono::seconds(120)))
-            throw Error(fmt::format("node {} ({}): the worker was not ready within 120 s",
-                                    n.index, n.instance.id));
+            throw Error(fmt::format("node {} ({}): the worker was not ready within 120 s", n.index,
+                                    n.instance.id));
         try {
             if (!reader->next(f))
                 throw Error("the worker closed the connection before it was ready");
@@ -204,15 +204,15 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
                                                 msg_type_name(f.header.type)));
             }
         } catch (const std::exception& e) {
-            throw ProtocolError(
-                fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
+            throw ProtocolError(fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
         }
     }
     if (ready.workers < 1 || ready.workers > 1024 ||
         ready.ports.size() != static_cast<std::size_t>(ready.workers))
-        throw ProtocolError(fmt::format("node {} ({}): the worker's ready frame names {} worker "
-                                        "processes and {} ports",
-                                        n.index, n.instance.id, ready.workers, ready.ports.size()));
+        throw ProtocolError(
+            fmt::format("node {} ({}): the worker's ready frame names {} worker "
+                        "processes and {} ports",
+                        n.index, n.instance.id, ready.workers, ready.ports.size()));
     // Heard from just now: a replacement is not judged by its predecessor's silence.
     n.last_heard = Clock::now().time_since_epoch().count();
     bool running;
@@ -265,7 +265,8 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     std::vector<int> ranks_on(nodes_.size(), 1);
     if (per_rank) {
         std::lock_guard lk(m_);
-        for (std::size_t i = 0; i < nodes_.size(); ++i) ranks_on[i] = std::max(1, nodes_[i]->workers);
+        for (std::size_t i = 0; i < nodes_.size(); ++i)
+            ranks_on[i] = std::max(1, nodes_[i]->workers);
     }
     std::size_t ranks = 0;
     for (int r : ranks_on) ranks += static_cast<std::size_t>(r);
@@ -323,6 +324,11 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                     }
                 }
             }
+        } else if (!any_live_locked()) {
+            // Every node is gone for good (lost, past the pool's timeout, not replaceable):
+            // waiting could only be forever.
+            for (std::size_t i = 0; i < n; ++i)
+                done.push_back({batch, i, {}, no_live_node_locked(now)});
         } else {
             for (std::size_t i = 0; i < n; ++i) pending_.push_back(make(*calls[i], i, -1));
         }
@@ -374,8 +380,8 @@ void PoolCore::assign_locked(NodeSlot& n, Task&& t, Outgoing& out) {
     // A distributed call carries its plugin and the worker process (local rank) it is for.
     Buffer plugin;
     if (c.options.plugin.kind != PluginSpec::none)
-        append_call_plugin(plugin, {c.options.plugin.kind, c.options.plugin.backend,
-                                    t.pinned_worker});
+        append_call_plugin(plugin,
+                           {c.options.plugin.kind, c.options.plugin.backend, t.pinned_worker});
     const std::size_t len = plugin.size() + call_header_size(c.function.size()) + args;
     std::size_t at = out.small.size();
     out.small.resize(at + frame_header_size);
@@ -578,6 +584,8 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             return;
         }
         n->state = NodeSlot::State::lost;
+        n->lost_reason = ex.reason;
+        n->lost_detail = ex.detail;
         cost_->stop(n->instance.id, Clock::now());
         auto lost_error = [&](const Task& t) {
             std::string detail = ex.detail;
@@ -610,14 +618,8 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             restart = true;
         }
         dispatch_locked(out);
-        bool any = std::any_of(nodes_.begin(), nodes_.end(), [](auto& x) {
-            return x->state == NodeSlot::State::ready || x->state == NodeSlot::State::restarting;
-        });
-        if (!any)
-            fail_all_pending_locked(done, [&] {
-                return std::make_exception_ptr(NodeLostError(n->index, n->instance.id, ex.reason,
-                                                             "every node of the pool is lost"));
-            });
+        if (!any_live_locked())
+            fail_all_pending_locked(done, [&] { return no_live_node_locked(Clock::now()); });
     }
     if (ex.reason == NodeLostError::Reason::preempted)
         emit(InstancePreempted{n->instance.id, n->index, ex.detail});
@@ -627,6 +629,24 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
     send(out);
     finish(done);
     if (restart) sup_cv_.notify_one();
+}
+
+bool PoolCore::any_live_locked() const {
+    return std::any_of(nodes_.begin(), nodes_.end(), [](auto& x) {
+        return x->state == NodeSlot::State::ready || x->state == NodeSlot::State::restarting;
+    });
+}
+
+std::exception_ptr PoolCore::no_live_node_locked(Clock::time_point now) const {
+    // Names the first node and why it ended; the pool's timeout, when it is the cause.
+    const NodeSlot& first = *nodes_.front();
+    std::string detail = fmt::format("every node of the pool is lost (node {}: {})", first.index,
+                                     first.lost_detail.empty() ? "lost" : first.lost_detail);
+    if (now - started_at_ >= spec_.timeout)
+        detail += fmt::format("; the pool's timeout of {} s has passed, so none is replaced",
+                              spec_.timeout.count());
+    return std::make_exception_ptr(
+        NodeLostError(first.index, first.instance.id, first.lost_reason, detail));
 }
 
 void PoolCore::fail_all_pending_locked(std::vector<Completion>& done,
@@ -665,16 +685,10 @@ void PoolCore::restart_node(int i) {
         {
             std::lock_guard lk(m_);
             n.state = NodeSlot::State::lost;
-            bool any = std::any_of(nodes_.begin(), nodes_.end(), [](auto& x) {
-                return x->state == NodeSlot::State::ready ||
-                       x->state == NodeSlot::State::restarting;
-            });
-            if (!any)
-                fail_all_pending_locked(done, [&] {
-                    return std::make_exception_ptr(NodeLostError(i, old_id,
-                                                                 NodeLostError::Reason::unreachable,
-                                                                 "every node of the pool is lost"));
-                });
+            n.lost_reason = NodeLostError::Reason::unreachable;
+            n.lost_detail = fmt::format("its replacement failed: {}", e.what());
+            if (!any_live_locked())
+                fail_all_pending_locked(done, [&] { return no_live_node_locked(Clock::now()); });
         }
         finish(done);
         return;
@@ -757,9 +771,9 @@ void PoolCore::supervisor_loop() {
             const auto quiet = now - Clock::time_point(Clock::duration(n->last_heard.load()));
             if (quiet > silence_bound)
                 silent.emplace_back(
-                    n.get(), fmt::format("the worker answered no heartbeat for {} s",
-                                         std::chrono::duration_cast<std::chrono::seconds>(quiet)
-                                             .count()));
+                    n.get(),
+                    fmt::format("the worker answered no heartbeat for {} s",
+                                std::chrono::duration_cast<std::chrono::seconds>(quiet).count()));
         }
         std::optional<CostSnapshot> cost_update;
         if (now >= next_cost) {

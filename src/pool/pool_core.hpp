@@ -32,7 +32,7 @@ struct Task {
     std::size_t index = 0;
     CallDesc call;
     int retries_left = 0;
-    int pinned = -1;  ///< node it must run on (broadcast), or -1
+    int pinned = -1;         ///< node it must run on (broadcast), or -1
     int pinned_worker = -1;  ///< worker process (local rank) on that node, for a per-rank call
     std::uint64_t seq = 0;
     std::optional<Clock::time_point> deadline;
@@ -61,6 +61,10 @@ struct NodeSlot {
     std::atomic<std::int64_t> last_heard{0};
     std::atomic<bool> silent{false};  ///< ended by the supervisor for not answering
     std::string silence_reason;       ///< why, guarded by write_m
+    /// Why the node was last lost (guarded by PoolCore::m_): a call made when no node is left
+    /// fails with it.
+    NodeLostError::Reason lost_reason = NodeLostError::Reason::unreachable;
+    std::string lost_detail;
     // From the worker's ready frame; guarded by PoolCore::m_.
     int workers = 1;                  ///< worker processes on the node (W)
     std::vector<std::int32_t> ports;  ///< a free port per worker process (rendezvous)
@@ -122,6 +126,10 @@ private:
     // Scheduler; every *_locked function runs under m_.
     void dispatch_locked(std::vector<Outgoing>& out);
     void assign_locked(NodeSlot& n, Task&& t, Outgoing& out);
+    /// True while some node is ready or being replaced: calls can still be served.
+    [[nodiscard]] bool any_live_locked() const;
+    /// The error of a call made (or left waiting) when no node is left: what ended them.
+    [[nodiscard]] std::exception_ptr no_live_node_locked(Clock::time_point now) const;
     void fail_all_pending_locked(std::vector<Completion>& done,
                                  const std::function<std::exception_ptr()>& why);
     void send(std::vector<Outgoing>& out);
@@ -154,6 +162,5 @@ private:
     bool stop_supervisor_ = false;
     bool closed_ = false;
 };
-
 
 }  // namespace sky::detail

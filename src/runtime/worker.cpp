@@ -144,12 +144,19 @@ public:
             std::thread([this] { metrics_loop(); }).detach();
         }
         for (auto& c : children_) c->thread = std::thread([this, p = c.get()] { child_loop(p); });
-        // A worker process of a node's worker always queues: its parent writes calls to it
-        // without waiting, and must never block on one that is busy.
-        if ((concurrency_ > 1 || is_child_) && children_.empty())
-            for (int i = 0; i < concurrency_; ++i)
+        // Calls run on executor threads, never on the reading thread: the connection is read
+        // all the time, so heartbeats, cancels and a vanished client are seen while calls run.
+        if (children_.empty())
+            for (int i = 0; i < std::max(1, concurrency_); ++i)
                 executors_.emplace_back([this, i] { executor(i); });
         int code = serve();
+        if (running_.load() > 0) {
+            // Nobody can receive these results: a rented node must not run on for them.
+            say(fmt::format("the client connection ended while {} call(s) ran; exiting",
+                            running_.load()));
+            stop_children();
+            ::_exit(code);
+        }
         finish();
         return code;
     }
@@ -264,14 +271,6 @@ private:
                 case MsgType::call:
                     if (!children_.empty()) {
                         relay_call(f);
-                    } else if (concurrency_ == 1 && !is_child_) {
-                        Buffer out = execute(f.header.call_id, f.payload, f.header.flags);
-                        try {
-                            writer_.frame(std::move(out), !reader.has_buffered_frame());
-                        } catch (const std::exception& e) {
-                            say(fmt::format("the client connection broke: {}", e.what()));
-                            return 4;
-                        }
                     } else {
                         std::lock_guard lk(m_);
                         queue_.push_back({f.header.call_id, f.take_payload(), f.header.flags});
@@ -424,7 +423,6 @@ private:
         capture_->leave();
         env.reset();
         running_.fetch_sub(1);
-        last_heard_.store(now_s());
         if (ok) {
             encode_header(out.data(), MsgType::result, id, out.size() - frame_header_size);
             return out;
@@ -452,18 +450,16 @@ private:
                 ::_exit(0);
             }
             double now = now_s();
-            // A call in progress counts as contact: the node's watchdog must not stop a long
-            // call (the hard timeout still bounds it).
-            if (running_.load() > 0 && !heartbeat_file_.empty())
-                ::utimensat(AT_FDCWD, heartbeat_file_.c_str(), nullptr, 0);
             if (now - start > static_cast<double>(hard_timeout_.count())) {
                 say(fmt::format("hard timeout of {} s reached; exiting", hard_timeout_.count()));
                 ::_exit(0);
             }
-            if (running_.load() == 0 &&
-                now - last_heard_.load() > static_cast<double>(idle_timeout_.count())) {
-                say(fmt::format("no word from the client for {} s (idle timeout); exiting",
-                                idle_timeout_.count()));
+            // Running calls do not count as contact: the client heartbeats all through them, so
+            // silence means it is gone (killed, cut off), and nobody waits for their results.
+            if (now - last_heard_.load() > static_cast<double>(idle_timeout_.count())) {
+                say(fmt::format("no word from the client for {} s (idle timeout){}; exiting",
+                                idle_timeout_.count(),
+                                running_.load() > 0 ? ", calls abandoned" : ""));
                 ::_exit(0);
             }
         }

@@ -83,7 +83,7 @@ inline void send(d::Transport& t, const d::Buffer& b) {
 /// The client's side of a connection, as the pool does it: authenticate, read the worker's
 /// hello, send a client hello, read the worker's ready frame. Returns the worker's hello.
 inline d::WorkerHello connect_client(d::Transport& t, std::unique_ptr<d::FrameReader>& r,
-                                     const std::string& token) {
+                                     const std::string& token, const d::ClientHello& ch = {}) {
     r = std::make_unique<d::FrameReader>(t, d::auth_max_frame);
     d::client_authenticate(t, *r, token, std::chrono::seconds(10));
     r = std::make_unique<d::FrameReader>(std::move(*r), d::default_max_frame);
@@ -92,7 +92,6 @@ inline d::WorkerHello connect_client(d::Transport& t, std::unique_ptr<d::FrameRe
     REQUIRE(f.header.type == d::MsgType::hello);
     d::WorkerHello wh;
     d::load_from(f.payload, wh);
-    d::ClientHello ch;
     d::Buffer p, out;
     d::save_to(p, ch);
     frame(out, d::MsgType::hello, 0, p);

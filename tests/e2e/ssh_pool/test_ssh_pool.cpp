@@ -60,6 +60,11 @@ int orphan_client(const char* spec_file) {
                            .idle_timeout = std::chrono::seconds(3),
                            .display = sky::Display::quiet}};
     sky::compute<add>(1, 1) | pool;
+    // Killed in the middle of a ten-minute call on every node.
+    std::vector<sky::Future<int>> calls;
+    for (std::size_t i = 0; i < ssh.hosts.size(); ++i)
+        calls.push_back(pool.submit(sky::compute<sleep_ms>(600000)));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     std::ofstream(std::string(spec_file) + ".ready") << "ready\n";
     std::this_thread::sleep_for(std::chrono::seconds(120));
     return 0;
@@ -215,7 +220,25 @@ TEST_CASE("ssh pool: losing a node mid-call fails that call, the others finish",
     CHECK((sky::gather(std::move(more)) >> pool).size() == 20);
 }
 
-TEST_CASE("ssh pool: the workers of a SIGKILLed client end", "[ssh_pool]") {
+TEST_CASE("ssh pool: hosts without sftp get the program through exec and serve calls",
+          "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2, {.sftp = false});
+    const auto t0 = std::chrono::steady_clock::now();
+    sky::ComputePool pool{spec_for(hosts, 2)};
+    auto sums = sky::gather(std::vector{sky::compute<add>(1, 2), sky::compute<add>(3, 4)}) >> pool;
+    CHECK(sums == std::vector{3, 7});
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120));
+    // Nothing half-written lies in the hosts' program store.
+    for (int i = 0; i < 2; ++i) {
+        auto r = sky::test::run_command(
+            {"bash", "-c",
+             "find " + hosts.host_path(i, "/root").string() + " -name '*.sky-part.*'"});
+        CHECK(r.output.empty());
+    }
+}
+
+TEST_CASE("ssh pool: the workers of a client SIGKILLed mid-call end", "[ssh_pool]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(2);
     std::string spec_file = (hosts.dir() / "orphan-spec").string();
@@ -240,11 +263,36 @@ TEST_CASE("ssh pool: the workers of a SIGKILLed client end", "[ssh_pool]") {
     ::kill(client, SIGKILL);
     int st;
     ::waitpid(client, &st, 0);
-    // idle_timeout is 3 s; the watchdog checks every second.
+    // The connection ends with the client: the workers leave their ten-minute calls at once
+    // (idle_timeout, 3 s, bounds it where the end of the connection is not seen).
+    const auto t0 = std::chrono::steady_clock::now();
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
                                 std::chrono::seconds(20)));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
     auto runs = sky::test::run_command({"bash", "-c", "ls -A /root/.sky/run 2>/dev/null | wc -l"});
     INFO(runs.output);
+}
+
+TEST_CASE("ssh pool: a node cut off mid-call stops within idle_timeout; the call fails typed",
+          "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    auto spec = spec_for(hosts, 1);
+    spec.idle_timeout = std::chrono::seconds(3);
+    sky::ComputePool pool{spec};
+    auto call = pool.submit(sky::compute<sleep_ms>(600000));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    REQUIRE(sky::test::remote_workers() == 1);
+    // A silent partition: no FIN, no RST; both ends must find out by themselves.
+    hosts.set_link_up(0, false);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
+                                std::chrono::seconds(20)));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8));
+    // The client's heartbeat bound (4 x 1 s + 5 s) ends the call with a typed error.
+    REQUIRE(call.wait_for(std::chrono::seconds(30)));
+    CHECK_THROWS_AS(call.get(), sky::NodeLostError);
+    hosts.set_link_up(0, true);
 }
 
 TEST_CASE("ssh pool: the node's own watchdog ends a worker that stopped answering", "[ssh_pool]") {
