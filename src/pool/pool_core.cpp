@@ -363,14 +363,30 @@ void PoolCore::dispatch_locked(std::vector<Outgoing>& out) {
                 assign_locked(n, std::move(t), out[i]);
                 progress = true;
             } else if (!pending_.empty() && n.inflight.size() < cap) {
-                Task t = std::move(pending_.front());
-                pending_.pop_front();
+                auto it = pick_pending_locked(i);
+                if (it == pending_.end()) continue;
+                Task t = std::move(*it);
+                pending_.erase(it);
                 assign_locked(n, std::move(t), out[i]);
                 progress = true;
             }
         }
         rr_ = (rr_ + 1) % N;
     }
+}
+
+std::deque<Task>::iterator PoolCore::pick_pending_locked(std::size_t i) {
+    const int node = static_cast<int>(i);
+    bool others = false;
+    for (std::size_t j = 0; j < nodes_.size() && !others; ++j)
+        others = j != i && (nodes_[j]->state == NodeSlot::State::ready ||
+                            nodes_[j]->state == NodeSlot::State::restarting);
+    // A retry goes to another node (api.md: .retries); on a one-node pool, to its replacement.
+    // The look-ahead is bounded: a long run of such retries waits for the other nodes.
+    auto it = pending_.begin();
+    for (int k = 0; it != pending_.end() && k < 64; ++it, ++k)
+        if (!others || it->lost_on != node) return it;
+    return pending_.end();
 }
 
 void PoolCore::assign_locked(NodeSlot& n, Task&& t, Outgoing& out) {
@@ -600,6 +616,7 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             if (t.deadline) timed_inflight_.erase(t.seq);
             if (t.retries_left > 0 && t.pinned < 0) {
                 --t.retries_left;
+                t.lost_on = n->index;
                 requeue.push_back(std::move(t));
             } else {
                 done.push_back({t.batch, t.index, {}, lost_error(t)});

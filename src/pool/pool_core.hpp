@@ -34,6 +34,7 @@ struct Task {
     int retries_left = 0;
     int pinned = -1;         ///< node it must run on (broadcast), or -1
     int pinned_worker = -1;  ///< worker process (local rank) on that node, for a per-rank call
+    int lost_on = -1;        ///< node it was lost with: a retry goes to another while one lives
     std::uint64_t seq = 0;
     std::optional<Clock::time_point> deadline;
     std::vector<std::string> log_tail;
@@ -126,6 +127,9 @@ private:
     // Scheduler; every *_locked function runs under m_.
     void dispatch_locked(std::vector<Outgoing>& out);
     void assign_locked(NodeSlot& n, Task&& t, Outgoing& out);
+    /// The first waiting call node i may take (not one lost with node i while another node
+    /// lives), or pending_.end().
+    std::deque<Task>::iterator pick_pending_locked(std::size_t i);
     /// True while some node is ready or being replaced: calls can still be served.
     [[nodiscard]] bool any_live_locked() const;
     /// The error of a call made (or left waiting) when no node is left: what ended them.
