@@ -115,11 +115,15 @@ void PoolCore::cost_started(const Instance& i) {
 
 void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     auto& t = *n.transport;
+    // A worker answers in well under a second. One silent for as long as a node may go without
+    // its client (idle_timeout) is treated as gone, within [5 s, 60 s].
+    const auto hello_bound = std::clamp<std::chrono::seconds>(
+        spec_.idle_timeout, std::chrono::seconds(5), std::chrono::seconds(60));
     // Until the worker has proven it holds the token, frames are limited to the fixed size of
     // the auth frames, and nothing it sends is decoded. The token itself never travels.
     auto reader = std::make_unique<FrameReader>(t, auth_max_frame);
     try {
-        client_authenticate(t, *reader, token, std::chrono::seconds(60));
+        client_authenticate(t, *reader, token, hello_bound);
     } catch (const ProtocolError& e) {
         throw ProtocolError(fmt::format("node {} ({}): {}", n.index, n.instance.id, e.what()));
     } catch (const std::exception& e) {
@@ -128,9 +132,9 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     // Authenticated: the hello may be larger, and is still decoded with a bounded archive.
     reader = std::make_unique<FrameReader>(std::move(*reader), 1 << 20);
     // The hello usually came in the same read as the proof: wait only when it is not here.
-    if (!reader->has_buffered_frame() && !t.wait_readable(std::chrono::seconds(60)))
-        throw Error(fmt::format("node {} ({}): no hello from the worker within 60 s", n.index,
-                                n.instance.id));
+    if (!reader->has_buffered_frame() && !t.wait_readable(hello_bound))
+        throw Error(fmt::format("node {} ({}): no hello from the worker within {} s", n.index,
+                                n.instance.id, hello_bound.count()));
     Frame f;
     bool got = false;
     try {

@@ -1165,6 +1165,15 @@ public:
         return 0;  // orderly end of stream (a channel-level error also ends the stream)
     }
 
+    // The hello and authentication timeouts rest on this: a worker that never speaks must not
+    // hold a pool's start (the default says "readable" at once, and the read then blocks).
+    bool wait_readable(std::chrono::milliseconds timeout) override {
+        std::unique_lock lk(op_->mu);
+        return op_->cv.wait_for(lk, timeout, [&] {
+            return op_->in.size() > 0 || op_->in_eof || op_->finished || op_->shut;
+        });
+    }
+
     void write_all(std::span<const std::span<const std::byte>> bufs) override {
         for (auto b : bufs) {
             std::size_t off = 0;

@@ -238,6 +238,23 @@ TEST_CASE("ssh pool: hosts without sftp get the program through exec and serve c
     }
 }
 
+TEST_CASE("ssh pool: a worker that never sends its hello fails the start within the bound",
+          "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    auto spec = spec_for(hosts, 1);
+    spec.idle_timeout = std::chrono::seconds(5);  // the hello bound: idle_timeout, 5 s to 60 s
+    spec.env = {{"SKY_E2E_SILENT_WORKER", "1"}};
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("a pool started with a worker that never spoke");
+    } catch (const sky::Error& e) {
+        CHECK_THAT(e.what(), Catch::Contains("within 5 s"));
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
+}
+
 TEST_CASE("ssh pool: the workers of a client SIGKILLed mid-call end", "[ssh_pool]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(2);
