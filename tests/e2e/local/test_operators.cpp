@@ -1,10 +1,114 @@
 // Every operator and method on a real Local pool.
+#include <dirent.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "e2e/local/functions.hpp"
+#include "pool/backend.hpp"
+#include "pool/pool_core.hpp"
+#include "providers/registry/registry.hpp"
 
 using namespace e2e;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Live child processes of this test process (the pools' workers); zombies do not count.
+int live_children() {
+    const long me = ::getpid();
+    int count = 0;
+    DIR* d = ::opendir("/proc");
+    if (!d) return -1;
+    while (dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream in("/proc/" + name + "/stat");
+        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const auto close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream rest(stat.substr(close + 1));
+        std::string state;
+        long ppid = 0;
+        rest >> state >> ppid;
+        if (ppid == me && state != "Z") ++count;
+    }
+    ::closedir(d);
+    return count;
+}
+
+// What a pool's events said, with the time each arrived.
+struct Seen {
+    std::mutex m;
+    std::optional<Clock::time_point> bootstrap_began, bootstrap_ended;
+    bool started = false;
+    bool stopping = false;
+    std::optional<sky::CostFinal> cost;
+    std::vector<std::string> provisioned, stopped;
+
+    sky::Callback callback() {
+        return [this](const sky::Event& e) -> std::optional<sky::Event> {
+            std::lock_guard lk(m);
+            const auto now = Clock::now();
+            if (std::holds_alternative<sky::BootstrapStarting>(e) && !bootstrap_began)
+                bootstrap_began = now;
+            if (std::holds_alternative<sky::BootstrapCompleted>(e)) bootstrap_ended = now;
+            if (std::holds_alternative<sky::PoolStarted>(e)) started = true;
+            if (std::holds_alternative<sky::PoolStopping>(e)) stopping = true;
+            if (auto* p = std::get_if<sky::InstanceProvisioned>(&e))
+                provisioned.push_back(p->instance_id);
+            if (auto* s = std::get_if<sky::InstanceStopping>(&e)) stopped.push_back(s->instance_id);
+            if (auto* c = std::get_if<sky::CostFinal>(&e)) cost = *c;
+            return std::nullopt;
+        };
+    }
+};
+
+// A one-node pool on sky::Simulated whose bootstrap takes `delay` (and then fails with `fail`).
+sky::PoolSpec slow_pool(std::chrono::milliseconds delay, Seen& seen,
+                        std::optional<std::string> fail = std::nullopt) {
+    sky::Simulated cloud{.faults = {sky::Fault::slow_bootstrap(0, delay)}};
+    if (fail) cloud.faults.push_back(sky::Fault::fail_bootstrap(0, *fail));
+    return {.provider = cloud,
+            .nodes = 1,
+            .spot = sky::Spot::Never{},
+            .display = sky::Display::quiet,
+            .on_event = seen.callback(),
+            .collect_metrics = false};
+}
+
+// Local's backend, except that after stop_all() it names a machine it could not confirm
+// stopped (as a cloud does when a terminate is not confirmed in time).
+class UnconfirmedStop final : public sky::detail::Backend {
+public:
+    explicit UnconfirmedStop(std::unique_ptr<sky::detail::Backend> real) : real_(std::move(real)) {}
+    void provision(int nodes, const std::function<void(sky::Event)>& emit) override {
+        real_->provision(nodes, emit);
+    }
+    sky::detail::NodeStart connect(int node, const std::function<void(sky::Event)>& emit) override {
+        return real_->connect(node, emit);
+    }
+    sky::detail::NodeExit exit_reason(int node) override { return real_->exit_reason(node); }
+    [[nodiscard]] bool can_restart(int node) const override { return real_->can_restart(node); }
+    void begin_stop() noexcept override { real_->begin_stop(); }
+    void stop_all() noexcept override { real_->stop_all(); }
+    [[nodiscard]] std::vector<std::string> leftovers() const override {
+        return {"local machine m-7 (tag sky:pool=test)"};
+    }
+
+private:
+    std::unique_ptr<sky::detail::Backend> real_;
+};
+
+}  // namespace
 
 TEST_CASE(">> runs one call and returns its typed result", "[local][operators]") {
     sky::ComputePool pool{quiet(2)};
@@ -132,7 +236,10 @@ TEST_CASE("PoolSpec::env reaches the worker", "[local][operators]") {
 }
 
 TEST_CASE("pool methods: instances, is_active, close, move", "[local][operators]") {
-    sky::ComputePool pool{quiet(2)};
+    Seen seen;
+    auto spec = quiet(2);
+    spec.on_event = seen.callback();
+    sky::ComputePool pool{spec};
     CHECK(pool.is_active());
     CHECK(pool.instance_count() == 2);
     auto inst = pool.instances();
@@ -140,22 +247,98 @@ TEST_CASE("pool methods: instances, is_active, close, move", "[local][operators]
     CHECK(inst[0].node == 0);
     CHECK(inst[1].provider == "local");
     CHECK(inst[0].id != inst[1].id);
-    CHECK(pool.cost() == 0.0);
+    CHECK(live_children() == 2);
     sky::ComputePool moved = std::move(pool);
     CHECK((sky::compute<add>(1, 2) >> moved) == 3);
     moved.close();
+    // close() returns when the teardown is done: the workers are gone and every teardown
+    // event has been delivered, each node's stop included.
     CHECK_FALSE(moved.is_active());
+    CHECK(moved.instance_count() == 0);
+    CHECK(live_children() == 0);
+    {
+        std::lock_guard lk(seen.m);
+        CHECK(seen.stopping);
+        CHECK(std::set<std::string>(seen.stopped.begin(), seen.stopped.end()) ==
+              std::set<std::string>{inst[0].id, inst[1].id});
+        REQUIRE(seen.cost);
+        CHECK(seen.cost->total_cost == 0.0);  // Local machines are free
+        CHECK(seen.cost->total_seconds > 0);
+    }
     CHECK_THROWS_AS(sky::compute<add>(1, 2) >> moved, sky::Error);
     moved.close();  // twice is fine
+    std::lock_guard lk(seen.m);
+    CHECK(seen.stopped.size() == 2);  // and stops nothing again
+}
+
+TEST_CASE("close reports what it could not confirm stopped; the pool is closed anyway",
+          "[local][operators]") {
+    auto spec = quiet(1);
+    auto core = std::make_shared<sky::detail::PoolCore>(
+        spec, std::make_unique<UnconfirmedStop>(
+                  sky::detail::make_backend({spec, "test-unconfirmed", nullptr})));
+    core->start();
+    REQUIRE(core->instance_count() == 1);
+    try {
+        core->close(true);  // what ComputePool::close() does
+        FAIL("close reported nothing");
+    } catch (const sky::Error& e) {
+        std::string what = e.what();
+        INFO(what);
+        CHECK(what.find("could not confirm that these stopped: local machine m-7") !=
+              std::string::npos);
+        CHECK(what.find("sky gc") != std::string::npos);
+    }
+    CHECK_FALSE(core->active());
+    CHECK(live_children() == 0);
+    core->close(false);  // the destructor's way: never throws
 }
 
 TEST_CASE("MultiPool provisions pools in parallel", "[local][operators]") {
-    sky::MultiPool multi{quiet(1), quiet(2)};
-    auto& [a, b] = multi;
+    // Each pool's node takes 2 s to bootstrap. One after the other, the pools would take 4 s or
+    // more and their bootstraps would not overlap.
+    Seen a, b;
+    const auto t0 = Clock::now();
+    sky::MultiPool multi{slow_pool(2000ms, a), slow_pool(2000ms, b)};
+    const auto took = Clock::now() - t0;
+    auto& [pa, pb] = multi;
     CHECK(multi.size() == 2);
-    CHECK(a.instance_count() == 1);
-    CHECK(b.instance_count() == 2);
+    CHECK(pa.instance_count() == 1);
+    CHECK(pb.instance_count() == 1);
     CHECK((sky::compute<add>(1, 1) >> multi[1]) == 2);
+    std::scoped_lock lk(a.m, b.m);
+    REQUIRE(a.bootstrap_began);
+    REQUIRE(a.bootstrap_ended);
+    REQUIRE(b.bootstrap_began);
+    REQUIRE(b.bootstrap_ended);
+    CHECK(*a.bootstrap_began < *b.bootstrap_ended);
+    CHECK(*b.bootstrap_began < *a.bootstrap_ended);
+    CHECK(took >= 2000ms);
+    CHECK(took < 4000ms);
+}
+
+TEST_CASE("MultiPool: a pool that fails tears down the others and its error is thrown",
+          "[local][operators]") {
+    // The good pool (Local, 2 nodes) is up long before the other's bootstrap fails after 1 s.
+    Seen good, bad;
+    auto good_spec = quiet(2);
+    good_spec.on_event = good.callback();
+    try {
+        sky::MultiPool multi{good_spec,
+                             slow_pool(1000ms, bad, "E: Unable to locate package sky-nope")};
+        FAIL("the MultiPool started with a failing pool");
+    } catch (const sky::BootstrapError& e) {
+        CHECK(e.node() == 0);
+        CHECK(std::string(e.what()).find("sky-nope") != std::string::npos);
+    }
+    CHECK(live_children() == 0);  // every worker of both pools
+    std::scoped_lock lk(good.m, bad.m);
+    CHECK(good.started);
+    CHECK(good.stopping);
+    REQUIRE(good.provisioned.size() == 2);
+    CHECK(std::set<std::string>(good.stopped.begin(), good.stopped.end()) ==
+          std::set<std::string>(good.provisioned.begin(), good.provisioned.end()));
+    CHECK_FALSE(bad.started);
 }
 
 TEST_CASE("parameters by const reference, lvalue reference and rvalue reference",

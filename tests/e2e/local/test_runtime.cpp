@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -188,12 +189,15 @@ TEST_CASE("workers sample metrics when collect_metrics is on", "[local][events]"
     ::setenv("SKY_METRICS_INTERVAL_MS", "100", 1);
     std::mutex m;
     std::vector<sky::Metrics> seen;
+    std::map<int, std::string> instance_of;  // node -> its instance id
     {
         sky::ComputePool pool{{.nodes = 2, .display = sky::Display::quiet}};
+        for (auto& i : pool.instances()) instance_of[i.node] = i.id;
         pool.on<sky::Metrics>([&](const sky::Metrics& x) {
             std::lock_guard lk(m);
             seen.push_back(x);
         });
+        // Samples every 100 ms: both nodes report well within 3 s.
         for (int i = 0; i < 300; ++i) {
             {
                 std::lock_guard lk(m);
@@ -214,14 +218,19 @@ TEST_CASE("workers sample metrics when collect_metrics is on", "[local][events]"
     }
     ::unsetenv("SKY_METRICS_INTERVAL_MS");
     std::lock_guard lk(m);
-    REQUIRE_FALSE(seen.empty());
+    REQUIRE(instance_of.size() == 2);
+    std::set<int> reported;
     for (auto& x : seen) {
+        reported.insert(x.node);
         CHECK(x.memory_total_mb > 0);
         CHECK(x.memory_percent > 0);
         CHECK(x.memory_percent <= 100);
         CHECK(x.cpu_percent >= 0);
-        CHECK_FALSE(x.instance_id.empty());
+        // Each sample names the node it came from and that node's instance.
+        REQUIRE(instance_of.count(x.node) == 1);
+        CHECK(x.instance_id == instance_of[x.node]);
     }
+    CHECK(reported == std::set<int>{0, 1});  // every node, not just one
 }
 
 TEST_CASE("a worker can listen on loopback TCP (as remote workers do) and serve a call",

@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "runtime/fd_transport.hpp"
@@ -179,7 +182,58 @@ TEST_CASE("call and log payloads decode and reject short input", "[frames]") {
     CHECK_THROWS_AS(decode_log(tiny.span()), sky::ProtocolError);
 }
 
-TEST_CASE("the build id is stable and non-empty", "[frames]") {
-    CHECK_FALSE(self_build_id().empty());
-    CHECK(self_build_id() == self_build_id());
+namespace {
+// The "Build ID:" that binutils' readelf, another process reading the file on disk, finds in
+// `path`; empty when it has none. Sets *ran to false when readelf could not be run.
+std::string readelf_build_id(const std::string& path, bool* ran) {
+    std::string cmd = "readelf -n '" + path + "' 2>/dev/null";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    *ran = p != nullptr;
+    if (!p) return {};
+    std::string out;
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    *ran = ::pclose(p) == 0;
+    auto at = out.find("Build ID: ");
+    if (at == std::string::npos) return {};
+    auto start = at + 10;
+    return out.substr(start, out.find_first_of(" \n", start) - start);
+}
+
+std::string loaded_libc_path() {
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);)
+        if (auto at = line.find('/');
+            at != std::string::npos && line.find("/libc.so.6", at) != std::string::npos)
+            return line.substr(at);
+    return {};
+}
+}  // namespace
+
+TEST_CASE("the build id is this executable's own GNU build id, not a library's", "[frames]") {
+    char buf[4096];
+    auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    REQUIRE(n > 0);
+    const std::string exe(buf, static_cast<std::size_t>(n));
+    bool ran = false;
+    const std::string expected = readelf_build_id(exe, &ran);
+    if (!ran) {
+        WARN("skipped: readelf (binutils) cannot be run here");
+        return;
+    }
+    if (expected.empty()) {
+        // Linked without a build-id note: the id is a hash of the file's bytes.
+        CHECK(self_build_id().rfind("fnv-", 0) == 0);
+        CHECK(self_build_id().size() == 4 + 16);
+    } else {
+        CHECK(self_build_id() == expected);
+    }
+    // The worker compares ids to refuse a different build; libc's id would make every program
+    // look the same.
+    const std::string libc = loaded_libc_path();
+    REQUIRE_FALSE(libc.empty());
+    const std::string libc_id = readelf_build_id(libc, &ran);
+    CHECK(ran);
+    CHECK_FALSE(libc_id.empty());
+    CHECK(self_build_id() != libc_id);
 }
