@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -327,9 +328,35 @@ std::string body_excerpt(const std::string& body) {
 
 }  // namespace
 
-HttpResponse http_send(HttpRequest request, const HttpOptions& options) {
+namespace {
+
+// SKY_HTTP_ATTEMPT_TIMEOUT_MS: a cap on every attempt of every API call, for a network where a
+// minute per stalled answer is too long to wait (and for tests of stalled servers). 0 or unset:
+// the caller's own bound.
+std::chrono::milliseconds attempt_cap(std::chrono::milliseconds asked) {
+    const char* v = std::getenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS");
+    if (!v || !*v) return asked;
+    char* end = nullptr;
+    const long long ms = std::strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || ms <= 0) return asked;
+    return std::min(asked, std::chrono::milliseconds(ms));
+}
+
+}  // namespace
+
+HttpResponse http_send(HttpRequest request, const HttpOptions& options_in) {
     using Clock = std::chrono::steady_clock;
     using std::chrono::milliseconds;
+    HttpOptions capped;
+    const HttpOptions* chosen = &options_in;
+    if (const auto cap = attempt_cap(options_in.attempt_timeout);
+        cap != options_in.attempt_timeout) {
+        capped = options_in;
+        capped.attempt_timeout = cap;
+        capped.connect_timeout = std::min(capped.connect_timeout, cap);
+        chosen = &capped;
+    }
+    const HttpOptions& options = *chosen;
     const int max_attempts = std::max(1, options.retry.max_attempts);
     const auto start = Clock::now();
     milliseconds total = options.total_timeout;
