@@ -207,10 +207,14 @@ public:
             remotes.clear();
             // Also whatever carries this pool's tag: a machine whose launch answer was lost (a
             // timeout after the cloud had started it) is known only by its tag.
-            try {
-                for (const auto& i : api_->list(pool_id_))
-                    if (std::find(ids.begin(), ids.end(), i.id) == ids.end()) ids.push_back(i.id);
-            } catch (...) {
+            for (int tries = 0; tries < 3; ++tries) {
+                try {
+                    for (const auto& i : api_->list(pool_id_))
+                        if (std::find(ids.begin(), ids.end(), i.id) == ids.end())
+                            ids.push_back(i.id);
+                    break;
+                } catch (...) {  // asked again: a failed answer hides nothing for good
+                }
             }
             terminate(ids);
             {
@@ -443,6 +447,7 @@ private:
         auto pause = std::chrono::milliseconds(200);
         std::vector<std::string> ids;
         for (auto& n : ns) ids.push_back(n.instance_id);
+        int failed_describes = 0;
         for (int poll = 0; poll < 300 && Clock::now() < until; ++poll) {
             if (stopping()) {
                 err = "the pool is closing";
@@ -451,9 +456,16 @@ private:
             std::vector<CloudInstance> seen;
             try {
                 seen = api_->describe(ids);
+                failed_describes = 0;
             } catch (const std::exception& e) {
-                err = fmt::format("describing {}: {}", fmt::join(ids, ", "), e.what());
-                return false;
+                // One unreadable answer does not end an offer whose machines are starting; three
+                // in a row do.
+                if (++failed_describes >= 3) {
+                    err = fmt::format("describing {}: {}", fmt::join(ids, ", "), e.what());
+                    return false;
+                }
+                std::this_thread::sleep_for(pause);
+                continue;
             }
             std::size_t ready = 0;
             for (const auto& i : seen) {
@@ -496,23 +508,47 @@ private:
             }
             if (ledger_) ledger_->instance_gone(id);
         };
-        try {
-            api_->terminate(ids);
-            auto until = Clock::now() + std::chrono::minutes(5);
-            auto pause = std::chrono::milliseconds(200);
-            for (int poll = 0; poll < 200 && Clock::now() < until && !ids.empty(); ++poll) {
-                for (const auto& i : api_->describe(ids)) {
-                    if (i.state != State::gone && i.state != State::unknown) continue;
-                    confirmed(i.id);
-                    std::erase(ids, i.id);
-                }
-                if (ids.empty()) return;
-                std::this_thread::sleep_for(pause);
-                pause = std::min(pause * 2, std::chrono::milliseconds(5000));
+        // One failed call (an expired token, an unreadable answer) must not leave a machine
+        // running: a terminate that failed is sent again, and a describe that failed is asked
+        // again, a bounded number of times. What is still left then carries the pool's tag and
+        // is in the ledger (`sky gc`), and its watchdog or the boot script's timer powers it off.
+        constexpr int kTerminateTries = 4;
+        int sent = 0;
+        bool need_send = true;
+        auto send = [&](const std::vector<std::string>& which) {
+            ++sent;
+            try {
+                api_->terminate(which);
+                return true;
+            } catch (...) {
+                return false;
             }
-        } catch (...) {
-            // Best effort: the machines carry the pool's tag and are in the ledger (`sky gc`),
-            // and their watchdog or the boot script's timer powers them off.
+        };
+        std::vector<std::string> to_send = ids;
+        const auto until = Clock::now() + std::chrono::minutes(5);
+        auto pause = std::chrono::milliseconds(200);
+        for (int poll = 0; poll < 200 && Clock::now() < until && !ids.empty(); ++poll) {
+            if (need_send && sent < kTerminateTries) need_send = !send(to_send);
+            try {
+                std::vector<std::string> still;
+                for (const auto& i : api_->describe(ids)) {
+                    if (i.state == State::gone || i.state == State::unknown) {
+                        confirmed(i.id);
+                        std::erase(ids, i.id);
+                    } else if (i.state != State::stopping) {
+                        still.push_back(i.id);  // not on its way out: the terminate was lost
+                    }
+                }
+                if (!still.empty() && !need_send && poll >= 2) {
+                    to_send = std::move(still);
+                    need_send = true;
+                }
+            } catch (...) {
+            }
+            if (ids.empty()) return;
+            if (need_send && sent >= kTerminateTries && poll > 8) return;  // give up: gc's turn
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::milliseconds(5000));
         }
     }
 
