@@ -2,6 +2,7 @@
 // every wait bounded so that the destructor ends in bounded time.
 #include "fakes/common/http_fake.hpp"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -42,6 +43,61 @@ bool method_matches(std::string_view pattern, std::string_view method) {
 
 HttpReply error_reply(int status, const std::string& message) {
     return {status, nlohmann::json{{"error", message}}.dump()};
+}
+
+// The answer of a fault that refuses the request before anything happens.
+HttpReply refusal(FaultKind kind, const HttpFaultRate& rate, const HttpRequest& request,
+                  FaultDice& dice) {
+    switch (kind) {
+        case FaultKind::server_error:
+            switch (dice.pick(3)) {
+                case 0:
+                    return error_reply(500, "internal server error");
+                case 1:
+                    return {502,
+                            "<html><body><h1>502 Bad Gateway</h1></body></html>",
+                            {{"Content-Type", "text/html"}}};
+                default:
+                    return error_reply(503, "service unavailable, try again");
+            }
+        case FaultKind::throttled: {
+            HttpReply r = error_reply(429, "too many requests");
+            r.headers.emplace_back("Retry-After", "1");
+            return r;
+        }
+        case FaultKind::capacity:
+            return rate.capacity ? rate.capacity(request) : error_reply(503, "no capacity");
+        case FaultKind::expired_auth:
+            return rate.expired_auth ? rate.expired_auth(request)
+                                     : error_reply(401, "the access token expired");
+        default:
+            return {};
+    }
+}
+
+void write_truncated(int fd, const http::response<http::string_body>& response) {
+    // The head announces the whole body (plus a margin when it is short); half of it is sent.
+    const std::string& body = response.body();
+    std::string head =
+        fmt::format("HTTP/1.1 {} {}\r\n", response.result_int(), std::string(response.reason()));
+    for (const auto& field : response) {
+        if (field.name() == http::field::content_length || field.name() == http::field::connection)
+            continue;
+        head +=
+            fmt::format("{}: {}\r\n", std::string(field.name_string()), std::string(field.value()));
+    }
+    head += fmt::format("Content-Length: {}\r\nConnection: close\r\n\r\n", body.size() + 64);
+    head += body.substr(0, body.size() / 2);
+    for (std::size_t sent = 0; sent < head.size();) {
+        const auto n = ::send(fd, head.data() + sent, head.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) return;
+        sent += static_cast<std::size_t>(n);
+    }
+}
+
+bool refuses(FaultKind kind) {
+    return kind == FaultKind::server_error || kind == FaultKind::throttled ||
+           kind == FaultKind::capacity || kind == FaultKind::expired_auth;
 }
 
 }  // namespace
@@ -114,6 +170,24 @@ void HttpFake::inject_fault(HttpFault fault) {
     faults_.push_back(std::move(fault));
 }
 
+std::uint64_t HttpFake::add_fault_rate(HttpFaultRate rate) {
+    auto dice =
+        std::make_shared<FaultDice>(options_.server, rate.kinds, rate.probability, rate.seed);
+    std::lock_guard lock(mutex_);
+    rates_.push_back({std::move(rate), dice});
+    return dice->seed();
+}
+
+void HttpFake::clear_fault_rates() {
+    std::lock_guard lock(mutex_);
+    rates_.clear();
+}
+
+int HttpFake::fault_hits(FaultKind kind) const {
+    std::lock_guard lock(mutex_);
+    return rate_hits_[static_cast<std::size_t>(kind)];
+}
+
 std::vector<HttpRequest> HttpFake::requests() const {
     std::lock_guard lock(mutex_);
     return log_;
@@ -138,6 +212,7 @@ HttpReply HttpFake::handle(HttpRequest request) {
     request.path = request.target.substr(0, q);
     request.query = q == std::string::npos ? "" : request.target.substr(q + 1);
     std::optional<HttpReply> fault;
+    std::optional<FaultKind> spoil;  // a rate's fault that lets the handler run
     const Route* route = nullptr;
     bool path_known = false;
     Handler handler;
@@ -148,6 +223,22 @@ HttpReply HttpFake::handle(HttpRequest request) {
                 continue;
             fault = it->reply;
             if (--it->count <= 0) faults_.erase(it);
+            break;
+        }
+        for (auto& rate : rates_) {
+            if (fault) break;
+            const auto& r = rate.spec;
+            if (!method_matches(r.method, request.method) || !match_path(r.path, request.path))
+                continue;
+            if (r.when && !r.when(request)) continue;
+            auto kind = rate.dice->roll();
+            if (!kind) continue;
+            ++rate_hits_[static_cast<std::size_t>(*kind)];
+            if (refuses(*kind)) {
+                fault = refusal(*kind, r, request, *rate.dice);
+            } else {
+                spoil = kind;
+            }
             break;
         }
         for (const auto& r : routes_) {
@@ -175,6 +266,13 @@ HttpReply HttpFake::handle(HttpRequest request) {
         } catch (const std::exception& e) {
             reply = error_reply(500, std::string("fake bug: ") + e.what());
         }
+    }
+    if (spoil == FaultKind::stall) reply.delivery = HttpReply::Delivery::stall;
+    if (spoil == FaultKind::truncated) reply.delivery = HttpReply::Delivery::truncated;
+    if (spoil == FaultKind::malformed) {
+        // A 2xx that cannot be read: the request's effect happened, the client cannot know it.
+        if (reply.status < 200 || reply.status >= 300 || reply.status == 204) reply.status = 200;
+        reply.body = malformed_body(reply.body);
     }
     wait(reply.delay);
     return reply;
@@ -207,6 +305,19 @@ void HttpFake::accept_loop() {
                                 done->store(true);
                             }),
                             done});
+    }
+}
+
+void HttpFake::stall(int fd) const {
+    // Bounded: 10 minutes at most, 100 ms per wait, ended by the client's close or our stop.
+    for (int waited = 0; !stop_ && waited < 600000; waited += 100) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        char byte;
+        if (::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) return;  // closed or reset
+        // More bytes (a pipelined request): drain and go on waiting; it is never answered.
+        char sink[4096];
+        if (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) return;
     }
 }
 
@@ -245,6 +356,11 @@ void HttpFake::serve(int fd) {
             r.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
         r.body = request.body();
         HttpReply reply = handle(std::move(r));
+        if (reply.delivery == HttpReply::Delivery::stall) {
+            // Never answer: hold the connection until the client gives up (closes) or we stop.
+            stall(fd);
+            break;
+        }
         http::response<http::string_body> response{static_cast<http::status>(reply.status),
                                                    request.version()};
         response.set(http::field::server, options_.server);
@@ -253,6 +369,10 @@ void HttpFake::serve(int fd) {
         for (const auto& [name, value] : reply.headers) response.set(name, value);
         response.body() = std::move(reply.body);
         response.prepare_payload();
+        if (reply.delivery == HttpReply::Delivery::truncated) {
+            write_truncated(fd, response);
+            break;
+        }
         http::write(socket, response, ec);
         if (ec || !response.keep_alive()) break;
     }

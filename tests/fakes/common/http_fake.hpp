@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "fakes/common/fault_rate.hpp"
+
 namespace sky::test {
 
 /// One request as the fake saw it.
@@ -46,6 +48,10 @@ struct HttpReply {
     std::vector<std::pair<std::string, std::string>> headers;
     /// Answer this late (cut short when the server stops): a timeout test.
     std::chrono::milliseconds delay{0};
+    /// How the answer travels: whole; never (the connection stays open, silent, until the
+    /// client closes it or the fake stops); or cut short (Content-Length says more than is
+    /// sent, then the connection closes).
+    enum class Delivery { whole, stall, truncated } delivery = Delivery::whole;
 };
 
 /// A fault the next `count` requests matching `method` and `path` get instead of their route's
@@ -55,6 +61,25 @@ struct HttpFault {
     std::string path = "/*";   ///< a route pattern
     HttpReply reply{503, R"({"error":"injected fault"})"};
     int count = 1;
+};
+
+/// Faults at a rate: every request matching `method`, `path` (and `when`, if set) gets a fault
+/// with `probability`, of a kind drawn from `kinds` (after it is logged). server_error,
+/// throttled, capacity and expired_auth refuse the request before its handler runs; stall,
+/// malformed and truncated let it run (what it did happened) and spoil its answer.
+struct HttpFaultRate {
+    std::string method = "*";
+    std::string path = "/*";
+    /// A further condition (e.g. a GraphQL body naming a launch mutation); none: every request.
+    std::function<bool(const HttpRequest&)> when;
+    std::vector<FaultKind> kinds;
+    double probability = 0.3;
+    /// 0: SKY_FAULT_SEED, else random; printed on stderr either way.
+    std::uint64_t seed = 0;
+    /// The cloud's own "no capacity" answer; none: 503 {"error": "no capacity"}.
+    std::function<HttpReply(const HttpRequest&)> capacity;
+    /// The cloud's own expired-credentials answer; none: 401 {"error": "token expired"}.
+    std::function<HttpReply(const HttpRequest&)> expired_auth;
 };
 
 /// What a fake is called and answers by default.
@@ -81,6 +106,13 @@ public:
     void route(std::string method, std::string pattern, Handler handler);
     /// Queues a fault; faults are matched in the order they were queued.
     void inject_fault(HttpFault fault);
+    /// Adds a fault rate (queued faults are matched first, then rates in the order added);
+    /// returns its seed.
+    std::uint64_t add_fault_rate(HttpFaultRate rate);
+    /// Ends every fault rate (e.g. before a test's cleanup checks).
+    void clear_fault_rates();
+    /// Requests that got a fault of this kind from a rate so far.
+    [[nodiscard]] int fault_hits(FaultKind kind) const;
 
     [[nodiscard]] unsigned short port() const { return port_; }
     /// "http://127.0.0.1:<port>" followed by `target`.
@@ -106,10 +138,15 @@ private:
         std::thread thread;
         std::shared_ptr<std::atomic<bool>> done;
     };
+    struct Rate {
+        HttpFaultRate spec;
+        std::shared_ptr<FaultDice> dice;
+    };
     struct Net;  // the Asio objects, kept out of this header
     void accept_loop();
     void serve(int fd);
     void wait(std::chrono::milliseconds delay) const;
+    void stall(int fd) const;
 
     HttpFakeOptions options_;
     std::unique_ptr<Net> net_;
@@ -120,6 +157,8 @@ private:
     mutable std::mutex mutex_;  // guards the routes, faults and log
     std::vector<Route> routes_;
     std::deque<HttpFault> faults_;
+    std::vector<Rate> rates_;
+    int rate_hits_[7] = {};
     std::vector<HttpRequest> log_;
 
     std::mutex threads_mutex_;

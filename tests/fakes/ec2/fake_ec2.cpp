@@ -4,8 +4,10 @@
 #include <fmt/ranges.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <ctime>
@@ -444,6 +446,23 @@ void FakeEc2::inject_fault(Ec2Fault fault) {
     faults_.push_back(std::move(fault));
 }
 
+std::uint64_t FakeEc2::add_fault_rate(Ec2FaultRate rate) {
+    auto dice = std::make_shared<FaultDice>("fake EC2", rate.kinds, rate.probability, rate.seed);
+    std::lock_guard lock(mutex_);
+    rates_.emplace_back(std::move(rate), dice);
+    return dice->seed();
+}
+
+void FakeEc2::clear_fault_rates() {
+    std::lock_guard lock(mutex_);
+    rates_.clear();
+}
+
+int FakeEc2::fault_hits(FaultKind kind) const {
+    std::lock_guard lock(mutex_);
+    return rate_hits_[static_cast<std::size_t>(kind)];
+}
+
 std::vector<json> FakeEc2::instances() const {
     std::lock_guard lock(mutex_);
     std::vector<json> out;
@@ -495,12 +514,34 @@ void FakeEc2::serve() {
                 }
                 Ec2Reply reply = handle(std::string(request.method_string()),
                                         std::string(request.target()), headers, request.body());
+                if (reply.delivery == Ec2Reply::Delivery::stall) {
+                    // Never answer: wait (bounded) until the client gives up or we stop.
+                    for (int waited = 0; !stop_ && waited < 600000; waited += 100) {
+                        pollfd p{socket->native_handle(), POLLIN, 0};
+                        if (::poll(&p, 1, 100) <= 0) continue;
+                        char sink[4096];
+                        if (::recv(socket->native_handle(), sink, sizeof sink, MSG_DONTWAIT) <= 0)
+                            break;
+                    }
+                    break;
+                }
                 http::response<http::string_body> response{static_cast<http::status>(reply.status),
                                                            request.version()};
                 response.set(http::field::server, "AmazonEC2");
                 response.set(http::field::content_type, "text/xml;charset=UTF-8");
                 response.keep_alive(request.keep_alive());
                 for (const auto& [name, value] : reply.headers) response.set(name, value);
+                if (reply.delivery == Ec2Reply::Delivery::truncated) {
+                    // The head announces more than is sent; half the body, then the close.
+                    std::string raw = fmt::format(
+                        "HTTP/1.1 {} OK\r\nServer: AmazonEC2\r\nContent-Type: "
+                        "text/xml;charset=UTF-8\r\nContent-Length: {}\r\nConnection: "
+                        "close\r\n\r\n{}",
+                        reply.status, reply.body.size() + 64,
+                        reply.body.substr(0, reply.body.size() / 2));
+                    boost::asio::write(*socket, boost::asio::buffer(raw), ec);
+                    break;
+                }
                 response.body() = std::move(reply.body);
                 response.prepare_payload();
                 http::write(*socket, response, ec);
@@ -569,12 +610,59 @@ Ec2Reply FakeEc2::handle(const std::string& method, const std::string& target,
 
         // 3. Faults, once the request is known to be well-formed.
         std::optional<Ec2Fault> fault;
+        std::optional<FaultKind> spoil;  // a rate's fault that lets the action happen
         {
             std::lock_guard lock(mutex_);
             for (auto it = faults_.begin(); it != faults_.end(); ++it) {
                 if (!it->action.empty() && it->action != action) continue;
                 fault = *it;
                 if (--it->count <= 0) faults_.erase(it);
+                break;
+            }
+            for (auto& [rate, dice] : rates_) {
+                if (fault) break;
+                if (!rate.action.empty() && rate.action != action) continue;
+                auto kind = dice->roll();
+                if (!kind || (*kind == FaultKind::capacity && action != "RunInstances")) continue;
+                ++rate_hits_[static_cast<std::size_t>(*kind)];
+                const std::size_t shape = dice->pick(2);
+                switch (*kind) {
+                    case FaultKind::server_error:
+                        fault = shape == 0 ? Ec2Fault{.status = 500,
+                                                      .code = "InternalError",
+                                                      .message = "An internal error has occurred."}
+                                           : Ec2Fault{.status = 503,
+                                                      .code = "Unavailable",
+                                                      .message =
+                                                          "The service is unavailable. "
+                                                          "Please try again shortly."};
+                        break;
+                    case FaultKind::throttled:
+                        fault = Ec2Fault{};
+                        break;
+                    case FaultKind::capacity:
+                        fault = Ec2Fault{.status = 500,
+                                         .code = "InsufficientInstanceCapacity",
+                                         .message =
+                                             "We currently do not have sufficient "
+                                             "capacity in the Availability Zone you "
+                                             "requested."};
+                        break;
+                    case FaultKind::expired_auth:
+                        fault = shape == 0 ? Ec2Fault{.status = 401,
+                                                      .code = "AuthFailure",
+                                                      .message =
+                                                          "AWS was not able to validate "
+                                                          "the provided access "
+                                                          "credentials."}
+                                           : Ec2Fault{.status = 400,
+                                                      .code = "RequestExpired",
+                                                      .message = "Request has expired."};
+                        break;
+                    default:
+                        spoil = kind;
+                        break;
+                }
                 break;
             }
         }
@@ -614,7 +702,11 @@ Ec2Reply FakeEc2::handle(const std::string& method, const std::string& target,
             }
         }
         xml += fmt::format("</{}Response>", action);
-        return Ec2Reply{200, std::move(xml)};
+        Ec2Reply reply{200, std::move(xml)};
+        if (spoil == FaultKind::stall) reply.delivery = Ec2Reply::Delivery::stall;
+        if (spoil == FaultKind::truncated) reply.delivery = Ec2Reply::Delivery::truncated;
+        if (spoil == FaultKind::malformed) reply.body = malformed_body(reply.body);
+        return reply;
     } catch (const Ec2Failure& f) {
         return error_reply(f);
     } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "fakes/common/fault_rate.hpp"
 #include "support/aws/ec2_model.hpp"
 
 namespace sky::test {
@@ -59,12 +60,28 @@ struct Ec2Fault {
     std::size_t gzip_bomb_bytes = 0;
 };
 
+/// Faults at a rate in EC2's own shapes: every well-formed, correctly signed request for
+/// `action` gets one with `probability`, of a kind drawn from `kinds`: server_error (500
+/// InternalError, 503 Unavailable), throttled (503 RequestLimitExceeded), capacity (500
+/// InsufficientInstanceCapacity; RunInstances only, other actions never draw it), expired_auth
+/// (401 AuthFailure, 400 RequestExpired): refused before anything happens; stall, malformed
+/// (XML cut short, then an HTML page) and truncated (Content-Length says more than is sent): the
+/// action happens, its answer is lost.
+struct Ec2FaultRate {
+    std::string action;  ///< "" = any action
+    std::vector<FaultKind> kinds;
+    double probability = 0.3;
+    std::uint64_t seed = 0;  ///< 0: SKY_FAULT_SEED, else random; printed on stderr either way
+};
+
 /// One answer.
 struct Ec2Reply {
     int status = 200;
     std::string body;
     /// Extra response headers (e.g. Content-Encoding).
     std::vector<std::pair<std::string, std::string>> headers;
+    /// Never sent (the connection stays silent until the client closes it), or cut short.
+    enum class Delivery { whole, stall, truncated } delivery = Delivery::whole;
 };
 
 /// An error the fake answers with (EC2's code, message and HTTP status).
@@ -86,6 +103,12 @@ public:
     [[nodiscard]] std::string endpoint() const;
 
     void inject_fault(Ec2Fault fault);
+    /// Adds a fault rate (queued faults are matched first); returns its seed.
+    std::uint64_t add_fault_rate(Ec2FaultRate rate);
+    /// Ends every fault rate.
+    void clear_fault_rates();
+    /// Requests that got a fault of this kind from a rate so far.
+    [[nodiscard]] int fault_hits(FaultKind kind) const;
     /// Snapshot of every instance, boto3-shaped.
     [[nodiscard]] std::vector<nlohmann::json> instances() const;
     /// Decoded user data of an instance ("" if none or unknown).
@@ -139,6 +162,8 @@ private:
 
     mutable std::mutex mutex_;  // guards everything below
     std::deque<Ec2Fault> faults_;
+    std::vector<std::pair<Ec2FaultRate, std::shared_ptr<FaultDice>>> rates_;
+    int rate_hits_[7] = {};
     std::vector<std::string> instance_order_;
     std::map<std::string, nlohmann::json> instances_;
     std::map<std::string, std::string> user_data_;
