@@ -1,0 +1,205 @@
+// The node rows of the fault matrix (docs/faults.md), on sky::SSH pools over test hosts: sshd
+// killed in the middle of a bootstrap, the host's link cut (its veth down) during a long call,
+// and a worker frozen with SIGSTOP. Each must end in a typed error within its bound, the pool
+// must go on with (or tear down) what is left, and nothing may be left running on the hosts.
+#include <signal.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "hosts/test_hosts.hpp"
+#include "sky/sky.hpp"
+
+using namespace std::chrono_literals;
+using sky::test::TestHosts;
+using Clock = std::chrono::steady_clock;
+
+namespace node_faults {
+
+int sleep_ms(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return sky::instance_info().node;
+}
+long worker_pid() { return static_cast<long>(::getpid()); }
+
+sky::PoolSpec ssh_spec(const TestHosts& h, int nodes) {
+    sky::SSH ssh;
+    for (int i = 0; i < h.size(); ++i) ssh.hosts.push_back(h.address(i));
+    ssh.user = h.user();
+    ssh.port = h.port(0);
+    ssh.identity_file = h.client_key_path().string();
+    ssh.known_hosts = h.known_hosts_file().string();
+    sky::PoolSpec spec{.provider = ssh, .nodes = nodes, .display = sky::Display::quiet};
+    // Heartbeats every second; a node silent for 4 x 1 s + 5 s = 9 s is lost.
+    spec.idle_timeout = 4s;
+    spec.collect_metrics = false;
+    return spec;
+}
+
+// The client declares a silent node lost after 4 heartbeats + 5 s; it notices within one more
+// supervisor round, and the error travels back: 20 s is the bound asserted (13.5 s measured on
+// a loaded 2-core machine).
+constexpr auto kHeartbeatBound = 20s;
+constexpr auto kLinkDownBound = 30s;
+
+}  // namespace node_faults
+
+using namespace node_faults;
+
+TEST_CASE("node faults: sshd killed during a node's bootstrap is a typed error, nothing left",
+          "[faults][node]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    auto spec = ssh_spec(hosts, 2);
+    spec.image.setup = {"sleep 3"};  // a bootstrap that takes a while: the kill lands inside it
+    std::atomic<bool> killed{false};
+    std::promise<void> in_setup;
+    std::once_flag once;
+    spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+        if (auto* p = std::get_if<sky::BootstrapProgress>(&e); p && p->step == "setup")
+            std::call_once(once, [&] { in_setup.set_value(); });
+        return std::nullopt;
+    };
+    auto setup_started = in_setup.get_future();
+    std::thread killer([&] {
+        if (setup_started.wait_for(60s) != std::future_status::ready) return;
+        std::this_thread::sleep_for(500ms);
+        hosts.kill_sshd(1);
+        killed = true;
+    });
+    std::string outcome, message;
+    const auto t0 = Clock::now();
+    try {
+        sky::ComputePool pool{spec};
+        outcome = "started";
+    } catch (const sky::BootstrapError& e) {
+        outcome = "BootstrapError";
+        message = e.what();
+    } catch (const sky::NodeLostError& e) {
+        outcome = "NodeLostError";
+        message = e.what();
+    } catch (const sky::ProvisionError& e) {
+        outcome = "ProvisionError";
+        message = e.what();
+    } catch (const sky::Error& e) {
+        outcome = "untyped sky::Error";
+        message = e.what();
+    }
+    const auto took = Clock::now() - t0;
+    killer.join();
+    std::fprintf(stderr, "fault matrix: node x sshd killed in bootstrap: %s in %.1f s: %s\n",
+                 outcome.c_str(), std::chrono::duration<double>(took).count(), message.c_str());
+    INFO(outcome << ": " << message);
+    REQUIRE(killed);
+    // A node whose SSH server died cannot bootstrap: the pool does not start, with the typed
+    // error of a bootstrap (or a lost node), within the bound (setup 3 s + the connection's end).
+    CHECK((outcome == "BootstrapError" || outcome == "NodeLostError"));
+    CHECK(took < 30s);
+    // What host 0 started (its worker, its bootstrap) is ended.
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 15s));
+}
+
+TEST_CASE(
+    "node faults: a host's link cut during a long call is a NodeLostError within the "
+    "heartbeat bound, and the other node's call completes",
+    "[faults][node]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    auto t_pool = Clock::now();
+    {
+        sky::ComputePool pool{ssh_spec(hosts, 2)};
+        std::vector<sky::Future<int>> calls;
+        for (int i = 0; i < 2; ++i) calls.push_back(pool.submit(sky::compute<sleep_ms>(14000)));
+        std::this_thread::sleep_for(1s);
+        hosts.set_link_up(1, false);  // no FIN, no RST: the packets vanish
+        const auto t0 = Clock::now();
+        int lost = 0, ok = 0;
+        std::chrono::steady_clock::duration lost_after{};
+        // When each call ends, polled (get() in order would time one after the other).
+        std::vector<Clock::time_point> ended(calls.size(), Clock::time_point::max());
+        for (int i = 0; i < 600 && std::count(ended.begin(), ended.end(), Clock::time_point::max());
+             ++i) {
+            for (std::size_t c = 0; c < calls.size(); ++c)
+                if (ended[c] == Clock::time_point::max() && calls[c].ready())
+                    ended[c] = Clock::now();
+            std::this_thread::sleep_for(100ms);
+        }
+        for (std::size_t c = 0; c < calls.size(); ++c) {
+            auto& f = calls[c];
+            try {
+                const int node = f.get();  // outside CHECK: its exception is the outcome
+                CHECK(node == 0);
+                ++ok;
+            } catch (const sky::NodeLostError& e) {
+                lost_after = ended[c] - t0;
+                INFO(e.what());
+                CHECK(e.node() == 1);
+                ++lost;
+            }
+        }
+        std::fprintf(stderr,
+                     "fault matrix: node x link down during a call: NodeLostError after %.1f s\n",
+                     std::chrono::duration<double>(lost_after).count());
+        CHECK(lost == 1);
+        CHECK(ok == 1);
+        // A cut link is noticed later than a frozen worker (20.0 s measured, against 13.5 s):
+        // see docs/faults.md. The bound asserted is the one the pool keeps today.
+        CHECK(lost_after < kLinkDownBound);
+        // The pool goes on with node 0.
+        CHECK((sky::compute<sleep_ms>(0) >> pool) == 0);
+        t_pool = Clock::now();
+    }
+    // Teardown with an unreachable node is bounded too.
+    const auto teardown = Clock::now() - t_pool;
+    std::fprintf(stderr, "fault matrix: node x link down: teardown %.1f s\n",
+                 std::chrono::duration<double>(teardown).count());
+    CHECK(teardown < 45s);  // 27.7 s measured: see docs/faults.md
+    // Back up: host 1's worker (cut off, its client gone) ends on its own watchdog.
+    hosts.set_link_up(1, true);
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 30s));
+}
+
+TEST_CASE(
+    "node faults: a worker frozen with SIGSTOP on a host is declared lost within the "
+    "heartbeat bound",
+    "[faults][node]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    {
+        sky::ComputePool pool{ssh_spec(hosts, 2)};
+        const auto pids = sky::compute<worker_pid>() | pool;  // node order
+        REQUIRE(pids.size() == 2);
+        std::vector<sky::Future<int>> calls;
+        for (int i = 0; i < 2; ++i) calls.push_back(pool.submit(sky::compute<sleep_ms>(14000)));
+        std::this_thread::sleep_for(500ms);
+        // The hosts share this machine's process ids: the worker of node 1 is pids[1] here.
+        REQUIRE(::kill(static_cast<pid_t>(pids[1]), SIGSTOP) == 0);
+        const auto t0 = Clock::now();
+        int lost = 0;
+        std::chrono::steady_clock::duration lost_after{};
+        std::string what;
+        for (auto& f : calls) {
+            if (!f.wait_for(30s)) continue;
+            try {
+                (void)f.get();
+            } catch (const sky::NodeLostError& e) {
+                lost_after = Clock::now() - t0;
+                what = e.what();
+                CHECK(e.node() == 1);
+                ++lost;
+            }
+        }
+        std::fprintf(stderr, "fault matrix: node x worker frozen: NodeLostError after %.1f s: %s\n",
+                     std::chrono::duration<double>(lost_after).count(), what.c_str());
+        INFO(what);
+        CHECK(lost == 1);
+        CHECK(lost_after < kHeartbeatBound);
+        CHECK(what.find("heartbeat") != std::string::npos);
+    }
+    // The frozen worker does not outlive the pool.
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 20s));
+}
