@@ -198,7 +198,10 @@ TEST_CASE(
         INFO(what);
         CHECK(lost == 1);
         CHECK(lost_after < kHeartbeatBound);
-        CHECK(what.find("heartbeat") != std::string::npos);
+        // Either the client's heartbeat bound or the node's own watchdog (idle_timeout 4 s)
+        // ending the frozen worker, whose tunnel then closes, comes first: both are seen here.
+        CHECK((what.find("heartbeat") != std::string::npos ||
+               what.find("tunnel to the worker closed") != std::string::npos));
     }
     // The frozen worker does not outlive the pool.
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 20s));
