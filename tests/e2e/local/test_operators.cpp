@@ -271,7 +271,7 @@ TEST_CASE("pool methods: instances, is_active, close, move", "[local][operators]
     CHECK(seen.stopped.size() == 2);  // and stops nothing again
 }
 
-TEST_CASE("close reports what it could not confirm stopped; the pool is closed anyway",
+TEST_CASE("close reports what it could not confirm stopped and the pool is closed anyway",
           "[local][operators]") {
     auto spec = quiet(1);
     auto core = std::make_shared<sky::detail::PoolCore>(

@@ -42,7 +42,8 @@ TEST_CASE("bad PoolSpec values are named", "[spec]") {
 
 // What this checks: a spec that sets every field validates, and the string forms convert to their
 // types. That the fields reach a provider is the providers' e2e tests' business.
-TEST_CASE("a spec with every field set validates; accelerator and spot strings convert", "[spec]") {
+TEST_CASE("a spec with every field set validates and its accelerator and spot strings convert",
+          "[spec]") {
     sky::PoolSpec s{.provider = sky::AWS{.region = "eu-west-1"},
                     .nodes = 2,
                     .accelerator = "A100",
