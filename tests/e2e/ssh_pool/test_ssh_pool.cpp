@@ -290,7 +290,7 @@ TEST_CASE("ssh pool: the workers of a client SIGKILLed mid-call end", "[ssh_pool
     INFO(runs.output);
 }
 
-TEST_CASE("ssh pool: a node cut off mid-call stops within idle_timeout; the call fails typed",
+TEST_CASE("ssh pool: a node cut off mid-call stops within idle_timeout, the call fails typed",
           "[ssh_pool]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(1);
