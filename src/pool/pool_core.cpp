@@ -108,6 +108,9 @@ void PoolCore::connect_node(int i) {
 
 void PoolCore::cost_started(const Instance& i) {
     std::lock_guard lk(m_);
+    // A worker restarted on the machine it was lost on (SSH, Local: the same instance id) runs
+    // on a machine whose bill never stopped.
+    if (cost_->known(i.id)) return cost_->resume(i.id);
     // Instance carries the rate it runs at; on-demand instances are their own baseline.
     cost_->start(i.id, i.provider, i.spot, i.hourly_price,
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
@@ -708,6 +711,16 @@ void PoolCore::restart_node(int i) {
             n.state = NodeSlot::State::lost;
             n.lost_reason = NodeLostError::Reason::unreachable;
             n.lost_detail = fmt::format("its replacement failed: {}", e.what());
+            // Calls pinned to this node while it was being replaced (a broadcast's share) can
+            // never run now: they fail instead of waiting forever.
+            for (auto& t : n.pinned) {
+                done.push_back({t.batch,
+                                t.index,
+                                {},
+                                std::make_exception_ptr(
+                                    NodeLostError(i, old_id, n.lost_reason, n.lost_detail))});
+            }
+            n.pinned.clear();
             if (!any_live_locked())
                 fail_all_pending_locked(done, [&] { return no_live_node_locked(Clock::now()); });
         }

@@ -186,8 +186,11 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         fmt::arg("accept", spec_.idle_timeout.count()), fmt::arg("exe", shell_quote(exe_path_)));
     s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
-    auto r = s.exec(fmt::format("umask 077; setsid bash {}/start.sh > /dev/null 2>&1 < /dev/null & "
-                                "echo $!",
+    // The files the wait below polls are removed before the worker starts, not by start.sh:
+    // a restarted worker's wait would otherwise read the previous worker's port and connect
+    // to a socket nobody listens on yet.
+    auto r = s.exec(fmt::format("umask 077; rm -f {0}/port {0}/exit; "
+                                "setsid bash {0}/start.sh > /dev/null 2>&1 < /dev/null & echo $!",
                                 shell_quote(run_dir_)),
                     {.timeout = std::chrono::seconds(30)});
     pgid_ = r.out.substr(0, r.out.find('\n'));
