@@ -51,10 +51,15 @@ Rank train() {
     r.node_rank = env_int("NODE_RANK");
     r.jax_coordinator = env("JAX_COORDINATOR_ADDRESS");
     r.info = sky::instance_info();
-    std::cout << "node " << r.info.node << ": RANK=" << env("RANK")
-              << " WORLD_SIZE=" << env("WORLD_SIZE") << " MASTER_ADDR=" << r.master_addr
-              << " MASTER_PORT=" << r.master_port << " JAX_PROCESS_ID=" << env("JAX_PROCESS_ID")
-              << std::endl;
+    // Lines a function prints come back to the client ("[node N] ..." in the log display).
+    std::cout << "node " << r.info.node << " worker " << r.info.worker << ": RANK=" << env("RANK")
+              << " WORLD_SIZE=" << env("WORLD_SIZE") << " LOCAL_RANK=" << env("LOCAL_RANK")
+              << " LOCAL_WORLD_SIZE=" << env("LOCAL_WORLD_SIZE")
+              << " NODE_RANK=" << env("NODE_RANK") << " MASTER_ADDR=" << r.master_addr
+              << " MASTER_PORT=" << r.master_port
+              << " GLOO_SOCKET_IFNAME=" << env("GLOO_SOCKET_IFNAME")
+              << " JAX_COORDINATOR_ADDRESS=" << r.jax_coordinator
+              << " JAX_PROCESS_ID=" << env("JAX_PROCESS_ID") << std::endl;
     return r;
 }
 
