@@ -6,12 +6,13 @@
 // `content_hash()` names the environment (12 hex characters, stable across runs and machines), for
 // caches of prepared machines.
 //
-// Providers apply it differently: on SSH and the clouds the node runs the script; on Local the
-// nodes are processes of this machine, which get the image's `env` (docs/providers.md says what
-// Local does with the rest). `--offline` leaves out the apt and pip packages, for machines that
-// cannot reach a package mirror (such as the SSH test hosts of this project's tests).
+// Providers apply it differently: on SSH and the clouds the node runs the script; Local's nodes
+// are processes of this machine, which get the image's `env` and what else Local applies of it
+// here (docs/providers.md says what). `--offline` gives the pool the image without its Python, apt
+// and pip packages, for machines that cannot reach a package index (as this project's ctest runs
+// it, on Local and on the SSH test hosts).
 //
-//   example_image [--script]                            # 1 worker process on this machine
+//   example_image [--offline] [--script]                # 1 worker process on this machine
 //   example_image --provider ssh --hosts A --identity KEY --known-hosts FILE [--offline]
 //   example_image --provider aws                        # a fresh EC2 instance runs the script
 #include <cstdlib>
@@ -39,11 +40,6 @@ int main(int argc, char** argv) {
                          .pip = {"torch", "numpy"},
                          .apt = {"ffmpeg", "libsndfile1"},
                          .env = {{"KERAS_BACKEND", "jax"}}};
-        if (offline) {
-            image.python.clear();
-            image.pip.clear();
-            image.apt.clear();
-        }
 
         std::cout << "image hash: " << image.content_hash() << "\n";
         sky::Image same = image;
@@ -59,9 +55,19 @@ int main(int argc, char** argv) {
         std::cout << "bootstrap script: " << script.size() << " bytes\n";
         if (examples::has_flag(argc, argv, "script")) std::cout << script << "\n";
 
+        // What the pool gets: the image as declared, or with --offline only its environment.
+        sky::Image pool_image = image;
+        if (offline) {
+            pool_image.python.clear();
+            pool_image.pip.clear();
+            pool_image.apt.clear();
+        }
+        std::cout << "pool image: " << (offline ? "env only (--offline)" : "as declared")
+                  << ", hash " << pool_image.content_hash() << "\n";
+
         sky::ComputePool pool{{.provider = examples::provider_from_args(argc, argv),
                                .nodes = examples::nodes_from_args(argc, argv, 1),
-                               .image = image}};
+                               .image = pool_image}};
         std::cout << "KERAS_BACKEND on the node: " << (sky::compute<job::keras_backend>() >> pool)
                   << "\n";
     } catch (const std::exception& e) {
