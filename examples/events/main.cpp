@@ -38,7 +38,7 @@ std::optional<sky::Event> my_callback(const sky::Event& event) {
     if (auto* m = std::get_if<sky::Metrics>(&event)) {
         std::cout << "CPU: " << m->cpu_percent << "% on node " << m->node << "\n";
     } else if (auto* line = std::get_if<sky::LogLine>(&event)) {
-        std::cout << "[remote] " << line->line << "\n";
+        std::cout << (line->node < 0 ? "[client] " : "[remote] ") << line->line << "\n";
     } else if (auto* error = std::get_if<sky::ErrorEvent>(&event)) {
         std::cout << "[error] " << error->message << "\n";
     }
@@ -54,20 +54,20 @@ std::optional<sky::Event> warnings_to_errors(const sky::Event& event) {
 
 // Counts a few event types; it lives outside the pool, so it also sees the teardown's events.
 struct Tally {
-    std::atomic<int> provisioned{0}, started{0}, log_lines{0}, errors{0}, stopping{0},
+    std::atomic<int> provisioned{0}, bootstrapped{0}, started{0}, errors{0}, stopping{0},
         instance_stopping{0}, cost_final{0}, emitted{0};
 
     std::optional<sky::Event> operator()(const sky::Event& e) {
         if (std::holds_alternative<sky::InstanceProvisioned>(e)) ++provisioned;
+        if (std::holds_alternative<sky::BootstrapCompleted>(e)) ++bootstrapped;
         if (std::holds_alternative<sky::PoolStarted>(e)) ++started;
         if (std::holds_alternative<sky::ErrorEvent>(e)) ++errors;
         if (std::holds_alternative<sky::PoolStopping>(e)) ++stopping;
         if (std::holds_alternative<sky::InstanceStopping>(e)) ++instance_stopping;
         if (std::holds_alternative<sky::CostFinal>(e)) ++cost_final;
-        if (auto* l = std::get_if<sky::LogLine>(&e)) {
-            ++log_lines;
-            if (l->line == "hello from sky::emit") ++emitted;
-        }
+        if (auto* l = std::get_if<sky::LogLine>(&e);
+            l && l->line.starts_with("hello from sky::emit"))
+            ++emitted;
         return std::nullopt;
     }
 };
@@ -81,13 +81,15 @@ int main(int argc, char** argv) {
         // An event of the program's own, to whoever listens through use_callback.
         sky::emit(sky::LogLine{.node = -1, .line = "hello from sky::emit"});
 
-        std::atomic<int> lines_seen{0};
+        std::atomic<int> remote_lines{0}, emitted_lines{0};
         {
             sky::ComputePool pool{{.provider = examples::provider_from_args(argc, argv),
                                    .nodes = examples::nodes_from_args(argc, argv, 2),
                                    .display = sky::Display::quiet,  // the callbacks print instead
                                    .on_event = sky::compose(my_callback, warnings_to_errors)}};
-            pool.on<sky::LogLine>([&lines_seen](const sky::LogLine&) { ++lines_seen; });
+            pool.on<sky::LogLine>(
+                [&](const sky::LogLine& l) { ++(l.node < 0 ? emitted_lines : remote_lines); });
+            sky::emit(sky::LogLine{.node = -1, .line = "hello from sky::emit while the pool runs"});
 
             int steps = sky::compute<job::train>(3) >> pool;
             sky::compute<job::check_disk>() >> pool;
@@ -95,13 +97,14 @@ int main(int argc, char** argv) {
             std::cout << "train returned " << steps << "\n";
         }  // teardown: PoolStopping, InstanceStopping per node, CostFinal
 
-        std::cout << "pool.on<LogLine> saw " << lines_seen << " lines\n";
+        std::cout << "pool.on<LogLine> saw " << remote_lines << " remote lines and "
+                  << emitted_lines << " emitted by the client\n";
         std::cout << "use_callback saw: " << tally.provisioned << " InstanceProvisioned, "
                   << tally.started << " PoolStarted, " << tally.errors << " ErrorEvent, "
                   << tally.stopping << " PoolStopping, " << tally.instance_stopping
                   << " InstanceStopping, " << tally.cost_final << " CostFinal\n";
-        std::cout << "sky::emit reached use_callback: " << (tally.emitted == 1 ? "yes" : "no")
-                  << "\n";
+        std::cout << "bootstrap: " << tally.bootstrapped << " BootstrapCompleted\n";
+        std::cout << "sky::emit reached use_callback: " << tally.emitted << " of 2\n";
     } catch (const std::exception& e) {
         std::cerr << "error: " << e.what() << "\n";
         return 1;
