@@ -150,6 +150,15 @@ std::string unmount_command(const std::string& run_dir) {
     return fmt::format("[ -f {0} ] && bash {0} > /dev/null 2>&1; ", script);
 }
 
+std::string unmount_after_worker(const std::string& run_dir, long idle_seconds) {
+    return fmt::format(
+        "; while :; do now=$(date +%s); hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo 0); "
+        "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then {unmount}exit 0; fi; "
+        "sleep 1; done",
+        fmt::arg("run", shell_quote(run_dir)), fmt::arg("idle", idle_seconds),
+        fmt::arg("unmount", unmount_command(run_dir)));
+}
+
 VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& dir,
                         const VolumeCredentials& credentials) {
     VolumePlan plan;
@@ -271,7 +280,7 @@ namespace {
 
 // s3fs's own reason in its log: the last critical or error line, without its timestamp.
 std::string reason_in(const std::vector<std::string>& lines) {
-    static const std::regex stamp(R"(^\S+Z \[(CRT|ERR)\] (\S+:)?)");
+    static const std::regex stamp(R"(^\S+Z \[(CRT|ERR)\] (\S+:\s*)?)");
     for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
         const std::string& l = *it;
         if (l.find("[CRT]") != std::string::npos && l.find("LowSetLogLevel") == std::string::npos)

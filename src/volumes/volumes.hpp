@@ -69,6 +69,12 @@ struct VolumePlan {
 /// directory is removed.
 [[nodiscard]] std::string unmount_command(const std::string& run_dir);
 
+/// A shell fragment for the end of the watchdog (starts with "; "), run when the worker ended on
+/// its own (the client went away, or it crashed): unless a restart replaces this watchdog
+/// first, the volumes are unmounted once the node has not heard from the client for
+/// `idle_seconds` (the age of the heartbeat file) or the pool's deadline (`$deadline`) passed.
+[[nodiscard]] std::string unmount_after_worker(const std::string& run_dir, long idle_seconds);
+
 /// Why the volume phase failed: the message names the volume (its bucket); the output is s3fs's
 /// own words, with no credential in them.
 class VolumeFailure : public std::runtime_error {

@@ -257,11 +257,14 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then "
         "echo \"sky watchdog: stopping the worker at $(date)\" >> {run}/watchdog.log; "
         "kill -TERM -- -{pg} 2>/dev/null; sleep 2; kill -KILL -- -{pg} 2>/dev/null; "
-        "{unmount}rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done",
+        "{unmount}rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done{after}",
         fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_),
         fmt::arg("run", shell_quote(run_dir_)), fmt::arg("idle", spec_.idle_timeout.count()),
         fmt::arg("off", power_off), fmt::arg("probe", probe),
-        fmt::arg("unmount", spec_.volumes.empty() ? std::string() : unmount_command(run_dir_)));
+        fmt::arg("unmount", spec_.volumes.empty() ? std::string() : unmount_command(run_dir_)),
+        fmt::arg("after", spec_.volumes.empty()
+                              ? std::string()
+                              : unmount_after_worker(run_dir_, spec_.idle_timeout.count())));
     auto w =
         s.exec(fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
                            "{}/watchdog.pid",

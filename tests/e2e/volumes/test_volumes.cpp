@@ -3,6 +3,9 @@
 // hosts' bridge, with s3fs from Debian on the hosts. Needs root, s3fs, /dev/fuse and s3rver;
 // skips (saying which is missing) otherwise.
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -19,6 +22,7 @@
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
 
+extern char** environ;
 using sky::test::TestHosts;
 using volumes_test::S3Server;
 namespace fs = std::filesystem;
@@ -154,8 +158,8 @@ const std::string kDataset = "x,y\n1,2\n3,4\n5,6\n";
 }  // namespace
 
 TEST_CASE(
-    "volumes: a dataset read from a read-only volume, a checkpoint written to a writable "
-    "one, both unmounted at the end",
+    "volumes: a dataset read from a read-only volume and a checkpoint written to a "
+    "writable one that the client sees in the bucket and all unmounted at the end",
     "[volumes]") {
     if (skip_without_volumes()) return;
     TestHosts hosts(2);
@@ -239,7 +243,7 @@ TEST_CASE(
     CHECK(sky::test::remote_workers() == 0);
 }
 
-TEST_CASE("volumes: a bucket that does not exist fails the pool in phase volumes, naming it",
+TEST_CASE("volumes: a bucket that does not exist fails the pool in phase volumes naming it",
           "[volumes]") {
     if (skip_without_volumes()) return;
     TestHosts hosts(2);
@@ -299,6 +303,44 @@ TEST_CASE("volumes: an endpoint that refuses connections fails the pool in phase
     CHECK(host_credential_files(hosts, 0) == 0);
     CHECK(s3fs_processes(endpoint) == 0);
     CHECK(sky::test::remote_workers() == 0);
+}
+
+TEST_CASE("volumes: the node's watchdog unmounts the volumes when the client is killed",
+          "[volumes]") {
+    if (skip_without_volumes()) return;
+    TestHosts hosts(1);
+    S3Server s3(bridge_address(hosts), {"sky-datasets"});
+    use_s3rver_credentials();
+    const std::string spec_file = (hosts.dir() / "orphan-volume-client").string();
+    {
+        std::ofstream f(spec_file);
+        f << hosts.client_key_path().string() << " " << hosts.known_hosts_file().string() << " "
+          << hosts.port(0) << " " << s3.endpoint() << " " << hosts.address(0) << "\n";
+    }
+    char buf[4096];
+    auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    REQUIRE(n > 0);
+    std::string exe(buf, static_cast<std::size_t>(n));
+    std::string flag = "--orphan-volume-client";
+    std::string file = spec_file;
+    char* argv[] = {exe.data(), flag.data(), file.data(), nullptr};
+    pid_t client = 0;
+    REQUIRE(::posix_spawn(&client, exe.c_str(), nullptr, nullptr, argv, environ) == 0);
+    const bool ready = sky::test::wait_until([&] { return fs::exists(spec_file + ".ready"); },
+                                             std::chrono::seconds(90));
+    if (!ready) ::kill(client, SIGKILL);
+    int st = 0;
+    if (!ready) ::waitpid(client, &st, 0);
+    REQUIRE(ready);
+    CHECK(host_mounts(hosts, 0) == 1);
+    ::kill(client, SIGKILL);
+    ::waitpid(client, &st, 0);
+    // The worker ends with the connection; the watchdog unmounts once the node has not heard
+    // from the client for idle_timeout (3 s).
+    CHECK(sky::test::wait_until([&] { return s3fs_processes(s3.endpoint()) == 0; },
+                                std::chrono::seconds(30)));
+    CHECK(host_mounts(hosts, 0) == 0);
+    CHECK(host_credential_files(hosts, 0) == 0);
 }
 
 TEST_CASE("volumes: examples/volumes runs on test hosts against the test's S3 server",

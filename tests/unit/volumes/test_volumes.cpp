@@ -71,7 +71,7 @@ TEST_CASE("a volume endpoint in clear text to another machine is refused unless 
     ::unsetenv("SKY_ALLOW_INSECURE_ENDPOINT");
 }
 
-TEST_CASE("Local and Simulated pools with volumes are refused, naming the volume", "[volumes]") {
+TEST_CASE("Local and Simulated pools with volumes are refused naming the volume", "[volumes]") {
     const std::vector<sky::Volume> v = {
         S3Volume{.mount_path = "/data", .bucket = "my-bucket", .prefix = "datasets/"}};
     for (sky::Provider p : {sky::Provider(sky::Local{}), sky::Provider(sky::Simulated{})}) {
@@ -89,8 +89,9 @@ TEST_CASE("Local and Simulated pools with volumes are refused, naming the volume
         sky::PoolSpec{.provider = sky::SSH{.hosts = {"10.0.0.1"}}, .volumes = v}.validate());
 }
 
-TEST_CASE("s3fs arguments: the prefix as the bucket path, read-only, path-style for an endpoint",
-          "[volumes]") {
+TEST_CASE(
+    "s3fs arguments: the prefix as the bucket path and read-only and path-style for an endpoint",
+    "[volumes]") {
     auto ro = s3fs_arguments(S3Volume{.mount_path = "/data",
                                       .bucket = "ds",
                                       .prefix = "/datasets/v1/",
