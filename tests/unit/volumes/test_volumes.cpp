@@ -2,6 +2,9 @@
 // and credentials file the volume phase writes on a node (tests/e2e/volumes runs them there).
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 
 #include "sky/sky.hpp"
@@ -161,4 +164,71 @@ TEST_CASE("no credential in the mount or unmount script or on s3fs's command lin
           std::string::npos);
     CHECK(unmount_command("/r") ==
           "[ -f '/r/volumes/unmount.sh' ] && bash '/r/volumes/unmount.sh' > /dev/null 2>&1; ");
+}
+
+namespace {
+// Sets (or with nullptr unsets) an environment variable for a scope, then puts it back.
+class EnvVar {
+public:
+    EnvVar(const char* name, const char* value) : name_(name) {
+        if (const char* v = std::getenv(name)) old_ = v;
+        if (value)
+            ::setenv(name, value, 1);
+        else
+            ::unsetenv(name);
+    }
+    ~EnvVar() {
+        if (old_)
+            ::setenv(name_, old_->c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+}  // namespace
+
+TEST_CASE("volume credentials are the pool's AWS credentials: environment then shared file",
+          "[volumes]") {
+    char dir_tmpl[] = "/tmp/sky-volcreds-XXXXXX";
+    REQUIRE(::mkdtemp(dir_tmpl));
+    const std::string file = std::string(dir_tmpl) + "/credentials";
+    {
+        std::ofstream f(file);
+        f << "[default]\naws_access_key_id = AKIADEFAULT\naws_secret_access_key = sdefault\n"
+             "[team]\naws_access_key_id=AKIATEAM\naws_secret_access_key=steam\n"
+             "aws_session_token=ttoken\n";
+    }
+    EnvVar id("AWS_ACCESS_KEY_ID", nullptr), secret("AWS_SECRET_ACCESS_KEY", nullptr),
+        token("AWS_SESSION_TOKEN", nullptr), shared("AWS_SHARED_CREDENTIALS_FILE", file.c_str()),
+        profile("AWS_PROFILE", nullptr);
+    const sky::PoolSpec ssh{.provider = sky::SSH{.hosts = {"10.0.0.1"}}};
+    auto c = volume_credentials(ssh);
+    REQUIRE(c);
+    CHECK(c->access_key_id == "AKIADEFAULT");
+    CHECK(c->secret_access_key == "sdefault");
+    CHECK(c->session_token.empty());
+    {
+        EnvVar team("AWS_PROFILE", "team");
+        c = volume_credentials(ssh);
+        REQUIRE(c);
+        CHECK(c->access_key_id == "AKIATEAM");
+        CHECK(c->session_token == "ttoken");
+        // An AWS pool's own profile wins over AWS_PROFILE, as for its EC2 calls.
+        c = volume_credentials(sky::PoolSpec{.provider = sky::AWS{.profile = "default"}});
+        REQUIRE(c);
+        CHECK(c->access_key_id == "AKIADEFAULT");
+    }
+    {
+        EnvVar eid("AWS_ACCESS_KEY_ID", "AKIAENV"), esecret("AWS_SECRET_ACCESS_KEY", "senv"),
+            etoken("AWS_SESSION_TOKEN", "tenv");
+        c = volume_credentials(ssh);
+        REQUIRE(c);
+        CHECK(c->access_key_id == "AKIAENV");
+        CHECK(c->session_token == "tenv");
+    }
+    std::filesystem::remove_all(dir_tmpl);
+    CHECK_FALSE(volume_credentials(ssh).has_value());
 }
