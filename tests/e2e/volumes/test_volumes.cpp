@@ -409,3 +409,29 @@ TEST_CASE("volumes: examples/volumes runs on test hosts against the test's S3 se
     CHECK(s3fs_processes(s3.endpoint()) == 0);
 #endif
 }
+
+TEST_CASE("volumes: Local and Simulated pools with volumes are refused before anything starts",
+          "[volumes]") {
+    const std::vector<sky::Volume> v = {
+        sky::S3Volume{.mount_path = "/data", .bucket = "sky-datasets", .prefix = "datasets/"}};
+    for (sky::Provider p : {sky::Provider(sky::Local{}), sky::Provider(sky::Simulated{})}) {
+        std::vector<std::string> events;
+        try {
+            sky::ComputePool pool{
+                {.provider = p,
+                 .volumes = v,
+                 .display = sky::Display::quiet,
+                 .on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+                     events.push_back(std::to_string(e.index()));
+                     return std::nullopt;
+                 }}};
+            FAIL("the pool started without its volume");
+        } catch (const sky::ConfigError& e) {
+            const std::string what = e.what();
+            INFO(what);
+            CHECK(what.find("s3://sky-datasets/datasets") != std::string::npos);
+            CHECK(what.find("does not mount volumes") != std::string::npos);
+        }
+        CHECK(events.empty());  // no machine, no worker
+    }
+}
