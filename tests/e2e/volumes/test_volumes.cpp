@@ -135,6 +135,22 @@ int s3fs_processes(const std::string& endpoint) {
     return n;
 }
 
+// The environments of the s3fs processes mounting from this endpoint.
+std::vector<std::string> s3fs_environments(const std::string& endpoint) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        std::ifstream cmd(e.path() / "cmdline", std::ios::binary);
+        std::string c(std::istreambuf_iterator<char>(cmd), {});
+        if (c.rfind(std::string("s3fs\0", 5), 0) != 0 ||
+            c.find("url=" + endpoint) == std::string::npos)
+            continue;
+        std::ifstream env(e.path() / "environ", std::ios::binary);
+        out.emplace_back(std::istreambuf_iterator<char>(env), std::istreambuf_iterator<char>());
+    }
+    return out;
+}
+
 // s3fs mounts in host i's own mount namespace.
 int host_mounts(const TestHosts& h, int i) {
     auto r =
@@ -168,6 +184,9 @@ TEST_CASE(
     S3Server s3(bridge_address(hosts), {"sky-datasets", "sky-checkpoints"});
     s3.put("sky-datasets", "datasets/train.csv", kDataset);
     use_s3rver_credentials();
+    // Temporary credentials: the token travels the same way as the keys (s3rver accepts it).
+    const std::string session_token = "sky-e2e-session-token-7f3a9c";
+    ::setenv("AWS_SESSION_TOKEN", session_token.c_str(), 1);
 
     auto spec = spec_for(hosts, 2);
     spec.volumes = {sky::S3Volume{.mount_path = "/root/data",
@@ -243,6 +262,15 @@ TEST_CASE(
         for (const auto& c : command_lines()) {
             INFO(c);
             CHECK(c.find(S3Server::secret_access_key) == std::string::npos);
+            CHECK(c.find(session_token) == std::string::npos);
+        }
+        // The keys and the token reach s3fs through its environment (owner-readable only).
+        const auto envs = s3fs_environments(s3.endpoint());
+        CHECK(envs.size() == 4);
+        for (const auto& env : envs) {
+            CHECK(env.find(std::string("AWS_SESSION_TOKEN=") + session_token + '\0') !=
+                  std::string::npos);
+            CHECK(env.find("AWS_ACCESS_KEY_ID=S3RVER") != std::string::npos);
         }
         for (int i = 0; i < 2; ++i) {
             CHECK(host_mounts(hosts, i) == 2);
@@ -256,6 +284,7 @@ TEST_CASE(
     }
     CHECK(s3fs_processes(s3.endpoint()) == 0);
     CHECK(sky::test::remote_workers() == 0);
+    ::unsetenv("AWS_SESSION_TOKEN");
 }
 
 TEST_CASE("volumes: a bucket that does not exist fails the pool in phase volumes naming it",
