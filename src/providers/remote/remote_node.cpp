@@ -14,6 +14,7 @@
 #include "runtime/auth.hpp"
 #include "ship/closure.hpp"
 #include "util/shell.hpp"
+#include "volumes/volumes.hpp"
 
 namespace sky::detail {
 
@@ -142,6 +143,16 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
                 fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
                 std::vector<std::string>(tail.begin(), tail.end()));
 
+    // volumes: mounted before any call runs; stop() unmounts them, also after a failure here.
+    if (!spec.volumes.empty()) {
+        emit(BootstrapProgress{instance_id, "volumes"});
+        try {
+            mount_volumes(s, spec, n->run_dir_);
+        } catch (const VolumeFailure& e) {
+            n->fail("volumes", e.what(), e.output);
+        }
+    }
+
     n->start_worker(emit);
     emit(BootstrapCompleted{instance_id});
     return n;
@@ -249,10 +260,14 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then "
         "echo \"sky watchdog: stopping the worker at $(date)\" >> {run}/watchdog.log; "
         "kill -TERM -- -{pg} 2>/dev/null; sleep 2; kill -KILL -- -{pg} 2>/dev/null; "
-        "rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done",
+        "{unmount}rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done{after}",
         fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_),
         fmt::arg("run", shell_quote(run_dir_)), fmt::arg("idle", spec_.idle_timeout.count()),
-        fmt::arg("off", power_off), fmt::arg("probe", probe));
+        fmt::arg("off", power_off), fmt::arg("probe", probe),
+        fmt::arg("unmount", spec_.volumes.empty() ? std::string() : unmount_command(run_dir_)),
+        fmt::arg("after", spec_.volumes.empty()
+                              ? std::string()
+                              : unmount_after_worker(run_dir_, spec_.idle_timeout.count())));
     auto w =
         s.exec(fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
                            "{}/watchdog.pid",
@@ -320,8 +335,10 @@ void RemoteNode::stop() noexcept {
                     "kill $(cat {run}/serve.pid 2>/dev/null) 2>/dev/null; "
                     "{killpg}"
                     "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
-                    "rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
+                    "{unmount}rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
                     fmt::arg("run", shell_quote(run_dir_)),
+                    fmt::arg("unmount",
+                             spec_.volumes.empty() ? std::string() : unmount_command(run_dir_)),
                     fmt::arg("pool",
                              shell_quote(std::filesystem::path(run_dir_).parent_path().string())),
                     fmt::arg(
@@ -337,7 +354,8 @@ void RemoteNode::stop() noexcept {
                                            : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep "
                                                          "0.2; kill -KILL -- -{0} 2>/dev/null; ",
                                                          pgid_))),
-                {.timeout = std::chrono::seconds(15)});
+                // Each volume's unmount may wait up to 4 s for its s3fs to end.
+                {.timeout = std::chrono::seconds(15 + 4 * static_cast<int>(spec_.volumes.size()))});
     } catch (...) {
     }
     try {
