@@ -355,6 +355,23 @@ TEST_CASE("ssh pool: a node whose C library is too old is refused before anythin
     CHECK(sky::test::remote_workers() == 0);
 }
 
+// Every worker.log and watchdog.log on the hosts, for a failure's message.
+std::string worker_logs(const TestHosts& hosts) {
+    std::string all;
+    for (int h = 0; h < hosts.size(); ++h) {
+        std::error_code ec;
+        for (auto& e : std::filesystem::recursive_directory_iterator(
+                 hosts.host_path(h, "/root/.sky/run"), ec)) {
+            auto name = e.path().filename().string();
+            if (name != "worker.log" && name != "watchdog.log" && name != "exit") continue;
+            std::ifstream f(e.path());
+            all += "\n--- host " + std::to_string(h) + " " + e.path().string() + ":\n" +
+                   std::string(std::istreambuf_iterator<char>(f), {});
+        }
+    }
+    return all;
+}
+
 // Found by scripts/soak.sh: a restarted worker's start read the previous worker's port file and
 // connected before anything listened, and the cost meter refused the same machine "started
 // twice", so every restart on an SSH host failed.
@@ -385,6 +402,7 @@ TEST_CASE("ssh pool: a worker killed twice on its host is restarted there and se
             std::chrono::seconds(60));
         std::lock_guard lk(m);
         INFO("errors: " << errors.size() << (errors.empty() ? "" : ", last: " + errors.back()));
+        INFO("worker logs: " << worker_logs(hosts));
         REQUIRE(back);
     }
     CHECK((sky::compute<node_index>() | pool) == std::vector<int>{0, 1});
@@ -424,4 +442,38 @@ TEST_CASE("ssh pool: a broadcast waiting for a node whose replacement fails ends
     CHECK_THROWS_AS(b.get(), sky::NodeLostError);
     // No node is left: a call fails at once, typed.
     CHECK_THROWS_AS(sky::compute<add>(2, 3) >> pool, sky::NodeLostError);
+}
+
+// Found by scripts/soak.sh: a replacement ran on the supervisor's thread, and while it tried to
+// reach a host that was cut off (tens of seconds) no deadline was watched: a call with
+// .timeout() returned its result long after the timeout.
+TEST_CASE("ssh pool: a call's timeout holds while another node is being replaced", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    auto spec = spec_for(hosts, 2);
+    spec.idle_timeout = std::chrono::seconds(4);  // a node silent for 4 x 1 s + 5 s is lost
+    std::mutex m;
+    bool replacing = false;
+    spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+        if (auto* r = std::get_if<sky::ErrorEvent>(&e);
+            r && r->message.find("starting a replacement") != std::string::npos) {
+            std::lock_guard lk(m);
+            replacing = true;
+        }
+        return std::nullopt;
+    };
+    sky::ComputePool pool{spec};
+    CHECK((sky::compute<node_index>() | pool) == std::vector<int>{0, 1});
+    hosts.set_link_up(1, false);  // node 1 goes silent; its replacement cannot reach the host
+    REQUIRE(sky::test::wait_until(
+        [&] {
+            std::lock_guard lk(m);
+            return replacing;
+        },
+        std::chrono::seconds(30)));
+    // Node 0 takes a 20 s call that may take 1 s: it must fail at its timeout, not at the end.
+    auto call = pool.submit(sky::compute<sleep_ms>(20000).timeout(std::chrono::seconds(1)));
+    REQUIRE(call.wait_for(std::chrono::seconds(10)));
+    CHECK_THROWS_AS(call.get(), sky::TimeoutError);
+    hosts.set_link_up(1, true);
 }
