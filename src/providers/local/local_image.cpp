@@ -248,7 +248,6 @@ void LocalImage::check_apt(Outcome& o) {
 void LocalImage::make_venv(Outcome& o) {
     std::error_code ec;
     fs::create_directories(home_, ec);
-    ::chmod(fs::path(home_).parent_path().c_str(), 0700);
     ::chmod(home_.c_str(), 0700);
     const std::string want = image_.python.empty() ? "python3" : "python" + image_.python;
     // Another pool (another process) may be making the same venv: one at a time, bounded.

@@ -299,6 +299,37 @@ TEST_CASE("Local makes the image's pip environment and the worker runs with it a
     CHECK(steps == std::vector<std::string>{"python", "pip", "env", "worker"});
 }
 
+TEST_CASE("Local says so when the image's Python version is not on this machine and uses python3",
+          "[local][bootstrap]") {
+    if (!python_venv_available()) {
+        WARN("skipped: python3 with the venv module (python3-venv) is not installed");
+        return;
+    }
+    TempDir home;
+    ScopedEnv sky_home("SKY_HOME", home.path);
+    Recorder rec;
+    auto spec = quiet(1);
+    spec.on_event = rec.callback();
+    spec.image.python = "3.99";  // no such interpreter anywhere
+    std::string id;
+    {
+        sky::ComputePool pool{spec};
+        id = pool.instances().at(0).id;
+        const std::string venv = sky::compute<getenv_of>(std::string("VIRTUAL_ENV")) >> pool;
+        CHECK(venv.rfind(home.path + "/local/venv-", 0) == 0);
+        CHECK((sky::compute<run_shell>(std::string("command -v python3")) >> pool) ==
+              venv + "/bin/python3\n");
+    }
+    const auto steps = rec.steps(id);
+    REQUIRE(steps.size() == 4);
+    CHECK(steps[0] == "python");
+    CHECK(steps[1].rfind("python 3.99 skipped on Local: no python3.99 on this machine, the venv "
+                         "uses /",
+                         0) == 0);
+    CHECK(steps[2] == "env");
+    CHECK(steps[3] == "worker");
+}
+
 TEST_CASE(
     "Local fails the pool with a BootstrapError in phase pip when a package cannot be "
     "installed",
