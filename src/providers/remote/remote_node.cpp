@@ -281,8 +281,11 @@ std::unique_ptr<Transport> RemoteNode::connect_worker() {
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
-    session_->exec(fmt::format("kill -KILL -- -{} 2>/dev/null; kill $(cat {}/watchdog.pid "
-                               "2>/dev/null) 2>/dev/null; true",
+    // The run directory is made again: the node's watchdog removes it when it ends a worker
+    // that heard nothing for idle_timeout (a link cut for that long), and the new worker's
+    // token, script and socket go there.
+    session_->exec(fmt::format("kill -KILL -- -{0} 2>/dev/null; kill $(cat {1}/watchdog.pid "
+                               "2>/dev/null) 2>/dev/null; umask 077; mkdir -p {1}; true",
                                pgid_, shell_quote(run_dir_)),
                    {.timeout = std::chrono::seconds(30)});
     start_worker(emit);
