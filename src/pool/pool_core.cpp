@@ -457,7 +457,8 @@ void PoolCore::finish(std::vector<Completion>& done) {
         if (c.error)
             c.batch->fail(c.index, c.error);
         else
-            c.batch->complete(c.index, std::move(c.result));
+            c.batch->complete(c.index, std::move(c.result), c.node, std::move(c.instance_id),
+                              std::move(c.log_tail));
     }
     done.clear();
 }
@@ -498,7 +499,8 @@ void PoolCore::reader_loop(NodeSlot* n) {
                 n->inflight.erase(it);
                 if (t.deadline) timed_inflight_.erase(t.seq);
                 if (r.type == MsgType::result)
-                    done.push_back({t.batch, t.index, std::move(r.payload), nullptr});
+                    done.push_back({t.batch, t.index, std::move(r.payload), nullptr, n->index,
+                                    n->instance.id, std::move(t.log_tail)});
                 else
                     done.push_back({t.batch, t.index, {}, error_from(*n, t, std::move(r.error))});
             }
