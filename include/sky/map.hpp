@@ -240,7 +240,8 @@ auto take_map(BatchState& s, const MapRun& run) {
                 element_error(run, o, run.starts[k] + static_cast<std::size_t>(e.index), e));
         }
         if constexpr (!std::is_void_v<R>)
-            for (auto&& v : c.values) out.push_back(std::move(v));
+            out.insert(out.end(), std::make_move_iterator(c.values.begin()),
+                       std::make_move_iterator(c.values.end()));
     }
     if constexpr (!std::is_void_v<R>) return out;
 }

@@ -180,7 +180,7 @@ TEST_CASE("map passes the fixed arguments to every element", "[local][map]") {
           std::vector<std::string>{"a2?", "bc2?", "d2?"});
 }
 
-TEST_CASE("an element that throws is a RemoteError naming its index; every other chunk ran",
+TEST_CASE("an element that throws is a RemoteError naming its index, and every other chunk ran",
           "[local][map]") {
     sky::ComputePool pool{quiet(2)};
     TempDir dir;
