@@ -334,8 +334,8 @@ public:
         }
         const std::uint64_t bytes = d->elements.size();
         bool ok = stride ? d->offsets.empty() && count <= bytes / stride && count * stride == bytes
-                         : d->offsets.size() == count + 1 && d->offsets.front() == 0 &&
-                               d->offsets.back() == bytes;
+                         : !d->offsets.empty() && d->offsets.size() - 1 == count &&
+                               d->offsets.front() == 0 && d->offsets.back() == bytes;
         for (std::size_t i = 1; ok && !stride && i < d->offsets.size(); ++i)
             ok = d->offsets[i - 1] <= d->offsets[i];
         if (!ok) throw cereal::Exception("a PendingMap whose element offsets do not fit its bytes");

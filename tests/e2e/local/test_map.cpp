@@ -105,6 +105,10 @@ std::size_t lines_in(const std::string& path) {
 using namespace e2e;
 using namespace map_test;
 
+// The range pool.as_completed returns is a standard input range.
+static_assert(std::ranges::input_range<sky::Completions<long>>);
+static_assert(std::ranges::input_range<sky::Completions<void>>);
+
 namespace {
 std::vector<long> iota_long(long n) {
     std::vector<long> v(static_cast<std::size_t>(n));
@@ -404,4 +408,23 @@ TEST_CASE("a PendingMap is a serializable value", "[local][map]") {
     cut.append(bytes.data(), bytes.size() - 3);
     sky::PendingMap<std::string> bad;
     CHECK_THROWS_AS(sky::detail::load_from(cut.span(), bad), cereal::Exception);
+    // Fields as PendingMap::save writes them, with offsets that do not fit, or another name.
+    auto forged = [](std::string name, std::uint64_t count, std::uint64_t stride,
+                     std::vector<std::uint64_t> offsets, std::uint64_t element_bytes) {
+        sky::detail::Buffer b;
+        sky::detail::save_to(b, name, std::uint64_t{1}, 0, std::int64_t{-1}, std::uint64_t{0},
+                             count, stride, offsets, element_bytes);
+        std::string elements(element_bytes, 'x');
+        b.append(elements.data(), elements.size());
+        sky::detail::save_to(b, std::uint64_t{0});
+        sky::PendingMap<long> m;
+        sky::detail::load_from(b.span(), m);
+        return m;
+    };
+    CHECK(forged("sky::map<a::f>", 2, 0, {0, 3, 5}, 5).size() == 2);  // the control: accepted
+    CHECK_THROWS_AS(forged("sky::map<a::f>", 5, 0, {0, 1}, 1), cereal::Exception);
+    CHECK_THROWS_AS(forged("sky::map<a::f>", ~std::uint64_t{0}, 0, {}, 0), cereal::Exception);
+    CHECK_THROWS_AS(forged("sky::map<a::f>", 2, 0, {0, 4, 3}, 3), cereal::Exception);
+    CHECK_THROWS_AS(forged("sky::map<a::f>", 3, 8, {}, 16), cereal::Exception);
+    CHECK_THROWS_AS(forged("a::f", 2, 0, {0, 3, 5}, 5), cereal::Exception);
 }
