@@ -526,8 +526,9 @@ public:
     Completions& operator=(const Completions&) = delete;
     ~Completions() { cancel(); }
 
-    /// Cancels what has not finished: those items are not run (or their results dropped) and
-    /// are not delivered. True when something was cancelled.
+    /// Cancels what has not finished: it is not run, or its result is dropped (the destructor
+    /// does this). Iterating further delivers those items with a sky::CancelledError. True when
+    /// something was cancelled.
     bool cancel() {
         if (!state_ || state_->ready() || !state_->cancel) return false;
         return state_->cancel();
