@@ -379,6 +379,34 @@ TEST_CASE("leaving an as_completed loop early cancels what has not run", "[local
     CHECK(lines_in(calls) < 20);
 }
 
+TEST_CASE("after an explicit cancel, as_completed delivers the rest as CancelledError",
+          "[local][map]") {
+    sky::ComputePool pool{quiet(1)};
+    TempDir dir;
+    std::vector<int> xs(50);
+    std::iota(xs.begin(), xs.end(), 0);
+    auto results = pool.as_completed(sky::map<counted>(xs, dir.path).chunk(1));
+    CHECK(results.size() == 50);
+    std::vector<int> count(50, 0);
+    std::size_t cancelled = 0, ok = 0;
+    for (auto& done : results) {
+        REQUIRE(done.index < 50);
+        ++count[done.index];
+        if (!done.failed()) {
+            CHECK(done.get() == static_cast<int>(done.index));
+            ++ok;
+        } else {
+            CHECK_THROWS_AS(done.get(), sky::CancelledError);
+            ++cancelled;
+        }
+        if (ok == 1 && cancelled == 0) CHECK(results.cancel());
+    }
+    CHECK(std::all_of(count.begin(), count.end(), [](int c) { return c == 1; }));
+    CHECK(ok + cancelled == 50);
+    CHECK(cancelled >= 40);
+    CHECK_FALSE(results.cancel());  // nothing left to cancel
+}
+
 TEST_CASE("a PendingMap is a serializable value", "[local][map]") {
     sky::ComputePool pool{quiet(2)};
     std::vector<std::string> words{"x", "yz", "", "w"};
