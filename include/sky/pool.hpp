@@ -1,8 +1,10 @@
 #pragma once
 /// \file The pool of nodes that runs computations (api.md §4).
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -20,6 +22,7 @@
 #include "sky/events.hpp"
 #include "sky/image.hpp"
 #include "sky/instance.hpp"
+#include "sky/map.hpp"
 #include "sky/pending.hpp"
 #include "sky/providers.hpp"
 #include "sky/spot.hpp"
@@ -147,6 +150,64 @@ public:
         return Future<T>(start_gather(g), [](detail::BatchState& s) { return take_vector<R>(s); });
     }
 
+    /// Runs F over every element of a map in chunks; one result per element, in input order
+    /// (void for a void F). The first failure in input order is rethrown after every chunk
+    /// finished; an element's exception is a RemoteError that names its index.
+    template <class R>
+    auto run_map(const PendingMap<R>& m) {
+        auto run = plan(m);
+        auto st = start_all(run.calls);
+        st->wait();
+        return detail::take_map<R>(*st, run);
+    }
+    /// Starts a map and returns at once; get() returns what run_map would.
+    template <class R>
+    auto submit(const PendingMap<R>& m) {
+        auto run = std::make_shared<const detail::MapRun>(plan(m));
+        using T = decltype(detail::take_map<R>(std::declval<detail::BatchState&>(), *run));
+        return Future<T>(start_all(run->calls),
+                         [run](detail::BatchState& s) { return detail::take_map<R>(s, *run); });
+    }
+
+    /// Starts a map and returns its results as they arrive: one Completed<R> per element (index:
+    /// the element's), delivered chunk by chunk as each chunk finishes. Leaving the loop early
+    /// cancels the chunks that have not finished.
+    template <class R>
+    Completions<R> as_completed(const PendingMap<R>& m) {
+        auto run = std::make_shared<const detail::MapRun>(plan(m));
+        auto st = start_all(run->calls);
+        return Completions<R>(
+            std::move(st),
+            [run](std::size_t k, const detail::Outcome& o, std::deque<Completed<R>>& out) {
+                detail::expand_chunk<R>(*run, k, o, out);
+            },
+            m.size());
+    }
+    /// A gather's results as they arrive: one Completed<R> per call, index: its position.
+    template <class R>
+    Completions<R> as_completed(const PendingGather<R>& g) {
+        return Completions<R>(
+            start_gather(g),
+            [](std::size_t i, const detail::Outcome& o, std::deque<Completed<R>>& out) {
+                out.push_back(detail::completed_from<R>(i, o));
+            },
+            g.size());
+    }
+    /// A batch's results as they arrive. The members may have different types, so the value is
+    /// a std::variant whose alternative `index` holds member `index` (void: std::monostate):
+    /// `std::get<0>(done.get())` for the first member, or std::visit.
+    template <class... Rs>
+    Completions<detail::batch_completed_t<Rs...>> as_completed(const PendingBatch<Rs...>& b) {
+        using V = detail::batch_completed_t<Rs...>;
+        return Completions<V>(
+            start_all(b.calls()),
+            [](std::size_t i, const detail::Outcome& o, std::deque<Completed<V>>& out) {
+                out.push_back(
+                    detail::completed_batch_item<Rs...>(i, o, std::index_sequence_for<Rs...>{}));
+            },
+            sizeof...(Rs));
+    }
+
     /// Tears down now and reports teardown errors (the destructor never throws).
     void close();
     [[nodiscard]] bool is_active() const noexcept;
@@ -178,6 +239,16 @@ private:
         return start(std::move(calls), false);
     }
     void add_handler(std::function<void(const Event&)> h);
+    /// A map's chunks for this pool: its .chunk(n), else four chunks per slot (nodes x
+    /// concurrency).
+    template <class R>
+    detail::MapRun plan(const PendingMap<R>& m) const {
+        if (!core_) throw Error("this ComputePool was moved from");
+        const auto& s = spec();
+        return detail::plan_map(m.desc(), m.function_name(), m.data(), m.chunk_size(),
+                                static_cast<std::size_t>(s.nodes) *
+                                    static_cast<std::size_t>(std::max(1, s.concurrency)));
+    }
 
     template <class... Rs, std::size_t... I>
     static std::tuple<detail::batch_value_t<Rs>...> take_tuple(detail::BatchState& s,

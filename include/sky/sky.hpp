@@ -9,6 +9,7 @@
 #include "sky/image.hpp"
 #include "sky/init.hpp"
 #include "sky/instance.hpp"
+#include "sky/map.hpp"
 #include "sky/pending.hpp"
 #include "sky/pool.hpp"
 #include "sky/providers.hpp"

@@ -463,7 +463,8 @@ void PoolCore::finish(std::vector<Completion>& done) {
         if (c.error)
             c.batch->fail(c.index, c.error);
         else
-            c.batch->complete(c.index, std::move(c.result));
+            c.batch->complete(c.index, std::move(c.result), c.node, std::move(c.instance_id),
+                              std::move(c.log_tail));
     }
     done.clear();
 }
@@ -517,7 +518,8 @@ void PoolCore::reader_loop(NodeSlot* n) {
                 if (t.deadline && Clock::now() > *t.deadline)
                     done.push_back({t.batch, t.index, {}, timeout_error(t)});
                 else if (r.type == MsgType::result)
-                    done.push_back({t.batch, t.index, std::move(r.payload), nullptr});
+                    done.push_back({t.batch, t.index, std::move(r.payload), nullptr, n->index,
+                                    n->instance.id, std::move(t.log_tail)});
                 else
                     done.push_back({t.batch, t.index, {}, error_from(*n, t, std::move(r.error))});
             }

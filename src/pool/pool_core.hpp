@@ -103,6 +103,9 @@ private:
         std::size_t index;
         Buffer result;
         std::exception_ptr error;
+        int node = -1;  ///< for a result: where it ran, and what it printed last
+        std::string instance_id{};
+        std::vector<std::string> log_tail{};
     };
     struct Received {
         std::uint64_t call_id;

@@ -37,24 +37,33 @@ struct CallDesc {
     CallOptions options;
 };
 
-/// The result of one call: encoded result bytes, or an exception.
+/// The result of one call: encoded result bytes, or an exception. For a result, where it ran
+/// and what it printed last (a map builds its elements' errors from them).
 struct Outcome {
     Buffer result;
     std::exception_ptr error;
+    int node = -1;
+    std::string instance_id;
+    std::vector<std::string> log_tail;
 };
 
 /// Shared by the pool (which completes items) and the caller (which waits).
 class BatchState {
 public:
-    explicit BatchState(std::size_t n) : outcomes(n), remaining_(n) {}
+    explicit BatchState(std::size_t n) : outcomes(n), remaining_(n) { finished_.reserve(n); }
 
-    void complete(std::size_t i, Buffer&& result) {
-        outcomes[i].result = std::move(result);
-        finish_one();
+    void complete(std::size_t i, Buffer&& result, int node = -1, std::string instance_id = {},
+                  std::vector<std::string> log_tail = {}) {
+        auto& o = outcomes[i];
+        o.result = std::move(result);
+        o.node = node;
+        o.instance_id = std::move(instance_id);
+        o.log_tail = std::move(log_tail);
+        finish_one(i);
     }
     void fail(std::size_t i, std::exception_ptr e) {
         outcomes[i].error = std::move(e);
-        finish_one();
+        finish_one(i);
     }
     void wait() {
         // A short spin first: a fast call answers within microseconds, and a futex sleep and
@@ -73,6 +82,17 @@ public:
         return cv_.wait_for(lk, d, [&] { return remaining_ == 0; });
     }
     [[nodiscard]] bool ready() const noexcept { return done_.load(std::memory_order_acquire); }
+    /// Waits for the next item to finish and sets `index` to it, in the order items finish
+    /// (pool.as_completed); false once every item has been taken. For one consumer.
+    bool next_finished(std::size_t& index) {
+        std::unique_lock lk(m_);
+        if (taken_ == outcomes.size()) return false;
+        ++waiting_;
+        cv_.wait(lk, [&] { return taken_ < finished_.size(); });
+        --waiting_;
+        index = finished_[taken_++];
+        return true;
+    }
     /// The first failure in input order, if any.
     [[nodiscard]] std::exception_ptr first_error() const {
         for (auto& o : outcomes)
@@ -85,10 +105,13 @@ public:
     std::function<bool()> cancel;
 
 private:
-    void finish_one() {
+    void finish_one(std::size_t i) {
         std::lock_guard lk(m_);
+        finished_.push_back(i);
         if (--remaining_ == 0) {
             done_.store(true, std::memory_order_release);
+            cv_.notify_all();
+        } else if (waiting_ > 0) {
             cv_.notify_all();
         }
     }
@@ -96,6 +119,9 @@ private:
     std::condition_variable cv_;
     std::size_t remaining_;
     std::atomic<bool> done_{false};
+    std::vector<std::size_t> finished_;  ///< item indices in the order they finished
+    std::size_t taken_ = 0;              ///< how many of them next_finished() handed out
+    int waiting_ = 0;                    ///< next_finished() callers asleep
 };
 
 /// Decodes one outcome as R (rethrowing its error). Result bytes that do not decode as R (a
