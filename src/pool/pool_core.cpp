@@ -888,9 +888,19 @@ void PoolCore::close(bool report) {
     finish(done);
     if (bus_) emit(PoolStopping{});
     for (auto& n : nodes_) {
-        if (!n->transport) continue;
-        if (bus_) emit(InstanceStopping{n->instance.id});
-        send_control(*n, MsgType::shutdown, 0);
+        // The supervisor may be replacing this node right now (restart_node writes the instance
+        // under m_ and the transport under write_m): read each under its own lock.
+        std::string id;
+        {
+            std::lock_guard lk(m_);
+            id = n->instance.id;
+        }
+        {
+            std::lock_guard lk(n->write_m);
+            if (!n->transport) continue;
+        }
+        if (bus_) emit(InstanceStopping{id});
+        send_control(*n, MsgType::shutdown, 0);  // takes write_m and checks the transport again
     }
     if (supervisor_.joinable()) supervisor_.join();
     if (backend_) backend_->stop_all();
