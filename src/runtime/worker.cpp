@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
-#include "providers/local/spawner.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/capture.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/rendezvous.hpp"
+#include "runtime/spawner.hpp"
 #include "runtime/worker_context.hpp"
 #include "ship/file_server.hpp"
 #include "sky/accelerator.hpp"

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "providers/local/spawner.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/fd_transport.hpp"
+#include "runtime/spawner.hpp"
 #include "runtime/worker.hpp"
 
 extern char** environ;

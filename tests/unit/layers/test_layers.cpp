@@ -25,10 +25,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"http", {"util"}},
         {"bootstrap", {"util"}},
         {"metrics", {"catalog", "util"}},
-        // The worker serves files for its peers (--sky-serve-files) and samples metrics. Debt:
-        // a worker that starts one process per GPU uses the Local provider's spawner, which
-        // belongs in the runtime.
-        {"runtime", {"metrics", "providers/local", "ship", "util"}},
+        // The worker serves files for its peers (--sky-serve-files) and samples metrics.
+        {"runtime", {"metrics", "ship", "util"}},
         {"ssh", {"runtime", "util"}},
         {"ship", {"runtime", "ssh", "util"}},
         // The engine asks the registry for its backend (the one place that knows providers).
