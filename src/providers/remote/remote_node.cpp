@@ -13,6 +13,7 @@
 
 #include "pool/pool_core.hpp"
 #include "runtime/auth.hpp"
+#include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
 #include "util/shell.hpp"
 
@@ -210,15 +211,18 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         "export ASAN_OPTIONS=\"log_path=$PWD/sanitizer${{ASAN_OPTIONS:+:$ASAN_OPTIONS}}\" "
         "UBSAN_OPTIONS=\"log_path=$PWD/sanitizer${{UBSAN_OPTIONS:+:$UBSAN_OPTIONS}}\" "
         "TSAN_OPTIONS=\"log_path=$PWD/sanitizer${{TSAN_OPTIONS:+:$TSAN_OPTIONS}}\"\n"
-        "export SKY_WORKER_LISTEN={listen} SKY_WORKER_PORT_FILE={run}/port "
-        "SKY_WORKER_TOKEN_FILE={run}/token SKY_WORKER_HEARTBEAT_FILE={run}/heartbeat "
-        "SKY_WORKER_ACCEPT_TIMEOUT={accept}\n"
+        "{launch}"
         "{exe} --sky-worker >> {run}/worker.log 2>&1\n"
         "echo $? > {run}/exit\n",
         fmt::arg("run", shell_quote(run_dir_)), fmt::arg("img", shell_quote(image_home_)),
         fmt::arg("env", env), fmt::arg("lib", shell_quote(lib_dir_)),
-        fmt::arg("listen", shell_quote("unix:" + socket_path_)),
-        fmt::arg("accept", spec_.idle_timeout.count()), fmt::arg("exe", shell_quote(exe_path_)));
+        fmt::arg("launch", WorkerLaunch{.listen = "unix:" + socket_path_,
+                                        .token_file = run_dir_ + "/token",
+                                        .port_file = run_dir_ + "/port",
+                                        .heartbeat_file = run_dir_ + "/heartbeat",
+                                        .accept_timeout = spec_.idle_timeout}
+                               .shell_exports()),
+        fmt::arg("exe", shell_quote(exe_path_)));
     s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
     auto r = s.exec(fmt::format("umask 077; setsid bash {}/start.sh > /dev/null 2>&1 < /dev/null & "
