@@ -29,7 +29,7 @@ private:
 /// Connects to 127.0.0.1:port (TCP, no delay); throws sky::Error.
 int connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout);
 
-/// Connects to the Unix socket at `path` (a worker's SKY_WORKER_LISTEN=unix:PATH); throws
+/// Connects to the Unix socket at `path` (a worker listening on unix:PATH); throws
 /// sky::Error.
 int connect_unix(const std::string& path);
 

@@ -32,13 +32,14 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
-#include "providers/local/spawner.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/capture.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/rendezvous.hpp"
+#include "runtime/spawner.hpp"
 #include "runtime/worker_context.hpp"
+#include "runtime/worker_launch.hpp"
 #include "ship/file_server.hpp"
 #include "sky/accelerator.hpp"
 #include "sky/detail/registry.hpp"
@@ -125,7 +126,11 @@ struct Child {
 class Worker {
 public:
     // The connection is already authenticated (worker_authenticate): the worker needs no token.
-    Worker(FdTransport& t, long parent_pid) : t_(t), writer_(t), parent_pid_(parent_pid) {}
+    Worker(FdTransport& t, const WorkerLaunch& launch)
+        : t_(t),
+          writer_(t),
+          parent_pid_(launch.parent_pid),
+          heartbeat_file_(launch.heartbeat_file) {}
 
     int run() {
         // The hello goes out before output capture starts, so no log frame can come first.
@@ -570,15 +575,14 @@ private:
                 req.argv = {program_name(), worker_flag};
                 for (char** e = environ; e && *e; ++e) {
                     const std::string_view entry(*e);
-                    if (entry.rfind("SKY_WORKER_", 0) == 0 ||
-                        entry.rfind("SKY_PARENT_PID=", 0) == 0 ||
+                    if (WorkerLaunch::is_launch_variable(entry) ||
                         entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0)
                         continue;
                     req.env.emplace_back(entry);
                 }
-                req.env.push_back("SKY_WORKER_FD=3");
-                req.env.push_back("SKY_WORKER_TOKEN=" + token);
-                req.env.push_back(fmt::format("SKY_PARENT_PID={}", ::getpid()));
+                for (auto& v :
+                     WorkerLaunch{.fd = 3, .token = token, .parent_pid = ::getpid()}.env())
+                    req.env.push_back(std::move(v));
                 req.env.push_back("CUDA_VISIBLE_DEVICES=" +
                                   plan.devices[static_cast<std::size_t>(k)]);
                 req.child_fd = sv[1];
@@ -847,8 +851,7 @@ private:
     std::mutex layout_m_;
     PoolLayout layout_;
     std::string interface_;
-    std::string heartbeat_file_ =
-        std::getenv("SKY_WORKER_HEARTBEAT_FILE") ? std::getenv("SKY_WORKER_HEARTBEAT_FILE") : "";
+    std::string heartbeat_file_;
     double last_touch_ = 0;
 };
 
@@ -875,7 +878,7 @@ Listener open_listener(const std::string& where) {
         a.sun_family = AF_UNIX;
         if (path.empty() || path[0] != '/' || path.size() >= sizeof a.sun_path) {
             std::fprintf(stderr,
-                         "sky worker: SKY_WORKER_LISTEN=unix:PATH needs an absolute path shorter "
+                         "sky worker: listening on unix:PATH needs an absolute path shorter "
                          "than %zu bytes, got '%s'\n",
                          sizeof a.sun_path, path.c_str());
             return l;
@@ -981,7 +984,7 @@ std::string& argv0() {
 }  // namespace
 const std::string& program_name() { return argv0(); }
 
-int run_worker(int fd, long parent_pid) {
+int run_worker(int fd, const WorkerLaunch& launch) {
     g_is_worker = true;
     // Keep freed memory in the heap instead of returning it to the kernel: a worker that
     // receives large arguments over and over then reuses pages instead of faulting in fresh
@@ -989,7 +992,7 @@ int run_worker(int fd, long parent_pid) {
     ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
     ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
     FdTransport t(fd, "client connection");
-    Worker w(t, parent_pid);
+    Worker w(t, launch);
     return w.run();
 }
 
@@ -1010,58 +1013,58 @@ void init(int argc, char** argv) {
             ::_exit(detail::ship::serve_files_main());
     }
     if (!worker) return;
+    detail::WorkerLaunch launch;
+    try {
+        launch = detail::WorkerLaunch::from_env();
+        launch.check_complete();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sky worker: %s\n", e.what());
+        std::_Exit(2);
+    }
     // A local worker dies with its client: parent-death signal, and a check against the race
     // where the parent died before prctl ran.
-    long parent = 0;
-    if (const char* p = std::getenv("SKY_PARENT_PID")) parent = std::atol(p);
-    if (parent > 0) {
+    if (launch.parent_pid > 0) {
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) ::_exit(0);
+        if (::getppid() != launch.parent_pid) ::_exit(0);
     }
-    const char* fd_s = std::getenv("SKY_WORKER_FD");
-    const char* listen = std::getenv("SKY_WORKER_LISTEN");
     // A listening (remote) worker holds its pool's token until a client authenticates: no core
     // file and no ptrace by other processes of the same user can read it out of memory.
-    if (listen) {
+    if (!launch.listen.empty()) {
         ::prctl(PR_SET_DUMPABLE, 0);
         rlimit no_core{0, 0};
         ::setrlimit(RLIMIT_CORE, &no_core);
     }
-    const char* token = std::getenv("SKY_WORKER_TOKEN");
-    std::string token_from_file;
-    if (const char* tf = std::getenv("SKY_WORKER_TOKEN_FILE")) {
+    std::string tok = launch.token;
+    OPENSSL_cleanse(launch.token.data(), launch.token.size());
+    if (!launch.token_file.empty()) {
         // A remote worker reads its token from a 0600 file (not the command line), then
         // removes it.
-        if (FILE* f = std::fopen(tf, "r")) {
+        std::string from_file;
+        if (FILE* f = std::fopen(launch.token_file.c_str(), "r")) {
             char buf[256] = {};
-            if (std::fgets(buf, sizeof buf, f)) token_from_file = buf;
+            if (std::fgets(buf, sizeof buf, f)) from_file = buf;
             std::fclose(f);
-            while (!token_from_file.empty() &&
-                   (token_from_file.back() == '\n' || token_from_file.back() == '\r'))
-                token_from_file.pop_back();
-            ::unlink(tf);
+            OPENSSL_cleanse(buf, sizeof buf);
+            while (!from_file.empty() && (from_file.back() == '\n' || from_file.back() == '\r'))
+                from_file.pop_back();
+            ::unlink(launch.token_file.c_str());
         }
-        if (!token_from_file.empty()) token = token_from_file.c_str();
+        if (!from_file.empty()) tok = from_file;
+        OPENSSL_cleanse(from_file.data(), from_file.size());
     }
-    if ((!fd_s && !listen) || !token) {
-        std::fprintf(stderr,
-                     "sky worker: SKY_WORKER_TOKEN and SKY_WORKER_FD or SKY_WORKER_LISTEN must be "
-                     "set\n");
+    if (tok.empty()) {
+        std::fprintf(stderr, "sky worker: no token: its file was missing, unreadable or empty\n");
         std::_Exit(2);
     }
-    std::string tok = token;
-    // Wipe the value in the environment block too, not only the pointer to it.
-    if (token_from_file.empty()) OPENSSL_cleanse(const_cast<char*>(token), std::strlen(token));
-    ::unsetenv("SKY_WORKER_TOKEN");  // the function's child processes need not see it
-    ::unsetenv("SKY_WORKER_TOKEN_FILE");
+    // Wipe the value in the environment block too; the function's child processes need neither.
+    detail::WorkerLaunch::erase_token_from_env();
     int fd = -1;
-    if (fd_s) {
+    if (launch.fd) {
         // A socketpair from a Local client: the same handshake as over the network, so a bug in
         // it cannot hide behind the provider that runs in the tests.
         try {
             fd = detail::worker_authenticate(
-                -1, std::atoi(fd_s), tok,
-                std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                -1, *launch.fd, tok, std::chrono::steady_clock::now() + std::chrono::seconds(60),
                 std::chrono::seconds(60), [](const std::string& m) {
                     std::fprintf(stderr, "sky worker %d: %s\n", static_cast<int>(::getpid()),
                                  m.c_str());
@@ -1071,16 +1074,14 @@ void init(int argc, char** argv) {
         }
         if (fd < 0) std::_Exit(3);
     } else {
-        const char* port_file = std::getenv("SKY_WORKER_PORT_FILE");
-        const char* wait_s = std::getenv("SKY_WORKER_ACCEPT_TIMEOUT");
-        fd = detail::listen_and_accept(listen, port_file ? port_file : "",
-                                       std::chrono::seconds(wait_s ? std::atoi(wait_s) : 600), tok);
+        fd = detail::listen_and_accept(launch.listen, launch.port_file,
+                                       launch.accept_timeout.value_or(std::chrono::seconds(600)),
+                                       tok);
         if (fd < 0) std::_Exit(5);
     }
     // Authenticated: the token is not needed any more.
     OPENSSL_cleanse(tok.data(), tok.size());
-    if (!token_from_file.empty()) OPENSSL_cleanse(token_from_file.data(), token_from_file.size());
-    int code = detail::run_worker(fd, parent);
+    int code = detail::run_worker(fd, launch);
     std::fflush(nullptr);
     ::_exit(code);
 }

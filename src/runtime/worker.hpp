@@ -6,12 +6,14 @@
 
 namespace sky::detail {
 
+struct WorkerLaunch;
+
 /// Command-line flag that turns a sky program into a worker.
 inline constexpr const char* worker_flag = "--sky-worker";
 
-/// Serves calls on the connected, already authenticated descriptor `fd`; returns the process
-/// exit code.
-int run_worker(int fd, long parent_pid);
+/// Serves calls on the connected, already authenticated descriptor `fd`, started as `launch`
+/// says (its client's pid, its heartbeat file); returns the process exit code.
+int run_worker(int fd, const WorkerLaunch& launch);
 
 /// Listens on `where` and returns the first connection that authenticates with `token` (the
 /// challenge-response of runtime/auth.hpp); -1 when none did within `timeout`. Peers that fail

@@ -1288,6 +1288,42 @@ int tcp_connect(const std::string& host, std::uint16_t port, Clock::time_point d
 constexpr const char* kDefaultCiphers = "aes128-ctr,aes256-ctr,aes192-ctr";
 constexpr const char* kDefaultMacs = "hmac-sha2-256,hmac-sha1,hmac-sha2-512";
 
+// The methods of a comma-separated preference that the linked libssh2 supports, in the
+// preference's order, without repeats. libssh2 1.10 strips a method it does not know from a
+// preference string with memcpy() over overlapping ranges (kex.c; memmove() since 1.11), and the
+// host-key preference names methods newer than 1.10 (rsa-sha2-*): so pass it only what it knows.
+// When libssh2 cannot list its methods, the preference goes through unchanged.
+std::string supported_methods(LIBSSH2_SESSION* s, int method, std::string_view pref) {
+    const char** algs = nullptr;
+    int n = libssh2_session_supported_algs(s, method, &algs);
+    if (n < 0 || !algs) return std::string(pref);
+    std::vector<std::string> have(algs, algs + n);
+    libssh2_free(s, static_cast<void*>(algs));
+    std::string out;
+    std::vector<std::string_view> taken;
+    while (!pref.empty()) {
+        auto comma = pref.find(',');
+        std::string_view name = pref.substr(0, comma);
+        pref = comma == std::string_view::npos ? std::string_view{} : pref.substr(comma + 1);
+        if (name.empty() || std::find(taken.begin(), taken.end(), name) != taken.end()) continue;
+        if (std::find(have.begin(), have.end(), name) == have.end()) continue;
+        taken.push_back(name);
+        if (!out.empty()) out += ',';
+        out += name;
+    }
+    return out;
+}
+
+std::string joined(LIBSSH2_SESSION* s, int method) {
+    const char** algs = nullptr;
+    int n = libssh2_session_supported_algs(s, method, &algs);
+    if (n < 0 || !algs) return "(libssh2 cannot list them)";
+    std::string out;
+    for (int i = 0; i < n; ++i) out += (i ? "," : "") + std::string(algs[i]);
+    libssh2_free(s, static_cast<void*>(algs));
+    return out;
+}
+
 void tune_socket(int fd, std::chrono::seconds keepalive) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -1523,14 +1559,33 @@ Session::Session(SessionOptions options) : impl_(std::make_shared<Impl>()) {
         };
         libssh2_session_set_blocking(s, 1);
         libssh2_session_set_timeout(s, std::max<long>(1, ms_left(deadline)));
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_HOSTKEY, hostkey_pref.c_str());
         // AES-CTR runs on AES-NI; libssh2 1.10 has no AES-GCM, chacha20 or ETM MACs.
         const char* ciphers = o.ciphers.empty() ? kDefaultCiphers : o.ciphers.c_str();
         const char* macs = o.macs.empty() ? kDefaultMacs : o.macs.c_str();
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_CS, ciphers);
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_CRYPT_SC, ciphers);
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_CS, macs);
-        libssh2_session_method_pref(s, LIBSSH2_METHOD_MAC_SC, macs);
+        struct Pref {
+            int method;
+            const char* what;
+            std::string asked;
+            std::string methods = {};
+        };
+        Pref prefs[] = {
+            {LIBSSH2_METHOD_HOSTKEY, "host key algorithms", hostkey_pref},
+            {LIBSSH2_METHOD_CRYPT_CS, "ciphers", ciphers},
+            {LIBSSH2_METHOD_CRYPT_SC, "ciphers", ciphers},
+            {LIBSSH2_METHOD_MAC_CS, "MACs", macs},
+            {LIBSSH2_METHOD_MAC_SC, "MACs", macs},
+        };
+        for (auto& p : prefs) {
+            p.methods = supported_methods(s, p.method, p.asked);
+            if (!p.methods.empty()) continue;
+            std::string known_here = joined(s, p.method);
+            libssh2_session_free(s);
+            ::close(fd);
+            throw SshError("ssh " + im.label + ": none of the " + p.what + " '" + p.asked +
+                           "' is supported by the linked libssh2 (it supports: " + known_here +
+                           ")");
+        }
+        for (const auto& p : prefs) libssh2_session_method_pref(s, p.method, p.methods.c_str());
         int rc = libssh2_session_handshake(s, fd);
         if (rc != 0) {
             bool to = rc == LIBSSH2_ERROR_TIMEOUT || ms_left(deadline) == 0;

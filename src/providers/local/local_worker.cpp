@@ -12,10 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "providers/local/spawner.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/fd_transport.hpp"
+#include "runtime/spawner.hpp"
 #include "runtime/worker.hpp"
+#include "runtime/worker_launch.hpp"
 
 extern char** environ;
 
@@ -59,17 +60,15 @@ void LocalWorker::start() {
         // twice gives getenv() the first, the inherited one.
         const std::string key(name);
         if (spec_.env.count(key) || spec_.image.env.count(key)) continue;
-        if (std::strncmp(*e, "SKY_WORKER_", 11) != 0 && std::strncmp(*e, "SKY_PARENT_", 11) != 0 &&
-            !is_provider_credential(name))
+        if (!WorkerLaunch::is_launch_variable(entry) && !is_provider_credential(name))
             req.env.emplace_back(*e);
     }
     for (auto& [k, v] : spec_.image.env)
         if (!spec_.env.count(k))
             req.env.push_back(k + "=" + v);  // the pool's env wins, as on a node
     for (auto& [k, v] : spec_.env) req.env.push_back(k + "=" + v);
-    req.env.push_back("SKY_WORKER_FD=3");
-    req.env.push_back("SKY_WORKER_TOKEN=" + token);
-    req.env.push_back(fmt::format("SKY_PARENT_PID={}", ::getpid()));
+    for (auto& v : WorkerLaunch{.fd = 3, .token = token, .parent_pid = ::getpid()}.env())
+        req.env.push_back(std::move(v));
     req.workdir = workdir_;
     req.child_fd = sv[1];
     int pid = -1;

@@ -9,9 +9,11 @@
 #include <fstream>
 #include <mutex>
 #include <regex>
+#include <sstream>
 
 #include "pool/pool_core.hpp"
 #include "runtime/auth.hpp"
+#include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
 #include "util/shell.hpp"
 #include "volumes/volumes.hpp"
@@ -158,6 +160,34 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     return n;
 }
 
+namespace {
+// A sanitized worker (a build with -fsanitize=..., whose libasan/libubsan/libtsan the shipment
+// carries like any other library) writes its report to the files that start.sh names with
+// log_path (`{run}/sanitizer.<pid>`): its stderr is its own output capture's pipe, where a report
+// written as it dies is lost. These lines show the newest report's first lines, also one in
+// worker.log (a report before the capture started, or a user's log_path=stderr).
+constexpr int sanitizer_report_lines = 16;
+
+std::string sanitizer_report_command(const std::string& run_dir) {
+    return fmt::format(
+        "cd {} 2>/dev/null && grep -h -m1 -A{} -E '(ERROR|WARNING): [A-Za-z]+Sanitizer|runtime "
+        "error:' $(ls -t sanitizer.* 2>/dev/null) worker.log 2>/dev/null | head -n {}; true",
+        shell_quote(run_dir), sanitizer_report_lines - 1, sanitizer_report_lines);
+}
+
+// The lines after the exit status in the output of that command, for a NodeLostError.
+std::string sanitizer_report_detail(const std::string& out) {
+    std::istringstream is(out);
+    std::string line, text;
+    std::getline(is, line);  // the exit status
+    for (int i = 0; i < sanitizer_report_lines && std::getline(is, line); ++i) {
+        if (line.size() > 300) line = line.substr(0, 300) + "...";
+        text += "\n  " + line;
+    }
+    return text.empty() ? text : "; its sanitizer report begins:" + text;
+}
+}  // namespace
+
 void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     auto& s = *session_;
     emit(BootstrapProgress{instance_id_, "worker"});
@@ -182,19 +212,28 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     const std::string script = fmt::format(
         "umask 077\n"
         "cd {run} || exit 1\n"
-        "rm -f port exit; touch heartbeat\n"
+        "rm -f port exit sanitizer.*; touch heartbeat\n"
         "[ -f {img}/env.sh ] && . {img}/env.sh\n"
         "{env}"
         "export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
-        "export SKY_WORKER_LISTEN={listen} SKY_WORKER_PORT_FILE={run}/port "
-        "SKY_WORKER_TOKEN_FILE={run}/token SKY_WORKER_HEARTBEAT_FILE={run}/heartbeat "
-        "SKY_WORKER_ACCEPT_TIMEOUT={accept}\n"
+        // A sanitized worker's reports go to files that exit_reason() reads (options given
+        // later, in the pool's env, win); for a program built without sanitizers these are
+        // inert.
+        "export ASAN_OPTIONS=\"log_path=$PWD/sanitizer${{ASAN_OPTIONS:+:$ASAN_OPTIONS}}\" "
+        "UBSAN_OPTIONS=\"log_path=$PWD/sanitizer${{UBSAN_OPTIONS:+:$UBSAN_OPTIONS}}\" "
+        "TSAN_OPTIONS=\"log_path=$PWD/sanitizer${{TSAN_OPTIONS:+:$TSAN_OPTIONS}}\"\n"
+        "{launch}"
         "{exe} --sky-worker >> {run}/worker.log 2>&1\n"
         "echo $? > {run}/exit\n",
         fmt::arg("run", shell_quote(run_dir_)), fmt::arg("img", shell_quote(image_home_)),
         fmt::arg("env", env), fmt::arg("lib", shell_quote(lib_dir_)),
-        fmt::arg("listen", shell_quote("unix:" + socket_path_)),
-        fmt::arg("accept", spec_.idle_timeout.count()), fmt::arg("exe", shell_quote(exe_path_)));
+        fmt::arg("launch", WorkerLaunch{.listen = "unix:" + socket_path_,
+                                        .token_file = run_dir_ + "/token",
+                                        .port_file = run_dir_ + "/port",
+                                        .heartbeat_file = run_dir_ + "/heartbeat",
+                                        .accept_timeout = spec_.idle_timeout}
+                               .shell_exports()),
+        fmt::arg("exe", shell_quote(exe_path_)));
     s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
     // The files the wait below polls are removed before the worker starts, not by start.sh:
@@ -208,11 +247,11 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     if (r.exit_status != 0 || pgid_.empty() ||
         pgid_.find_first_not_of("0123456789") != std::string::npos)
         fail("worker", "could not start the worker", {r.out, r.err});
-    auto port =
-        s.exec(fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
-                           "[ -f exit ] && break; sleep 0.1; done; tail -n 20 worker.log; exit 1",
-                           shell_quote(run_dir_)),
-               {.timeout = std::chrono::seconds(30)});
+    auto port = s.exec(
+        fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
+                    "[ -f exit ] && break; sleep 0.1; done; tail -n 20 worker.log; {}; exit 1",
+                    shell_quote(run_dir_), sanitizer_report_command(run_dir_)),
+        {.timeout = std::chrono::seconds(30)});
     if (port.exit_status != 0) {
         std::vector<std::string> lines;
         std::istringstream is(port.out);
@@ -300,8 +339,8 @@ NodeExit RemoteNode::exit_reason() {
             fmt::format("[ -f {0}/preempted ] && echo preempted && exit 0; "
                         "for i in $(seq 20); do [ -f {0}/exit ] && break; sleep 0.1; done; "
                         "[ -f {0}/preempted ] && echo preempted && exit 0; "
-                        "cat {0}/exit 2>/dev/null || echo running",
-                        shell_quote(run_dir_)),
+                        "cat {0}/exit 2>/dev/null || echo running; {1}",
+                        shell_quote(run_dir_), sanitizer_report_command(run_dir_)),
             {.timeout = std::chrono::seconds(10)});
         std::string what = r.out.substr(0, r.out.find('\n'));
         if (what == "preempted")
@@ -316,7 +355,8 @@ NodeExit RemoteNode::exit_reason() {
                                 code - 128, strsignal(code - 128))};
         if (code != 0)
             return {NodeLostError::Reason::worker_crashed,
-                    fmt::format("the worker on {} exited with status {}", where_.host, code)};
+                    fmt::format("the worker on {} exited with status {}{}", where_.host, code,
+                                sanitizer_report_detail(r.out))};
         return {NodeLostError::Reason::unreachable,
                 fmt::format("the worker on {} exited", where_.host)};
     } catch (const std::exception& e) {

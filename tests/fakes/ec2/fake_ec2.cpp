@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "fakes/common/host_binding.hpp"
 #include "fakes/gzip_bomb.hpp"
 #include "hosts/test_hosts.hpp"
 #include "http/http_client.hpp"
@@ -359,6 +360,8 @@ FakeEc2::FakeEc2(FakeEc2Options options)
     : options_(std::move(options)), model_(aws::ServiceModel::load(options_.model_path)) {
     if (options_.secret_access_key.empty())
         throw sky::ConfigError("fake EC2: a secret key is required");
+    if (options_.hosts)
+        binding_ = std::make_unique<HostBinding>(*options_.hosts, options_.install_host_key);
     images_ = {{{"ImageId", "ami-0dlami0000000001"},
                 {"Name", "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20250101"},
                 {"OwnerId", "898082745236"},
@@ -806,58 +809,38 @@ json FakeEc2::run_instances(const json& params) {
             ? params["Placement"]["AvailabilityZone"].get<std::string>()
             : options_.region + "a";
 
-    // Test hosts: each instance is a free host, set up as cloud-init would from the user-data.
-    std::vector<int> hosts;
-    if (options_.hosts) {
-        host_used_.resize(static_cast<std::size_t>(options_.hosts->size()), false);
-        for (int h = 0;
-             h < options_.hosts->size() && static_cast<long long>(hosts.size()) < max_count; ++h)
-            if (!host_used_[static_cast<std::size_t>(h)]) hosts.push_back(h);
-        if (static_cast<long long>(hosts.size()) < min_count) {
+    // Test hosts: each instance is a free host, booted as cloud-init would from the user-data
+    // (the shared host binding reads its keys; the script never runs here). As EC2 does, as many
+    // instances start as there is capacity for, up to MaxCount; fewer than MinCount is
+    // InsufficientInstanceCapacity.
+    long long count = max_count;
+    std::string authorized;
+    if (binding_) {
+        const auto free_hosts = static_cast<long long>(options_.hosts->size()) -
+                                static_cast<long long>(binding_->machines().size());
+        count = std::min(max_count, free_hosts);
+        if (count < min_count) {
             fail(500, "InsufficientInstanceCapacity",
                  fmt::format("We currently do not have sufficient {} capacity in the Availability "
                              "Zone you requested ({}). Our system will be working on provisioning "
                              "additional capacity.",
                              type, az));
         }
-        // Only the host key's heredoc is read from the script; the script never runs here (the
-        // namespaces share this machine's file system).
-        std::string host_key;
-        if (options_.install_host_key) {
-            const std::string open = "<<'SKY_HOST_KEY'\n", close = "\nSKY_HOST_KEY";
-            if (auto b = user_data.find(open); b != std::string::npos) {
-                b += open.size();
-                if (auto e = user_data.find(close, b); e != std::string::npos)
-                    host_key = user_data.substr(b, e - b);
-            }
-        }
-        std::string authorized;
         if (auto it = key_material_.find(key_name); it != key_material_.end())
             authorized = it->second;
-        for (int h : hosts) {
-            std::string key = host_key;
-            if (key.empty()) {  // no key in the user-data: the host keeps its own
-                std::ifstream in(options_.hosts->dir() / ("host" + std::to_string(h) + "_ed25519"));
-                std::stringstream ss;
-                ss << in.rdbuf();
-                key = ss.str();
-            }
-            options_.hosts->restart_sshd(h, key, authorized);
-            host_used_[static_cast<std::size_t>(h)] = true;
-        }
     }
 
     const std::string reservation_id = new_id("r");
     json instances = json::array();
     json ids = json::array();
-    for (long long n = 0; n < max_count; ++n) {
+    for (long long n = 0; n < count; ++n) {
         std::string id = new_id("i");
         unsigned long long seq = next_id_;
         std::string private_ip = fmt::format("10.0.{}.{}", (seq / 250) % 250, seq % 250 + 4);
-        if (options_.hosts) {
-            const int h = hosts.at(static_cast<std::size_t>(n));
-            instance_host_[id] = h;
-            private_ip = options_.hosts->address(h);
+        if (binding_) {
+            const std::optional<int> h = binding_->boot_any(id, user_data, authorized);
+            if (!h) throw std::logic_error("fake EC2: a free test host went away mid-launch");
+            private_ip = options_.hosts->address(*h);
         }
         json instance = {
             {"InstanceId", id},
@@ -930,8 +913,8 @@ void FakeEc2::advance_states() {
             instance.erase("StateReason");
             unsigned long long n = std::hash<std::string>{}(id) % 250 + 2;
             instance["PublicIpAddress"] = fmt::format("203.0.113.{}", n);
-            if (auto h = instance_host_.find(id); h != instance_host_.end())
-                instance["PublicIpAddress"] = options_.hosts->address(h->second);
+            if (auto h = binding_ ? binding_->host_of(id) : std::nullopt)
+                instance["PublicIpAddress"] = options_.hosts->address(*h);
             instance["PublicDnsName"] = fmt::format("ec2-203-0-113-{}.compute-1.amazonaws.com", n);
         } else if (name == "shutting-down") {
             instance["State"] = state(48, "terminated");
@@ -1251,18 +1234,13 @@ json FakeEc2::describe_images(const json& params) {
 namespace sky::test {
 
 void FakeEc2::release_host(const std::string& instance_id) {
-    auto it = instance_host_.find(instance_id);
-    if (it == instance_host_.end()) return;
     // The machine is gone: everything on it stops (sshd too, until the host is handed out again).
-    options_.hosts->kill_all_processes(it->second);
-    host_used_.at(static_cast<std::size_t>(it->second)) = false;
-    instance_host_.erase(it);
+    if (binding_) binding_->release(instance_id);
 }
 
 int FakeEc2::host_of(const std::string& instance_id) const {
-    std::lock_guard lock(mutex_);
-    auto it = instance_host_.find(instance_id);
-    return it == instance_host_.end() ? -1 : it->second;
+    const auto h = binding_ ? binding_->host_of(instance_id) : std::nullopt;
+    return h ? *h : -1;
 }
 
 void FakeEc2::set_instance_state(const std::string& instance_id, const std::string& name,

@@ -21,6 +21,7 @@
 namespace sky::test {
 
 class TestHosts;
+class HostBinding;
 
 struct FakeEc2Options {
     std::string access_key_id = "AKIDFAKEEC2EXAMPLE";
@@ -30,9 +31,10 @@ struct FakeEc2Options {
     std::string model_path;
     unsigned short port = 0;  ///< 0 = any free port
     /// When set, every instance is one of these test hosts (its address is the instance's public
-    /// and private IP): RunInstances plays cloud-init (installs the host key from the user-data
-    /// and the key pair as authorized key, never running the script), TerminateInstances kills
-    /// the host's processes and frees it, and no free host is InsufficientInstanceCapacity.
+    /// and private IP), bound through the shared HostBinding (tests/fakes/common): RunInstances
+    /// plays cloud-init (installs the host key from the user-data and the key pair as authorized
+    /// key, never running the script), TerminateInstances kills the host's processes and frees
+    /// it, and fewer free hosts than MinCount is InsufficientInstanceCapacity.
     TestHosts* hosts = nullptr;
     /// With hosts: false leaves each host its own host key (an instance whose user-data did not
     /// run, or a man in the middle): the client's pin must refuse it.
@@ -174,8 +176,7 @@ private:
     std::vector<nlohmann::json> images_;
     std::map<std::string, nlohmann::json> instance_types_;  // name -> InstanceTypeInfo (const)
     std::map<std::string, std::string> key_material_;       // key name -> OpenSSH public key line
-    std::map<std::string, int> instance_host_;              // instance id -> test host index
-    std::vector<bool> host_used_;
+    std::unique_ptr<HostBinding> binding_;  // with options_.hosts: instances on test hosts
     unsigned long long next_id_ = 1;
 };
 

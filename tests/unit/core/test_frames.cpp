@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <random>
 #include <string>
@@ -70,14 +71,32 @@ TEST_CASE("a large frame is read into a buffer of its own", "[frames]") {
     big[12345] = 'y';
     Buffer b;
     append_frame(b, MsgType::call, 9, bytes(big));
+    // The writer thread only writes: Catch2's assertions are not thread-safe, so what it did is
+    // checked here after the join. A failed read shuts the reader down so that the writer's
+    // send fails instead of blocking on a full socket, and the thread is always joined.
+    std::size_t wrote = 0;
     std::thread w([&] {
-        p.write(b);
+        while (wrote < b.size()) {
+            ssize_t k = ::send(p.fds[1], b.data() + wrote, b.size() - wrote, MSG_NOSIGNAL);
+            if (k <= 0) break;
+            wrote += static_cast<std::size_t>(k);
+        }
         p.end();
     });
     FrameReader r(*p.reader_side);
     Frame f;
-    REQUIRE(r.next(f));
+    bool got = false;
+    std::exception_ptr read_error;
+    try {
+        got = r.next(f);
+    } catch (...) {
+        read_error = std::current_exception();
+    }
+    if (!got) p.reader_side->shutdown();
     w.join();
+    if (read_error) std::rethrow_exception(read_error);
+    REQUIRE(got);
+    CHECK(wrote == b.size());
     CHECK(f.payload.size() == big.size());
     CHECK(static_cast<char>(f.payload[12345]) == 'y');
     Buffer taken = f.take_payload();

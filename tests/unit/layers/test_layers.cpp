@@ -1,12 +1,20 @@
 // The layers of src/ as the code must keep them: a component (a folder under src/, one per
 // provider under src/providers/) includes only the components this table allows. A new edge is
 // a design decision: it goes into the table with its reason, or the include goes.
+//
+// The build keeps them too: each component links (src/*/CMakeLists.txt, sky_component) the
+// components it uses and sees no other one's headers. CMake writes what each links to
+// <build>/src/layers.txt; the second test checks those links against this table and against
+// the includes, so the build and the table cannot drift apart. The build's check is looser in
+// one way: a component also sees what the components it links expose in their headers (a
+// PUBLIC link), which is why the first test still reads every include.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -25,10 +33,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"http", {"util"}},
         {"bootstrap", {"util"}},
         {"metrics", {"catalog", "util"}},
-        // The worker serves files for its peers (--sky-serve-files) and samples metrics. Debt:
-        // a worker that starts one process per GPU uses the Local provider's spawner, which
-        // belongs in the runtime.
-        {"runtime", {"metrics", "providers/local", "ship", "util"}},
+        // The worker serves files for its peers (--sky-serve-files) and samples metrics.
+        {"runtime", {"metrics", "ship", "util"}},
         {"ssh", {"runtime", "util"}},
         {"ship", {"runtime", "ssh", "util"}},
         // The engine asks the registry for its backend (the one place that knows providers);
@@ -71,6 +77,28 @@ std::string component_of(const std::string& rel) {
     return next == std::string::npos ? top : rel.substr(0, next);
 }
 
+// Every include of a component in src/ of another component: component -> components.
+std::map<std::string, std::set<std::string>> included_components(const fs::path& src) {
+    const std::regex include_line(R"(^\s*#\s*include\s+"([^"]+)\")");
+    std::map<std::string, std::set<std::string>> out;
+    for (const auto& entry : fs::recursive_directory_iterator(src)) {
+        const auto ext = entry.path().extension();
+        if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".hpp")) continue;
+        const std::string from = component_of(fs::relative(entry.path(), src).generic_string());
+        out[from];
+        std::ifstream in(entry.path());
+        for (std::string line; std::getline(in, line);) {
+            std::smatch m;
+            if (!std::regex_search(line, m, include_line)) continue;
+            const std::string target = m[1].str();
+            if (target.rfind("sky/", 0) == 0 || !fs::exists(src / target)) continue;
+            const std::string to = component_of(target);
+            if (to != from) out[from].insert(to);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("layers: each component of src/ includes only what the table allows", "[layers]") {
@@ -106,5 +134,46 @@ TEST_CASE("layers: each component of src/ includes only what the table allows", 
     for (const auto& c : components) {
         INFO("component " << c);
         CHECK(allowed().count(c) == 1);
+    }
+}
+
+TEST_CASE("layers: each component links exactly the components it includes, as the table allows",
+          "[layers]") {
+    const fs::path src = fs::path(SKY_SOURCE_DIR) / "src";
+    const fs::path layers = fs::path(SKY_BINARY_DIR) / "src" / "layers.txt";
+    REQUIRE(fs::is_regular_file(layers));
+    // "<component>: <dep> <dep> ...", a component's line once per CMake target in its folder.
+    std::map<std::string, std::set<std::string>> links;
+    std::ifstream in(layers);
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        const auto colon = line.find(':');
+        REQUIRE(colon != std::string::npos);
+        auto& deps = links[line.substr(0, colon)];
+        std::istringstream words(line.substr(colon + 1));
+        for (std::string d; words >> d;) deps.insert(d);
+    }
+    const auto includes = included_components(src);
+    REQUIRE(includes.size() > 10);
+    for (const auto& [component, used] : includes) {
+        INFO("component " << component);
+        // Every folder with sources is a component that declares what it links.
+        REQUIRE(links.count(component) == 1);
+        const auto& linked = links.at(component);
+        const auto rule = allowed().find(component);
+        REQUIRE(rule != allowed().end());
+        for (const auto& dep : linked) {
+            INFO("links " << dep);
+            CHECK(rule->second.count(dep) == 1);  // the table allows the link
+            CHECK(used.count(dep) == 1);          // and something includes it: no spare link
+        }
+        for (const auto& dep : used) {
+            INFO("includes " << dep);
+            CHECK(linked.count(dep) == 1);  // what it includes, it links itself
+        }
+    }
+    for (const auto& [component, deps] : links) {
+        INFO("component " << component << " in layers.txt");
+        CHECK(includes.count(component) == 1);
     }
 }

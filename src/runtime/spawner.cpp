@@ -1,4 +1,4 @@
-#include "providers/local/spawner.hpp"
+#include "runtime/spawner.hpp"
 
 #include <fmt/format.h>
 #include <spawn.h>
