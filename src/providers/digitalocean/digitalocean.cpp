@@ -13,8 +13,7 @@
 #include <set>
 
 #include "catalog/names.hpp"
-#include "providers/cloud/cloud_backend.hpp"
-#include "providers/registry/registry.hpp"
+#include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
@@ -373,38 +372,23 @@ std::unique_ptr<CloudAdapter> make_digitalocean_adapter(const DigitalOcean& conf
 }
 
 ProviderDescriptor digitalocean_provider() {
-    ProviderDescriptor d;
-    d.name = "digitalocean";
-    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
-        const DigitalOcean* c = spec.provider.get<DigitalOcean>();
-        if (!c) return;
-        // Region slugs are lowercase letters then digits ("nyc1", "tor1", "ams3").
-        const std::string& r = c->region;
-        const bool ok =
-            !r.empty() && r.size() <= 16 && std::all_of(r.begin(), r.end(), [](unsigned char ch) {
-                return std::islower(ch) || std::isdigit(ch);
-            });
-        if (!ok)
-            problems.push_back(fmt::format(
-                "provider: sky::DigitalOcean region must be a region slug such as \"nyc1\", got "
-                "\"{}\"",
-                r));
-        if (!c->endpoint.empty()) {
-            try {
-                rest::check_endpoint("DigitalOcean", {c->endpoint, "sky::DigitalOcean endpoint"});
-            } catch (const ConfigError& e) {
-                problems.push_back(std::string("provider: ") + e.what());
-            }
-        }
-    };
-    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
-        return make_cloud_backend(make_digitalocean_adapter(*c.spec.provider.get<DigitalOcean>()),
-                                  c);
-    };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
-        return make_digitalocean_adapter(DigitalOcean{});
-    };
-    return d;
+    return rest::cloud_descriptor<DigitalOcean>(
+        {"digitalocean", "DigitalOcean", "sky::DigitalOcean"}, make_digitalocean_adapter,
+        [](const DigitalOcean& c, std::vector<std::string>& problems) {
+            // Region slugs are lowercase letters then digits ("nyc1", "tor1", "ams3").
+            const std::string& r = c.region;
+            const bool ok = !r.empty() && r.size() <= 16 &&
+                            std::all_of(r.begin(), r.end(), [](unsigned char ch) {
+                                return std::islower(ch) || std::isdigit(ch);
+                            });
+            if (!ok)
+                problems.push_back(fmt::format(
+                    "provider: sky::DigitalOcean region must be a region slug such as \"nyc1\", "
+                    "got \"{}\"",
+                    r));
+        },
+        rest::env_credentials({"DIGITALOCEAN_TOKEN"}, "DIGITALOCEAN_API_URL",
+                              "https://api.digitalocean.com/v2"));
 }
 
 }  // namespace sky::detail

@@ -15,9 +15,8 @@
 #include <set>
 
 #include "catalog/names.hpp"
-#include "providers/cloud/cloud_backend.hpp"
-#include "providers/registry/registry.hpp"
 #include "providers/rest/container_boot.hpp"
+#include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
@@ -439,36 +438,18 @@ std::unique_ptr<CloudAdapter> make_runpod_adapter(const RunPod& config) {
 }
 
 ProviderDescriptor runpod_provider() {
-    ProviderDescriptor d;
-    d.name = "runpod";
-    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
-        const RunPod* c = spec.provider.get<RunPod>();
-        if (!c) return;
-        const std::string t = to_upper(c->cloud_type);
-        if (t != "SECURE" && t != "COMMUNITY" && t != "ALL")
-            problems.push_back(fmt::format(
-                "provider: sky::RunPod cloud_type must be \"SECURE\", \"COMMUNITY\" or \"ALL\", "
-                "got \"{}\"",
-                c->cloud_type));
-        if (!c->endpoint.empty()) {
-            try {
-                rest::check_endpoint("RunPod", {c->endpoint, "sky::RunPod endpoint"});
-            } catch (const ConfigError& e) {
-                problems.push_back(std::string("provider: ") + e.what());
-            }
-        }
-        if (!spec.accelerator && !spec.machine)
-            problems.push_back(
-                "provider: sky::RunPod rents GPU pods only: set PoolSpec::accelerator (e.g. "
-                "\"RTX4090\")");
-    };
-    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
-        return make_cloud_backend(make_runpod_adapter(*c.spec.provider.get<RunPod>()), c);
-    };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
-        return make_runpod_adapter(RunPod{});
-    };
-    return d;
+    // RunPod's API host: GraphQL at /graphql (REST v1 at rest.runpod.io is switched off).
+    return rest::cloud_descriptor<RunPod>(
+        {"runpod", "RunPod", "sky::RunPod", "GPU pods"}, make_runpod_adapter,
+        [](const RunPod& c, std::vector<std::string>& problems) {
+            const std::string t = to_upper(c.cloud_type);
+            if (t != "SECURE" && t != "COMMUNITY" && t != "ALL")
+                problems.push_back(fmt::format(
+                    "provider: sky::RunPod cloud_type must be \"SECURE\", \"COMMUNITY\" or "
+                    "\"ALL\", got \"{}\"",
+                    c.cloud_type));
+        },
+        rest::env_credentials({"RUNPOD_API_KEY"}, "RUNPOD_API_BASE_URL", "https://api.runpod.io"));
 }
 
 }  // namespace sky::detail

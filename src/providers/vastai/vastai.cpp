@@ -17,9 +17,8 @@
 #include <sstream>
 
 #include "catalog/names.hpp"
-#include "providers/cloud/cloud_backend.hpp"
-#include "providers/registry/registry.hpp"
 #include "providers/rest/container_boot.hpp"
+#include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
@@ -444,34 +443,16 @@ std::unique_ptr<CloudAdapter> make_vastai_adapter(const VastAI& config) {
 }
 
 ProviderDescriptor vastai_provider() {
-    ProviderDescriptor d;
-    d.name = "vastai";
-    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
-        const VastAI* v = spec.provider.get<VastAI>();
-        if (!v) return;
-        if (!(v->min_reliability >= 0 && v->min_reliability <= 1))
-            problems.push_back(
-                fmt::format("provider: sky::VastAI min_reliability must be in [0, 1], got {}",
-                            v->min_reliability));
-        if (!v->endpoint.empty()) {
-            try {
-                rest::check_endpoint("Vast.ai", {v->endpoint, "sky::VastAI endpoint"});
-            } catch (const ConfigError& e) {
-                problems.push_back(std::string("provider: ") + e.what());
-            }
-        }
-        if (!spec.accelerator && !spec.machine)
-            problems.push_back(
-                "provider: sky::VastAI rents GPU machines only: set PoolSpec::accelerator (e.g. "
-                "\"RTX4090\")");
-    };
-    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
-        return make_cloud_backend(make_vastai_adapter(*c.spec.provider.get<VastAI>()), c);
-    };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
-        return make_vastai_adapter(VastAI{});
-    };
-    return d;
+    return rest::cloud_descriptor<VastAI>(
+        {"vastai", "Vast.ai", "sky::VastAI", "GPU machines"}, make_vastai_adapter,
+        [](const VastAI& v, std::vector<std::string>& problems) {
+            if (!(v.min_reliability >= 0 && v.min_reliability <= 1))
+                problems.push_back(
+                    fmt::format("provider: sky::VastAI min_reliability must be in [0, 1], got {}",
+                                v.min_reliability));
+        },
+        rest::env_credentials({"VAST_API_KEY"}, "VAST_API_URL", "https://console.vast.ai/api/v0",
+                              ".vast_api_key"));
 }
 
 }  // namespace sky::detail

@@ -14,8 +14,7 @@
 #include <set>
 
 #include "catalog/names.hpp"
-#include "providers/cloud/cloud_backend.hpp"
-#include "providers/registry/registry.hpp"
+#include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
@@ -582,35 +581,32 @@ std::unique_ptr<CloudAdapter> make_verda_adapter(const Verda& config) {
 }
 
 ProviderDescriptor verda_provider() {
-    ProviderDescriptor d;
-    d.name = "verda";
-    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
-        const Verda* c = spec.provider.get<Verda>();
-        if (!c) return;
-        // Location codes are upper-case letters, a dash and digits ("FIN-01", "ICE-01").
-        const std::string& r = c->region;
-        const bool ok =
-            r.empty() || (r.size() <= 16 && std::all_of(r.begin(), r.end(), [](unsigned char ch) {
-                              return std::isupper(ch) || std::isdigit(ch) || ch == '-';
-                          }));
-        if (!ok)
-            problems.push_back(fmt::format(
-                "provider: sky::Verda region must be a location code such as \"FIN-01\" (or "
-                "empty for any), got \"{}\"",
-                r));
-        if (!c->endpoint.empty()) {
-            try {
-                rest::check_endpoint("Verda", {c->endpoint, "sky::Verda endpoint"});
-            } catch (const ConfigError& e) {
-                problems.push_back(std::string("provider: ") + e.what());
-            }
-        }
-    };
-    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
-        return make_cloud_backend(make_verda_adapter(*c.spec.provider.get<Verda>()), c);
-    };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> { return make_verda_adapter(Verda{}); };
-    return d;
+    return rest::cloud_descriptor<Verda>(
+        {"verda", "Verda", "sky::Verda"}, make_verda_adapter,
+        [](const Verda& c, std::vector<std::string>& problems) {
+            // Location codes are upper-case letters, a dash and digits ("FIN-01", "ICE-01").
+            const std::string& r = c.region;
+            const bool ok =
+                r.empty() ||
+                (r.size() <= 16 && std::all_of(r.begin(), r.end(), [](unsigned char ch) {
+                     return std::isupper(ch) || std::isdigit(ch) || ch == '-';
+                 }));
+            if (!ok)
+                problems.push_back(fmt::format(
+                    "provider: sky::Verda region must be a location code such as \"FIN-01\" (or "
+                    "empty for any), got \"{}\"",
+                    r));
+        },
+        [] {
+            const bool datacrunch = env_or("VERDA_CLIENT_ID").empty() &&
+                                    !env_or("DATACRUNCH_CLIENT_ID").empty() &&
+                                    !env_or("DATACRUNCH_CLIENT_SECRET").empty();
+            auto keys =
+                datacrunch
+                    ? std::vector<const char*>{"DATACRUNCH_CLIENT_ID", "DATACRUNCH_CLIENT_SECRET"}
+                    : std::vector<const char*>{"VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET"};
+            return rest::env_credentials(keys, "VERDA_API_URL", "https://api.verda.com/v1")();
+        });
 }
 
 }  // namespace sky::detail

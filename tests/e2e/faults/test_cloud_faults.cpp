@@ -110,7 +110,7 @@ sky::PoolSpec base_spec(sky::Provider provider, const char* accelerator) {
     return spec;
 }
 
-// The generic rate of an HttpFake cloud; `launch` narrows the capacity kind to the launch call.
+// The generic rate of an HttpFake cloud (HttpCloud narrows the capacity kind to the launch call).
 HttpFaultRate http_rate(FaultKind kind, std::uint64_t seed) {
     HttpFaultRate r;
     r.kinds = {kind};
@@ -166,38 +166,48 @@ struct Ec2Cloud : Cloud {
 
 // --- the REST clouds on HttpFake ----------------------------------------------------------------
 
+// A REST cloud's fake; what is its own is set by its constructor: the credentials, the fake, and
+// how the cloud answers a capacity or an expired-credentials fault (and which request, its
+// launch, a capacity fault hits: `faults`' method, path and `when`).
 template <class Fake>
 struct HttpCloud : Cloud {
     ScopedEnv env;
     sky::test::HostBinding binding;
     std::unique_ptr<Fake> fake;
+    HttpFaultRate faults;
+    std::string secret;
     explicit HttpCloud(TestHosts& hosts) : binding(hosts) {}
+    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) override {
+        auto r = http_rate(kind, seed);
+        if (kind == FaultKind::capacity) {
+            r.method = faults.method;
+            r.path = faults.path;
+            r.when = faults.when;
+        }
+        r.capacity = faults.capacity;
+        r.expired_auth = faults.expired_auth;
+        return fake->http().add_fault_rate(std::move(r));
+    }
     void clear_rates() override { fake->http().clear_fault_rates(); }
     int hits(FaultKind kind) const override { return fake->http().fault_hits(kind); }
     int live() const override { return fake->alive(); }
+    std::vector<std::string> secrets() const override { return {secret}; }
 };
 
 struct RunPodCloud : HttpCloud<sky::test::FakeRunPod> {
-    const std::string key = "rpa_FAULTMATRIX_KEY_77E1";
     explicit RunPodCloud(TestHosts& hosts) : HttpCloud(hosts) {
-        env.set("RUNPOD_API_KEY", key);
+        secret = "rpa_FAULTMATRIX_KEY_77E1";
+        env.set("RUNPOD_API_KEY", secret);
         sky::test::FakeRunPodOptions o;
-        o.api_key = key;
+        o.api_key = secret;
         o.hosts = &binding;
         fake = std::make_unique<sky::test::FakeRunPod>(o);
-    }
-    sky::PoolSpec spec() const override {
-        return base_spec(sky::RunPod{.endpoint = fake->endpoint()}, "RTX4090");
-    }
-    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) override {
-        auto r = http_rate(kind, seed);
-        auto deploys = [](const HttpRequest& q) {
+        faults.when = [](const HttpRequest& q) {  // the deploy mutations, on /graphql
             return q.body.find("podFindAndDeployOnDemand") != std::string::npos ||
                    q.body.find("podRentInterruptable") != std::string::npos;
         };
-        if (kind == FaultKind::capacity) r.when = deploys;
         // RunPod's business errors: HTTP 200, data.<mutation> null, errors[0].message.
-        r.capacity = [](const HttpRequest& q) {
+        faults.capacity = [](const HttpRequest& q) {
             const std::string field = q.body.find("podRentInterruptable") != std::string::npos
                                           ? "podRentInterruptable"
                                           : "podFindAndDeployOnDemand";
@@ -210,34 +220,27 @@ struct RunPodCloud : HttpCloud<sky::test::FakeRunPod> {
                              {"path", {field}}}}}}
                          .dump()};
         };
-        r.expired_auth = [](const HttpRequest&) {
+        faults.expired_auth = [](const HttpRequest&) {
             return HttpReply{401, json{{"error", "Unauthorized"}}.dump()};
         };
-        return fake->http().add_fault_rate(std::move(r));
     }
-    std::vector<std::string> secrets() const override { return {key}; }
+    sky::PoolSpec spec() const override {
+        return base_spec(sky::RunPod{.endpoint = fake->endpoint()}, "RTX4090");
+    }
 };
 
 struct VastCloud : HttpCloud<sky::test::FakeVast> {
-    const std::string key = "vast-faultmatrix-key-3b9d0e";
     explicit VastCloud(TestHosts& hosts) : HttpCloud(hosts) {
-        env.set("VAST_API_KEY", key);
+        secret = "vast-faultmatrix-key-3b9d0e";
+        env.set("VAST_API_KEY", secret);
         sky::test::FakeVastOptions o;
-        o.api_key = key;
+        o.api_key = secret;
         o.hosts = &binding;
         fake = std::make_unique<sky::test::FakeVast>(o);
-    }
-    sky::PoolSpec spec() const override {
-        return base_spec(sky::VastAI{.endpoint = fake->endpoint()}, "RTX4090");
-    }
-    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) override {
-        auto r = http_rate(kind, seed);
-        if (kind == FaultKind::capacity) {
-            r.method = "PUT";
-            r.path = "/api/v0/asks/{id}/";
-        }
+        faults.method = "PUT";
+        faults.path = "/api/v0/asks/{id}/";
         // Vast.ai's answer for an ask rented by someone else between search and rent.
-        r.capacity = [](const HttpRequest& q) {
+        faults.capacity = [](const HttpRequest& q) {
             return HttpReply{410,
                              json{{"success", false},
                                   {"error", "no_such_ask"},
@@ -245,19 +248,20 @@ struct VastCloud : HttpCloud<sky::test::FakeVast> {
                                               " is no longer available"}}
                                  .dump()};
         };
-        r.expired_auth = [](const HttpRequest&) {
+        faults.expired_auth = [](const HttpRequest&) {
             return HttpReply{
                 401, json{{"detail", "Authentication credentials were not provided."}}.dump()};
         };
-        return fake->http().add_fault_rate(std::move(r));
     }
-    std::vector<std::string> secrets() const override { return {key}; }
+    sky::PoolSpec spec() const override {
+        return base_spec(sky::VastAI{.endpoint = fake->endpoint()}, "RTX4090");
+    }
 };
 
 struct VerdaCloud : HttpCloud<sky::test::FakeVerda> {
-    const std::string id = "verda-faultmatrix-client";
-    const std::string secret = "verda-faultmatrix-secret-c0ffee11";
     explicit VerdaCloud(TestHosts& hosts) : HttpCloud(hosts) {
+        const std::string id = "verda-faultmatrix-client";
+        secret = "verda-faultmatrix-secret-c0ffee11";
         env.set("VERDA_CLIENT_ID", id);
         env.set("VERDA_CLIENT_SECRET", secret);
         sky::test::FakeVerdaOptions o;
@@ -265,50 +269,35 @@ struct VerdaCloud : HttpCloud<sky::test::FakeVerda> {
         o.client_secret = secret;
         o.hosts = &binding;
         fake = std::make_unique<sky::test::FakeVerda>(o);
-    }
-    sky::PoolSpec spec() const override {
-        return base_spec(sky::Verda{.endpoint = fake->endpoint()}, "H100");
-    }
-    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) override {
-        auto r = http_rate(kind, seed);
-        if (kind == FaultKind::capacity) {
-            r.method = "POST";
-            r.path = "/v1/instances";
-        }
-        r.capacity = [](const HttpRequest&) {
+        faults.method = "POST";
+        faults.path = "/v1/instances";
+        faults.capacity = [](const HttpRequest&) {
             return HttpReply{503, json{{"code", "no_capacity"},
                                        {"message", "Not enough capacity for this instance type"}}
                                       .dump()};
         };
-        r.expired_auth = [](const HttpRequest&) {
+        faults.expired_auth = [](const HttpRequest&) {
             return HttpReply{
                 401, json{{"code", "unauthorized_request"}, {"message", "Access token is expired"}}
                          .dump()};
         };
-        return fake->http().add_fault_rate(std::move(r));
     }
-    std::vector<std::string> secrets() const override { return {secret}; }
+    sky::PoolSpec spec() const override {
+        return base_spec(sky::Verda{.endpoint = fake->endpoint()}, "H100");
+    }
 };
 
 struct DigitalOceanCloud : HttpCloud<sky::test::FakeDigitalOcean> {
-    const std::string token = "dop_v1_faultmatrix_token_9e8d7c";
     explicit DigitalOceanCloud(TestHosts& hosts) : HttpCloud(hosts) {
-        env.set("DIGITALOCEAN_TOKEN", token);
+        secret = "dop_v1_faultmatrix_token_9e8d7c";
+        env.set("DIGITALOCEAN_TOKEN", secret);
         sky::test::FakeDigitalOceanOptions o;
-        o.token = token;
+        o.token = secret;
         o.hosts = &binding;
         fake = std::make_unique<sky::test::FakeDigitalOcean>(o);
-    }
-    sky::PoolSpec spec() const override {
-        return base_spec(sky::DigitalOcean{.endpoint = fake->endpoint()}, "H100");
-    }
-    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) override {
-        auto r = http_rate(kind, seed);
-        if (kind == FaultKind::capacity) {
-            r.method = "POST";
-            r.path = "/v2/droplets";
-        }
-        r.capacity = [](const HttpRequest&) {
+        faults.method = "POST";
+        faults.path = "/v2/droplets";
+        faults.capacity = [](const HttpRequest&) {
             return HttpReply{
                 422, json{{"id", "unprocessable_entity"},
                           {"message",
@@ -316,14 +305,15 @@ struct DigitalOceanCloud : HttpCloud<sky::test::FakeDigitalOcean> {
                            "there is not enough capacity. Please try another size or region."}}
                          .dump()};
         };
-        r.expired_auth = [](const HttpRequest&) {
+        faults.expired_auth = [](const HttpRequest&) {
             return HttpReply{
                 401,
                 json{{"id", "Unauthorized"}, {"message", "Unable to authenticate you"}}.dump()};
         };
-        return fake->http().add_fault_rate(std::move(r));
     }
-    std::vector<std::string> secrets() const override { return {token}; }
+    sky::PoolSpec spec() const override {
+        return base_spec(sky::DigitalOcean{.endpoint = fake->endpoint()}, "H100");
+    }
 };
 
 // --- the matrix ---------------------------------------------------------------------------------

@@ -108,6 +108,23 @@ std::string HttpRequest::header(std::string_view name) const {
     return {};
 }
 
+std::map<std::string, std::string> HttpRequest::query_params() const {
+    std::map<std::string, std::string> out;
+    std::size_t pos = 0;
+    while (!query.empty()) {
+        auto amp = query.find('&', pos);
+        std::string part =
+            query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+        auto eq = part.find('=');
+        if (!part.empty())
+            out[sky::detail::url_decode(part.substr(0, eq))] =
+                eq == std::string::npos ? "" : sky::detail::url_decode(part.substr(eq + 1));
+        if (amp == std::string::npos) break;
+        pos = amp + 1;
+    }
+    return out;
+}
+
 bool match_path(std::string_view pattern, std::string_view path,
                 std::map<std::string, std::string>* params) {
     const auto want = segments(pattern);

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -38,6 +39,9 @@ struct HttpRequest {
 
     /// The first header of this name (case-insensitive); "" when absent.
     [[nodiscard]] std::string header(std::string_view name) const;
+    /// The query's parameters, percent-decoded ("a=1&b" is {a: "1", b: ""}; the last of a
+    /// repeated name wins).
+    [[nodiscard]] std::map<std::string, std::string> query_params() const;
 };
 
 /// One answer.
@@ -165,6 +169,22 @@ private:
     std::vector<Connection> threads_;
     std::thread acceptor_;
 };
+
+/// Routes to a fake's member functions, each behind the fake's `refuse` (its credentials and
+/// content-type checks): a request `refuse` answers never reaches the member. Returns
+/// `route(method, pattern, &Fake::member)`.
+template <class Fake>
+auto guarded_routes(HttpFake& http, Fake* fake,
+                    std::optional<HttpReply> (Fake::*refuse)(const HttpRequest&)) {
+    return [&http, fake, refuse](std::string method, std::string pattern,
+                                 HttpReply (Fake::*member)(const HttpRequest&)) {
+        http.route(std::move(method), std::move(pattern),
+                   [fake, refuse, member](const HttpRequest& r) -> HttpReply {
+                       if (auto no = (fake->*refuse)(r)) return *no;
+                       return (fake->*member)(r);
+                   });
+    };
+}
 
 /// Whether `path` (no query) matches a route pattern; fills `params` with "{name}" segments.
 bool match_path(std::string_view pattern, std::string_view path,

@@ -9,7 +9,6 @@
 
 #include "fakes/common/host_binding.hpp"
 #include "hosts/test_hosts.hpp"
-#include "util/encoding.hpp"
 
 namespace sky::test {
 
@@ -28,26 +27,10 @@ HttpReply unprocessable(const std::string& message) {
     return error(422, "unprocessable_entity", message);
 }
 
-std::map<std::string, std::string> query_of(const std::string& q) {
-    std::map<std::string, std::string> out;
-    std::size_t pos = 0;
-    while (pos <= q.size() && !q.empty()) {
-        auto amp = q.find('&', pos);
-        std::string part = q.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-        auto eq = part.find('=');
-        if (!part.empty())
-            out[sky::detail::url_decode(part.substr(0, eq))] =
-                eq == std::string::npos ? "" : sky::detail::url_decode(part.substr(eq + 1));
-        if (amp == std::string::npos) break;
-        pos = amp + 1;
-    }
-    return out;
-}
-
 // A page of `items` as DigitalOcean pages lists (per_page default 20, max 200).
 HttpReply page_of(const std::string& key, const std::vector<json>& items, const HttpRequest& r,
                   const std::string& base) {
-    auto q = query_of(r.query);
+    auto q = r.query_params();
     int per_page = 20, page = 1;
     try {
         if (q.count("per_page")) per_page = std::stoi(q["per_page"]);
@@ -137,21 +120,16 @@ std::vector<json> FakeDigitalOcean::default_sizes() {
 FakeDigitalOcean::FakeDigitalOcean(FakeDigitalOceanOptions options)
     : options_(std::move(options)), http_(HttpFakeOptions{.server = "cloudflare"}) {
     if (options_.sizes.empty()) options_.sizes = default_sizes();
-    auto wrap = [this](HttpReply (FakeDigitalOcean::*f)(const HttpRequest&)) {
-        return [this, f](const HttpRequest& r) -> HttpReply {
-            if (auto no = refuse(r)) return *no;
-            return (this->*f)(r);
-        };
-    };
-    http_.route("GET", "/v2/sizes", wrap(&FakeDigitalOcean::handle_sizes));
-    http_.route("GET", "/v2/account/keys", wrap(&FakeDigitalOcean::handle_keys_list));
-    http_.route("POST", "/v2/account/keys", wrap(&FakeDigitalOcean::handle_keys_create));
-    http_.route("DELETE", "/v2/account/keys/{key}", wrap(&FakeDigitalOcean::handle_keys_delete));
-    http_.route("POST", "/v2/droplets", wrap(&FakeDigitalOcean::handle_create));
-    http_.route("GET", "/v2/droplets", wrap(&FakeDigitalOcean::handle_list));
-    http_.route("DELETE", "/v2/droplets", wrap(&FakeDigitalOcean::handle_delete_by_tag));
-    http_.route("GET", "/v2/droplets/{id}", wrap(&FakeDigitalOcean::handle_get));
-    http_.route("DELETE", "/v2/droplets/{id}", wrap(&FakeDigitalOcean::handle_delete));
+    auto route = guarded_routes(http_, this, &FakeDigitalOcean::refuse);
+    route("GET", "/v2/sizes", &FakeDigitalOcean::handle_sizes);
+    route("GET", "/v2/account/keys", &FakeDigitalOcean::handle_keys_list);
+    route("POST", "/v2/account/keys", &FakeDigitalOcean::handle_keys_create);
+    route("DELETE", "/v2/account/keys/{key}", &FakeDigitalOcean::handle_keys_delete);
+    route("POST", "/v2/droplets", &FakeDigitalOcean::handle_create);
+    route("GET", "/v2/droplets", &FakeDigitalOcean::handle_list);
+    route("DELETE", "/v2/droplets", &FakeDigitalOcean::handle_delete_by_tag);
+    route("GET", "/v2/droplets/{id}", &FakeDigitalOcean::handle_get);
+    route("DELETE", "/v2/droplets/{id}", &FakeDigitalOcean::handle_delete);
 }
 
 FakeDigitalOcean::~FakeDigitalOcean() {
@@ -398,7 +376,7 @@ HttpReply FakeDigitalOcean::handle_get(const HttpRequest& r) {
 }
 
 HttpReply FakeDigitalOcean::handle_list(const HttpRequest& r) {
-    auto q = query_of(r.query);
+    auto q = r.query_params();
     std::lock_guard lk(m_);
     std::vector<json> items;
     for (auto& [id, d] : droplets_) {
@@ -429,7 +407,7 @@ HttpReply FakeDigitalOcean::handle_delete(const HttpRequest& r) {
 }
 
 HttpReply FakeDigitalOcean::handle_delete_by_tag(const HttpRequest& r) {
-    auto q = query_of(r.query);
+    auto q = r.query_params();
     if (!q.count("tag_name") || q["tag_name"].empty())
         return unprocessable("tag_name is required to delete droplets by tag");
     std::lock_guard lk(m_);

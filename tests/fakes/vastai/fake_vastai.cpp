@@ -9,7 +9,6 @@
 
 #include "fakes/common/host_binding.hpp"
 #include "hosts/test_hosts.hpp"
-#include "util/encoding.hpp"
 
 namespace sky::test {
 
@@ -19,22 +18,6 @@ using nlohmann::json;
 
 HttpReply fail(int status, const std::string& error, const std::string& msg) {
     return {status, json{{"success", false}, {"error", error}, {"msg", msg}}.dump()};
-}
-
-std::map<std::string, std::string> query_of(const std::string& q) {
-    std::map<std::string, std::string> out;
-    std::size_t pos = 0;
-    while (!q.empty()) {
-        auto amp = q.find('&', pos);
-        std::string part = q.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-        auto eq = part.find('=');
-        if (!part.empty())
-            out[sky::detail::url_decode(part.substr(0, eq))] =
-                eq == std::string::npos ? "" : sky::detail::url_decode(part.substr(eq + 1));
-        if (amp == std::string::npos) break;
-        pos = amp + 1;
-    }
-    return out;
 }
 
 // vast.py's offers_fields (the names a search may filter on), after its aliases.
@@ -160,21 +143,16 @@ std::vector<json> FakeVast::default_offers() {
 FakeVast::FakeVast(FakeVastOptions options)
     : options_(std::move(options)), http_(HttpFakeOptions{.server = "nginx"}) {
     if (options_.offers.empty()) options_.offers = default_offers();
-    auto wrap = [this](HttpReply (FakeVast::*f)(const HttpRequest&)) {
-        return [this, f](const HttpRequest& r) -> HttpReply {
-            if (auto no = refuse(r)) return *no;
-            return (this->*f)(r);
-        };
-    };
-    http_.route("POST", "/api/v0/bundles/", wrap(&FakeVast::search));
-    http_.route("GET", "/api/v0/bundles/", wrap(&FakeVast::search));
-    http_.route("PUT", "/api/v0/asks/{id}/", wrap(&FakeVast::rent));
-    http_.route("GET", "/api/v0/instances/", wrap(&FakeVast::get_all));
-    http_.route("GET", "/api/v0/instances/{id}/", wrap(&FakeVast::get_one));
-    http_.route("DELETE", "/api/v0/instances/{id}/", wrap(&FakeVast::destroy));
-    http_.route("POST", "/api/v0/ssh/", wrap(&FakeVast::key_add));
-    http_.route("GET", "/api/v0/ssh/", wrap(&FakeVast::key_list));
-    http_.route("DELETE", "/api/v0/ssh/{id}/", wrap(&FakeVast::key_delete));
+    auto route = guarded_routes(http_, this, &FakeVast::refuse);
+    route("POST", "/api/v0/bundles/", &FakeVast::search);
+    route("GET", "/api/v0/bundles/", &FakeVast::search);
+    route("PUT", "/api/v0/asks/{id}/", &FakeVast::rent);
+    route("GET", "/api/v0/instances/", &FakeVast::get_all);
+    route("GET", "/api/v0/instances/{id}/", &FakeVast::get_one);
+    route("DELETE", "/api/v0/instances/{id}/", &FakeVast::destroy);
+    route("POST", "/api/v0/ssh/", &FakeVast::key_add);
+    route("GET", "/api/v0/ssh/", &FakeVast::key_list);
+    route("DELETE", "/api/v0/ssh/{id}/", &FakeVast::key_delete);
 }
 
 FakeVast::~FakeVast() {
@@ -188,7 +166,7 @@ std::string FakeVast::endpoint() const { return http_.url("/api/v0"); }
 
 std::optional<HttpReply> FakeVast::refuse(const HttpRequest& r) {
     const bool bearer = r.header("Authorization") == "Bearer " + options_.api_key;
-    const bool param = query_of(r.query)["api_key"] == options_.api_key;
+    const bool param = r.query_params()["api_key"] == options_.api_key;
     if (!bearer && !param)
         return HttpReply{401,
                          json{{"detail", "Authentication credentials were not provided."}}.dump()};
@@ -201,7 +179,7 @@ std::optional<HttpReply> FakeVast::refuse(const HttpRequest& r) {
 HttpReply FakeVast::search(const HttpRequest& r) {
     json q;
     if (r.method == "GET") {
-        q = json::parse(query_of(r.query)["q"], nullptr, false);
+        q = json::parse(r.query_params()["q"], nullptr, false);
     } else {
         q = json::parse(r.body, nullptr, false);
         // vast-cli wraps the query: {"q": {...}}; the API takes both.
@@ -410,8 +388,7 @@ HttpReply FakeVast::get_one(const HttpRequest& r) {
 }
 
 HttpReply FakeVast::get_all(const HttpRequest& r) {
-    if (query_of(r.query)["owner"] != "me")
-        return fail(400, "invalid_args", "owner=me is required");
+    if (r.query_params()["owner"] != "me") return fail(400, "invalid_args", "owner=me is required");
     std::lock_guard lk(m_);
     json list = json::array();
     for (const auto& [id, i] : instances_)

@@ -9,7 +9,6 @@
 
 #include "fakes/common/host_binding.hpp"
 #include "hosts/test_hosts.hpp"
-#include "util/encoding.hpp"
 
 namespace sky::test {
 
@@ -23,22 +22,6 @@ HttpReply error(int status, const std::string& code, const std::string& message)
 
 HttpReply text(int status, const std::string& body) {
     return {status, body, {{"Content-Type", "text/plain; charset=utf-8"}}};
-}
-
-std::map<std::string, std::string> query_of(const std::string& q) {
-    std::map<std::string, std::string> out;
-    std::size_t pos = 0;
-    while (!q.empty()) {
-        auto amp = q.find('&', pos);
-        std::string part = q.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-        auto eq = part.find('=');
-        if (!part.empty())
-            out[sky::detail::url_decode(part.substr(0, eq))] =
-                eq == std::string::npos ? "" : sky::detail::url_decode(part.substr(eq + 1));
-        if (amp == std::string::npos) break;
-        pos = amp + 1;
-    }
-    return out;
 }
 
 std::optional<json> json_body(const HttpRequest& r) {
@@ -85,31 +68,26 @@ FakeVerda::FakeVerda(FakeVerdaOptions options)
             options_.on_demand["FIN-01"].insert(t["instance_type"]);
     if (options_.spot.empty())
         for (const auto& t : options_.types) options_.spot["FIN-01"].insert(t["instance_type"]);
-    auto wrap = [this](HttpReply (FakeVerda::*f)(const HttpRequest&)) {
-        return [this, f](const HttpRequest& r) -> HttpReply {
-            if (auto no = refuse(r)) return *no;
-            return (this->*f)(r);
-        };
-    };
+    auto route = guarded_routes(http_, this, &FakeVerda::refuse);
     http_.route("POST", "/v1/oauth2/token", [this](const HttpRequest& r) { return token(r); });
-    http_.route("GET", "/v1/instance-types", wrap(&FakeVerda::types));
-    http_.route("GET", "/v1/instance-availability", wrap(&FakeVerda::availability));
-    http_.route("GET", "/v1/instance-availability/{type}", wrap(&FakeVerda::available_one));
+    route("GET", "/v1/instance-types", &FakeVerda::types);
+    route("GET", "/v1/instance-availability", &FakeVerda::availability);
+    route("GET", "/v1/instance-availability/{type}", &FakeVerda::available_one);
     for (const char* keys : {"/v1/sshkeys", "/v1/ssh-keys"}) {
-        http_.route("GET", keys, wrap(&FakeVerda::keys_get));
-        http_.route("POST", keys, wrap(&FakeVerda::keys_post));
-        http_.route("DELETE", keys, wrap(&FakeVerda::keys_delete));
-        http_.route("GET", std::string(keys) + "/{id}", wrap(&FakeVerda::keys_get));
-        http_.route("DELETE", std::string(keys) + "/{id}", wrap(&FakeVerda::keys_delete));
+        route("GET", keys, &FakeVerda::keys_get);
+        route("POST", keys, &FakeVerda::keys_post);
+        route("DELETE", keys, &FakeVerda::keys_delete);
+        route("GET", std::string(keys) + "/{id}", &FakeVerda::keys_get);
+        route("DELETE", std::string(keys) + "/{id}", &FakeVerda::keys_delete);
     }
-    http_.route("GET", "/v1/scripts", wrap(&FakeVerda::scripts_get));
-    http_.route("POST", "/v1/scripts", wrap(&FakeVerda::scripts_post));
-    http_.route("DELETE", "/v1/scripts", wrap(&FakeVerda::scripts_delete));
-    http_.route("DELETE", "/v1/scripts/{id}", wrap(&FakeVerda::scripts_delete));
-    http_.route("POST", "/v1/instances", wrap(&FakeVerda::instances_post));
-    http_.route("GET", "/v1/instances", wrap(&FakeVerda::instances_get));
-    http_.route("PUT", "/v1/instances", wrap(&FakeVerda::instances_put));
-    http_.route("GET", "/v1/instances/{id}", wrap(&FakeVerda::instance_get));
+    route("GET", "/v1/scripts", &FakeVerda::scripts_get);
+    route("POST", "/v1/scripts", &FakeVerda::scripts_post);
+    route("DELETE", "/v1/scripts", &FakeVerda::scripts_delete);
+    route("DELETE", "/v1/scripts/{id}", &FakeVerda::scripts_delete);
+    route("POST", "/v1/instances", &FakeVerda::instances_post);
+    route("GET", "/v1/instances", &FakeVerda::instances_get);
+    route("PUT", "/v1/instances", &FakeVerda::instances_put);
+    route("GET", "/v1/instances/{id}", &FakeVerda::instance_get);
 }
 
 FakeVerda::~FakeVerda() {
@@ -178,7 +156,7 @@ HttpReply FakeVerda::token(const HttpRequest& r) {
 HttpReply FakeVerda::types(const HttpRequest&) { return {200, json(options_.types).dump()}; }
 
 HttpReply FakeVerda::availability(const HttpRequest& r) {
-    auto q = query_of(r.query);
+    auto q = r.query_params();
     const std::string spot = q.count("isSpot") ? q["isSpot"] : q["is_spot"];
     if (!spot.empty() && spot != "true" && spot != "false")
         return error(400, "invalid_request", "isSpot must be true or false");
@@ -193,7 +171,7 @@ HttpReply FakeVerda::availability(const HttpRequest& r) {
 }
 
 HttpReply FakeVerda::available_one(const HttpRequest& r) {
-    auto q = query_of(r.query);
+    auto q = r.query_params();
     const std::string& t = r.params.at("type");
     if (std::none_of(options_.types.begin(), options_.types.end(),
                      [&](const json& x) { return x["instance_type"] == t; }))
@@ -402,7 +380,7 @@ HttpReply FakeVerda::instance_get(const HttpRequest& r) {
 }
 
 HttpReply FakeVerda::instances_get(const HttpRequest& r) {
-    auto q = query_of(r.query);
+    auto q = r.query_params();
     std::lock_guard lk(m_);
     json out = json::array();
     for (const auto& [id, i] : instances_) {

@@ -10,39 +10,23 @@
 #include "providers/digitalocean/digitalocean.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
+#include "support/adapter_test.hpp"
+#include "support/scoped_env.hpp"
 
 using sky::test::FakeDigitalOcean;
+using sky::test::launch_request;
+using sky::test::offer_of;
 
 namespace {
 
-struct Token {
-    explicit Token(const std::string& t) { ::setenv("DIGITALOCEAN_TOKEN", t.c_str(), 1); }
-    ~Token() { ::unsetenv("DIGITALOCEAN_TOKEN"); }
+struct Token : sky::test::ScopedEnv {
+    explicit Token(const std::string& t) : ScopedEnv({{"DIGITALOCEAN_TOKEN", t}}) {}
 };
 
 std::vector<sky::Event> g_events;
 std::function<void(sky::Event)> keep() {
     g_events.clear();
     return [](sky::Event e) { g_events.push_back(std::move(e)); };
-}
-
-sky::LaunchRequest request(const sky::Offer& o, int node = 0) {
-    sky::LaunchRequest r;
-    r.pool_id = "0123456789abcdef";
-    r.name = "sky-0123456789abcdef";
-    r.node = node;
-    r.offer = o;
-    r.ssh_public_key =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
-    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
-    return r;
-}
-
-sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
-    for (const auto& o : offers)
-        if (o.instance_type == type) return o;
-    FAIL("no offer " << type);
-    return {};
 }
 
 }  // namespace
@@ -97,13 +81,14 @@ TEST_CASE("digitalocean: a droplet is created with user_data, the account key an
     Token t("dop_v1_fake_token_0123456789abcdef");
     auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
     auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
-    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef",
+                            launch_request({}).ssh_public_key};
     a->create_infra(infra, keep());
     a->create_infra(infra, keep());  // a second call is fine (the key is found, not duplicated)
     REQUIRE(fake.keys().size() == 1);
     CHECK(fake.keys()[0]["name"] == "sky-0123456789abcdef");
 
-    const std::string id = a->launch(request(offer_of(offers, "gpu-h100x1-80gb")));
+    const std::string id = a->launch(launch_request(offer_of(offers, "gpu-h100x1-80gb")));
     REQUIRE(fake.alive() == 1);
     auto d = fake.droplets()[0];
     CHECK(std::to_string(d["id"].get<long long>()) == id);
@@ -151,11 +136,12 @@ TEST_CASE("digitalocean: no capacity and a size not sold in the region are Capac
     auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
     auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
     fake.set_capacity("gpu-l40sx1-48gb", 0);
-    CHECK_THROWS_AS(a->launch(request(offer_of(offers, "gpu-l40sx1-48gb"))), sky::CapacityError);
+    CHECK_THROWS_AS(a->launch(launch_request(offer_of(offers, "gpu-l40sx1-48gb"))),
+                    sky::CapacityError);
     auto wrong_region = offer_of(offers, "gpu-l40sx1-48gb");
     wrong_region.region = "nyc2";
     try {
-        a->launch(request(wrong_region));
+        a->launch(launch_request(wrong_region));
         FAIL("launched in a region that does not sell the size");
     } catch (const sky::CapacityError& e) {
         CHECK(std::string(e.what()).find("not available in this region") != std::string::npos);

@@ -52,7 +52,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
          {"catalog", "pool", "providers/registry", "providers/remote", "ssh", "util"}},
         {"providers/local", {"pool", "providers/registry", "runtime", "util"}},
         {"providers/ssh", {"pool", "providers/registry", "providers/remote", "ssh", "util"}},
-        {"providers/rest", {"http", "util"}},
+        // The REST clouds' shared descriptor helper makes their cloud backends and registers them.
+        {"providers/rest", {"http", "providers/cloud", "providers/registry", "util"}},
         {"providers/aws", cloud_adapter},
         {"providers/digitalocean", cloud_adapter},
         {"providers/verda", cloud_adapter},

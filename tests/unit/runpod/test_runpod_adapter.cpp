@@ -10,39 +10,19 @@
 #include "providers/registry/registry.hpp"
 #include "providers/runpod/runpod.hpp"
 #include "sky/sky.hpp"
+#include "support/adapter_test.hpp"
+#include "support/scoped_env.hpp"
 
 using sky::test::FakeRunPod;
+using sky::test::ignore_events;
+using sky::test::launch_request;
+using sky::test::offer_of;
 
 namespace {
 
-struct Key {
-    explicit Key(const std::string& k) { ::setenv("RUNPOD_API_KEY", k.c_str(), 1); }
-    ~Key() { ::unsetenv("RUNPOD_API_KEY"); }
+struct Key : sky::test::ScopedEnv {
+    explicit Key(const std::string& k) : ScopedEnv({{"RUNPOD_API_KEY", k}}) {}
 };
-
-std::function<void(sky::Event)> ignore() {
-    return [](sky::Event) {};
-}
-
-sky::LaunchRequest request(const sky::Offer& o, bool spot = false, int node = 0) {
-    sky::LaunchRequest r;
-    r.pool_id = "0123456789abcdef";
-    r.name = "sky-0123456789abcdef";
-    r.node = node;
-    r.offer = o;
-    r.spot = spot;
-    r.ssh_public_key =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
-    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
-    return r;
-}
-
-sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
-    for (const auto& o : offers)
-        if (o.instance_type == type) return o;
-    FAIL("no offer " << type);
-    return {};
-}
 
 std::unique_ptr<sky::CloudAdapter> adapter(const FakeRunPod& fake, std::string cloud = "SECURE") {
     return sky::detail::make_runpod_adapter(
@@ -55,7 +35,7 @@ TEST_CASE("runpod: GPU types are offers per count, named as the catalog names th
     FakeRunPod fake;
     Key k("rpa_FAKE0123456789ABCDEFGHIJ");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
     auto h100 = offer_of(offers, "1x_H100-80GB_SECURE");
     CHECK(h100.accelerator == "H100");
     CHECK(h100.on_demand_price == Approx(2.99));
@@ -65,7 +45,7 @@ TEST_CASE("runpod: GPU types are offers per count, named as the catalog names th
     CHECK(offer_of(offers, "1x_RTX4090_SECURE").on_demand_price == Approx(0.69));
     for (const auto& o : offers) CHECK(o.instance_type.find("COMMUNITY") == std::string::npos);
     auto community =
-        adapter(fake, "COMMUNITY")->live_offers(sky::Catalog::embedded(), {}, ignore());
+        adapter(fake, "COMMUNITY")->live_offers(sky::Catalog::embedded(), {}, ignore_events());
     CHECK(offer_of(community, "1x_RTX4090_COMMUNITY").on_demand_price == Approx(0.34));
     for (const auto& o : community) CHECK(o.accelerator != "H100");  // no community H100
 }
@@ -75,8 +55,8 @@ TEST_CASE("runpod: an on-demand pod carries the start script and exposes 22 on a
     FakeRunPod fake;
     Key k("rpa_FAKE0123456789ABCDEFGHIJ");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
-    const std::string id = a->launch(request(offer_of(offers, "1x_RTX4090_SECURE")));
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
+    const std::string id = a->launch(launch_request(offer_of(offers, "1x_RTX4090_SECURE")));
     REQUIRE(fake.deploy_inputs().size() == 1);
     auto in = fake.deploy_inputs()[0];
     CHECK(in["gpuTypeId"] == "NVIDIA GeForce RTX 4090");
@@ -116,10 +96,10 @@ TEST_CASE("runpod: no instances available is CapacityError, other GPU ids are tr
     FakeRunPod fake;
     Key k("rpa_FAKE0123456789ABCDEFGHIJ");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
     fake.set_capacity("NVIDIA H100 80GB HBM3", 0);
     try {
-        a->launch(request(offer_of(offers, "1x_H100-80GB_SECURE")));
+        a->launch(launch_request(offer_of(offers, "1x_H100-80GB_SECURE")));
         FAIL("deployed without capacity");
     } catch (const sky::CapacityError& e) {
         CHECK(std::string(e.what()).find("no longer any instances available") != std::string::npos);
@@ -132,8 +112,9 @@ TEST_CASE("runpod: an interruptible pod bids per GPU and is preempted when inter
     FakeRunPod fake;
     Key k("rpa_FAKE0123456789ABCDEFGHIJ");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {.spot = sky::Spot::Always{}}, ignore());
-    const std::string id = a->launch(request(offer_of(offers, "1x_H100-80GB_SECURE"), true));
+    auto offers =
+        a->live_offers(sky::Catalog::embedded(), {.spot = sky::Spot::Always{}}, ignore_events());
+    const std::string id = a->launch(launch_request(offer_of(offers, "1x_H100-80GB_SECURE"), true));
     auto in = fake.deploy_inputs().at(0);
     CHECK(in["bidPerGpu"].get<double>() == Approx(1.75));
     fake.interrupt(id);
@@ -150,11 +131,11 @@ TEST_CASE("runpod: validation errors are not capacity, and the key never shows",
         Key k("rpa_FAKE0123456789ABCDEFGHIJ");
         ::setenv("SKY_RUNPOD_IMAGE", "img", 1);
         auto a = adapter(fake);
-        auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
+        auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
         ::unsetenv("SKY_RUNPOD_IMAGE");
         fake.set_capacity("NVIDIA GeForce RTX 4090", 5);
         auto o = offer_of(offers, "1x_RTX4090_SECURE");
-        CHECK_NOTHROW(a->terminate({a->launch(request(o))}));
+        CHECK_NOTHROW(a->terminate({a->launch(launch_request(o))}));
     }
     Key wrong("rpa_WRONG_KEY_0000000000");
     try {
@@ -179,7 +160,7 @@ TEST_CASE("runpod: the cloud layer deploys 2 pods and terminates them all", "[ru
     spec.accelerator = "RTX4090";
     auto b = sky::detail::make_cloud_backend(
         adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(2, ignore());
+    b->provision(2, ignore_events());
     CHECK(fake.alive() == 2);
     for (const auto& p : fake.pods()) CHECK(p["podType"] == "INTERRUPTABLE");  // "always"
     b->stop_all();

@@ -11,39 +11,19 @@
 #include "providers/registry/registry.hpp"
 #include "providers/vastai/vastai.hpp"
 #include "sky/sky.hpp"
+#include "support/adapter_test.hpp"
+#include "support/scoped_env.hpp"
 
 using sky::test::FakeVast;
+using sky::test::ignore_events;
+using sky::test::launch_request;
+using sky::test::offer_of;
 
 namespace {
 
-struct Key {
-    explicit Key(const std::string& k) { ::setenv("VAST_API_KEY", k.c_str(), 1); }
-    ~Key() { ::unsetenv("VAST_API_KEY"); }
+struct Key : sky::test::ScopedEnv {
+    explicit Key(const std::string& k) : ScopedEnv({{"VAST_API_KEY", k}}) {}
 };
-
-std::function<void(sky::Event)> ignore() {
-    return [](sky::Event) {};
-}
-
-sky::LaunchRequest request(const sky::Offer& o, bool spot = false, int node = 0) {
-    sky::LaunchRequest r;
-    r.pool_id = "0123456789abcdef";
-    r.name = "sky-0123456789abcdef";
-    r.node = node;
-    r.offer = o;
-    r.spot = spot;
-    r.ssh_public_key =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
-    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
-    return r;
-}
-
-sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
-    for (const auto& o : offers)
-        if (o.instance_type == type) return o;
-    FAIL("no offer " << type);
-    return {};
-}
 
 std::unique_ptr<sky::CloudAdapter> adapter(const FakeVast& fake, double reliability = 0.95) {
     return sky::detail::make_vastai_adapter(
@@ -64,7 +44,7 @@ TEST_CASE("vastai: offers come from a filtered search, cheapest ask per model an
     FakeVast fake;
     Key k("vast-fake-key-6a8b0f1c2d");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore_events());
     auto one = offer_of(offers, "1x-RTX4090");
     // The 0.39 ask is below the reliability floor: 0.42 is the cheapest left.
     CHECK(one.on_demand_price == Approx(0.42));
@@ -91,11 +71,11 @@ TEST_CASE("vastai: an ask is rented with onstart, and its SSH endpoint is the ma
     FakeVast fake;
     Key k("vast-fake-key-6a8b0f1c2d");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore());
-    a->create_infra({"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key},
-                    ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore_events());
+    a->create_infra({"0123456789abcdef", "sky-0123456789abcdef", launch_request({}).ssh_public_key},
+                    ignore_events());
     REQUIRE(fake.ssh_keys().size() == 1);
-    const std::string id = a->launch(request(offer_of(offers, "1x-RTX4090")));
+    const std::string id = a->launch(launch_request(offer_of(offers, "1x-RTX4090")));
     REQUIRE(fake.rent_requests().size() == 1);
     auto body = fake.rent_requests()[0];
     CHECK(body["client_id"] == "me");
@@ -127,10 +107,10 @@ TEST_CASE("vastai: a taken ask (410) moves to the next, none left is CapacityErr
     FakeVast fake;
     Key k("vast-fake-key-6a8b0f1c2d");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore_events());
     fake.take_all_on_rent(true);
     try {
-        a->launch(request(offer_of(offers, "1x-RTX4090")));
+        a->launch(launch_request(offer_of(offers, "1x-RTX4090")));
         FAIL("rented a taken ask");
     } catch (const sky::CapacityError& e) {
         CHECK(std::string(e.what()).find("410") != std::string::npos);
@@ -138,7 +118,7 @@ TEST_CASE("vastai: a taken ask (410) moves to the next, none left is CapacityErr
     CHECK(fake.rent_requests().size() == 3);  // every reliable 1x ask tried
     fake.take_all_on_rent(false);
     fake.take("5812001");
-    const std::string id = a->launch(request(offer_of(offers, "1x-RTX4090")));
+    const std::string id = a->launch(launch_request(offer_of(offers, "1x-RTX4090")));
     CHECK_FALSE(id.empty());
     a->terminate({id});
     CHECK(fake.alive() == 0);
@@ -148,8 +128,9 @@ TEST_CASE("vastai: a bid instance bids over the minimum and is preempted when ou
     FakeVast fake;
     Key k("vast-fake-key-6a8b0f1c2d");
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(sky::Spot::Always{}), ignore());
-    const std::string id = a->launch(request(offer_of(offers, "1x-RTX4090"), true));
+    auto offers =
+        a->live_offers(sky::Catalog::embedded(), rtx4090(sky::Spot::Always{}), ignore_events());
+    const std::string id = a->launch(launch_request(offer_of(offers, "1x-RTX4090"), true));
     auto body = fake.rent_requests().at(0);
     REQUIRE(body.contains("price"));
     CHECK(body["price"].get<double>() >= 0.21);
@@ -210,7 +191,7 @@ TEST_CASE("vastai: the cloud layer rents 2 instances and destroys them all", "[v
     spec.spot = sky::Spot::Never{};
     auto b = sky::detail::make_cloud_backend(
         adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(2, ignore());
+    b->provision(2, ignore_events());
     CHECK(fake.alive() == 2);
     b->stop_all();
     CHECK(fake.alive() == 0);

@@ -9,8 +9,12 @@
 #include "providers/registry/registry.hpp"
 #include "providers/verda/verda.hpp"
 #include "sky/sky.hpp"
+#include "support/adapter_test.hpp"
+#include "support/scoped_env.hpp"
 
 using sky::test::FakeVerda;
+using sky::test::ignore_events;
+using sky::test::offer_of;
 
 namespace {
 
@@ -35,29 +39,11 @@ struct Creds {
     const char* secret_var_;
 };
 
-std::function<void(sky::Event)> ignore() {
-    return [](sky::Event) {};
-}
-
+// A launch request with the cloud layer's client token.
 sky::LaunchRequest request(const sky::Offer& o, bool spot = false, int node = 0) {
-    sky::LaunchRequest r;
-    r.pool_id = "0123456789abcdef";
-    r.name = "sky-0123456789abcdef";
-    r.node = node;
-    r.offer = o;
-    r.spot = spot;
+    sky::LaunchRequest r = sky::test::launch_request(o, spot, node);
     r.client_token = "sky-0123456789abcdef-0-0-" + std::to_string(node) + "d";
-    r.ssh_public_key =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
-    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
     return r;
-}
-
-sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
-    for (const auto& o : offers)
-        if (o.instance_type == type) return o;
-    FAIL("no offer " << type);
-    return {};
 }
 
 std::unique_ptr<sky::CloudAdapter> adapter(const FakeVerda& fake, std::string region = "") {
@@ -73,7 +59,7 @@ TEST_CASE("verda: offers from instance types and availability, with spot prices"
     auto a = adapter(fake);
     sky::SelectionRequest req;
     req.spot = sky::Spot::Always{};
-    auto offers = a->live_offers(sky::Catalog::embedded(), req, ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), req, ignore_events());
     auto h100 = offer_of(offers, "1H100.80S.30V");
     CHECK(h100.accelerator == "H100");
     CHECK(h100.accelerator_count == 1);
@@ -101,10 +87,10 @@ TEST_CASE("verda: launch registers the key, a startup script, and takes the id a
     FakeVerda fake;
     Creds c(fake);
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
     sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
-    a->create_infra(infra, ignore());
-    a->create_infra(infra, ignore());
+    a->create_infra(infra, ignore_events());
+    a->create_infra(infra, ignore_events());
     REQUIRE(fake.ssh_keys().size() == 1);
     const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V")));
     REQUIRE(fake.alive() == 1);
@@ -172,7 +158,7 @@ TEST_CASE("verda: no availability is CapacityError, insufficient funds is not", 
     FakeVerda fake;
     Creds c(fake);
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore());
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
     auto h100 = offer_of(offers, "1H100.80S.30V");
     fake.set_available("1H100.80S.30V", false, false);
     CHECK_THROWS_AS(a->launch(request(h100)), sky::CapacityError);
@@ -193,9 +179,10 @@ TEST_CASE("verda: a reclaimed spot instance is preempted, one sky deleted is not
     FakeVerda fake;
     Creds c(fake);
     auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {.spot = sky::Spot::Always{}}, ignore());
+    auto offers =
+        a->live_offers(sky::Catalog::embedded(), {.spot = sky::Spot::Always{}}, ignore_events());
     a->create_infra({"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key},
-                    ignore());
+                    ignore_events());
     const std::string id = a->launch(request(offer_of(offers, "1A100.80S.22V"), true));
     fake.preempt(id);
     auto seen = a->describe({id})[0];
@@ -214,7 +201,7 @@ TEST_CASE("verda: the cloud layer provisions 2 instances and deletes them all", 
     spec.accelerator = "H100";
     auto b = sky::detail::make_cloud_backend(
         adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(2, ignore());
+    b->provision(2, ignore_events());
     CHECK(fake.alive() == 2);
     for (const auto& i : fake.instances()) CHECK(i["is_spot"] == true);  // "always" by default
     b->stop_all();

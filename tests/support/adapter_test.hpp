@@ -1,0 +1,43 @@
+#pragma once
+/// \file What the REST clouds' adapter unit tests share (tests/unit/{runpod,vastai,verda,
+/// digitalocean}): events ignored, a launch request as the cloud layer makes one, an offer found
+/// by its type. Header-only: a unit test links nothing more for it.
+#include <catch2/catch.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sky/cloud.hpp"
+#include "sky/events.hpp"
+
+namespace sky::test {
+
+/// A `notify` that drops every event.
+inline std::function<void(sky::Event)> ignore_events() {
+    return [](sky::Event) {};
+}
+
+/// A launch of `offer` for node `node` of pool 0123456789abcdef, with a client key and a boot
+/// script that carries a (fake) pinned host key.
+inline sky::LaunchRequest launch_request(const sky::Offer& offer, bool spot = false, int node = 0) {
+    sky::LaunchRequest r;
+    r.pool_id = "0123456789abcdef";
+    r.name = "sky-0123456789abcdef";
+    r.node = node;
+    r.offer = offer;
+    r.spot = spot;
+    r.ssh_public_key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
+    r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
+    return r;
+}
+
+/// The offer of this instance type; FAILs the test when there is none.
+inline sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {
+    for (const auto& o : offers)
+        if (o.instance_type == type) return o;
+    FAIL("no offer " << type);
+    return {};
+}
+
+}  // namespace sky::test
