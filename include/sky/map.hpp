@@ -416,15 +416,17 @@ public:
         return PendingMap<result_type>(std::move(desc), std::move(d));
     }
 
-    /// Runs F over the range here, now, with no serialization.
+    /// Runs F over the range here, now, with no serialization (the fixed arguments are passed
+    /// as they are, to every element).
     template <std::ranges::input_range Range, class... Fixed>
-    requires std::is_invocable_v<decltype(F), std::ranges::range_reference_t<Range>, Fixed...>
-    auto local(Range&& range, const Fixed&... fixed) const {
+    requires std::is_invocable_v<decltype(F), std::ranges::range_reference_t<Range>, Fixed&...> auto
+    local(Range&& range, Fixed&&... fixed) const {
         if constexpr (std::is_void_v<result_type>) {
-            for (auto&& e : range) std::invoke(F, e, fixed...);
+            for (auto&& e : range) std::invoke(F, std::forward<decltype(e)>(e), fixed...);
         } else {
             std::vector<result_type> out;
-            for (auto&& e : range) out.push_back(std::invoke(F, e, fixed...));
+            for (auto&& e : range)
+                out.push_back(std::invoke(F, std::forward<decltype(e)>(e), fixed...));
             return out;
         }
     }
