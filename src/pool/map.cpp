@@ -2,13 +2,14 @@
 // chunk runner itself is header code (sky/map.hpp), instantiated for each F.
 #include "sky/map.hpp"
 
-#include <cxxabi.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <typeinfo>
+
+#include "util/text.hpp"
 
 namespace sky::detail {
 
@@ -17,12 +18,6 @@ namespace {
 // the others work to share, few enough that per-call costs stay small against the elements.
 constexpr std::size_t chunks_per_slot = 4;
 
-std::string demangled(const char* name) {
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status),
-                                             std::free);
-    return status == 0 && d ? std::string(d.get()) : std::string(name);
-}
 }  // namespace
 
 ElementError describe_current_exception(std::uint64_t index) {
@@ -31,11 +26,11 @@ ElementError describe_current_exception(std::uint64_t index) {
     try {
         throw;
     } catch (const std::exception& x) {
-        e.type_name = demangled(typeid(x).name());
+        e.type_name = demangle(typeid(x).name());
         e.message = x.what();
     } catch (...) {
         auto* t = abi::__cxa_current_exception_type();
-        e.type_name = t ? demangled(t->name()) : "unknown";
+        e.type_name = t ? demangle(t->name()) : "unknown";
         e.message = "an exception that is not a std::exception";
     }
     return e;

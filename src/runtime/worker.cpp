@@ -1,7 +1,6 @@
 #include "runtime/worker.hpp"
 
 #include <arpa/inet.h>
-#include <cxxabi.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
@@ -40,6 +39,7 @@
 #include "runtime/spawner.hpp"
 #include "runtime/worker_context.hpp"
 #include "runtime/worker_launch.hpp"
+#include "util/text.hpp"
 #include "ship/file_server.hpp"
 #include "sky/accelerator.hpp"
 #include "sky/detail/registry.hpp"
@@ -55,13 +55,6 @@ namespace {
 
 std::atomic<bool> g_initialised{false};
 std::atomic<bool> g_is_worker{false};
-
-std::string demangle(const char* name) {
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status),
-                                             std::free);
-    return status == 0 && d ? std::string(d.get()) : std::string(name);
-}
 
 /// Frames out of the worker; one lock, small frames batched until flush().
 class Writer {

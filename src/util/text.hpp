@@ -1,11 +1,23 @@
 #pragma once
 // ASCII text helpers shared by every component (not public API).
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace sky::detail {
+
+/// The readable name of a mangled type name (`typeid(e).name()`), or the name as it is.
+inline std::string demangle(const char* name) {
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status),
+                                             std::free);
+    return status == 0 && d ? std::string(d.get()) : std::string(name);
+}
 
 /// ASCII lower-case copy.
 inline std::string to_lower(std::string_view s) {
