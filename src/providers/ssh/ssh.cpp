@@ -45,16 +45,11 @@ public:
             existing = nodes_.at(static_cast<std::size_t>(node)).get();
         }
         if (existing && existing->reachable()) {
-            // A replacement: same machine, fresh worker, over the connection the node has.
-            try {
-                existing->restart_worker(emit);
-            } catch (const ssh::SshError&) {
-                // That connection died unnoticed (a link cut, sshd restarted): a new one, as
-                // for a first start (the node's store still has the program).
-                existing = nullptr;
-            }
-        }
-        if (!existing) {
+            // A replacement: same machine, fresh worker. (Over the node's connection: when that
+            // died unnoticed, e.g. a cut link, the replacement fails within the exec's bound and
+            // the node is lost; a new connection to a cut-off host would hold up teardown.)
+            existing->restart_worker(emit);
+        } else {
             RemoteNodeSpec where;
             where.host = host;
             where.port = static_cast<std::uint16_t>(cfg_.port);
