@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "http/http_client.hpp"
+#include "sky/events.hpp"
 
 namespace sky::detail::rest {
 
@@ -53,6 +55,12 @@ struct ApiConfig {
     [[nodiscard]] static HttpOptions default_options();
 };
 
+/// The config of an API whose every request carries `Authorization: Bearer <key>`, with `key`
+/// masked.
+[[nodiscard]] ApiConfig bearer_config(
+    std::string provider, Endpoint endpoint, const std::string& key,
+    std::function<std::optional<ProviderErrorInfo>(const HttpResponse&)> parse_error);
+
 class JsonApi {
 public:
     explicit JsonApi(ApiConfig config);
@@ -67,6 +75,10 @@ public:
     nlohmann::json call(const std::string& method, const std::string& path,
                         const std::optional<nlohmann::json>& body = std::nullopt,
                         Repeat repeat = Repeat::safe) const;
+
+    /// When the endpoint is not the cloud's own: an ErrorEvent noticing that requests with the
+    /// user's `credential` ("API key") go there, and what set it.
+    void notice_endpoint(std::string_view credential, const std::function<void(Event)>& emit) const;
 
     [[nodiscard]] const std::string& base_url() const { return config_.endpoint.url; }
     [[nodiscard]] const ApiConfig& config() const { return config_; }

@@ -120,14 +120,11 @@ public:
             throw ConfigError(
                 "Vast.ai: no credentials: set VAST_API_KEY or write the key to ~/.vast_api_key "
                 "(as `vastai set api-key` does)");
-        rest::ApiConfig c;
-        c.provider = "Vast.ai";
-        c.endpoint = rest::choose_endpoint(cfg.endpoint, "VastAI{.endpoint}", "VAST_API_URL",
-                                           kVastDefaultUrl);
-        c.secrets = {key};
-        c.authorize = [key](HttpRequest& r) { r.set_header("Authorization", "Bearer " + key); };
-        c.parse_error = parse_vast_error;
-        api_ = std::make_unique<rest::JsonApi>(std::move(c));
+        api_ = std::make_unique<rest::JsonApi>(
+            rest::bearer_config("Vast.ai",
+                                rest::choose_endpoint(cfg.endpoint, "VastAI{.endpoint}",
+                                                      "VAST_API_URL", kVastDefaultUrl),
+                                key, parse_vast_error));
         image_ = env_or("SKY_VASTAI_IMAGE", "nvidia/cuda:12.8.0-runtime-ubuntu24.04");
     }
 
@@ -135,12 +132,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog&, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        if (api_->config().endpoint.source != "default")
-            emit(ErrorEvent{
-                fmt::format("Vast.ai: notice: requests with your API key go to {} "
-                            "(set by {})",
-                            rest::shown_url(api_->base_url()), api_->config().endpoint.source),
-                std::nullopt});
+        api_->notice_endpoint("API key", emit);
         std::vector<json> asks;
         const bool bid = wants_spot(req.spot);
         try {
