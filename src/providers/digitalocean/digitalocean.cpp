@@ -241,11 +241,7 @@ public:
                 out.push_back(std::move(i));
             } catch (const HttpError& e) {
                 if (e.status() != 404) throw;
-                CloudInstance u;
-                u.id = id;
-                u.state = CloudInstance::State::unknown;
-                u.reason = "unknown to DigitalOcean";
-                out.push_back(std::move(u));
+                out.push_back(rest::unknown_instance(id, kProvider));
             }
         }
         return out;

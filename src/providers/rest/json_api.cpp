@@ -40,6 +40,21 @@ ApiConfig bearer_config(
     return c;
 }
 
+std::string error_text(const std::exception& e) {
+    if (auto* h = dynamic_cast<const HttpError*>(&e);
+        h && (!h->code().empty() || !h->provider_message().empty()))
+        return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
+    return e.what();
+}
+
+CloudInstance unknown_instance(const std::string& id, std::string_view cloud) {
+    CloudInstance u;
+    u.id = id;
+    u.state = CloudInstance::State::unknown;
+    u.reason = "unknown to " + std::string(cloud);
+    return u;
+}
+
 void JsonApi::notice_endpoint(std::string_view credential,
                               const std::function<void(Event)>& emit) const {
     if (config_.endpoint.source != "default")

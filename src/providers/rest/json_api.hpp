@@ -4,6 +4,7 @@
 // credentials off plain http to a remote host, authorization set fresh on every attempt, secrets
 // masked in every error, and the retry rule for calls that must not run twice. Each adapter keeps
 // its own mapping of the cloud's REST API; nothing here knows a cloud.
+#include <exception>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "http/http_client.hpp"
+#include "sky/cloud.hpp"
 #include "sky/events.hpp"
 
 namespace sky::detail::rest {
@@ -86,6 +88,13 @@ public:
 private:
     ApiConfig config_;
 };
+
+/// An error as the REST clouds quote it: "HTTP <status> <code>: <message>" for an HttpError that
+/// carries the cloud's code or message, else what() says.
+[[nodiscard]] std::string error_text(const std::exception& e);
+
+/// What describe() reports for an id `cloud` ("Vast.ai") does not know.
+[[nodiscard]] CloudInstance unknown_instance(const std::string& id, std::string_view cloud);
 
 /// A JSON body's string member, "" when absent or not a string (numbers are printed).
 [[nodiscard]] std::string text_of(const nlohmann::json& j, const char* key);

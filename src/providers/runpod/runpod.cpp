@@ -288,8 +288,7 @@ public:
                 const auto err = first_error(answer);
                 if (err && !is_not_found(err->message))
                     throw ProvisionError("RunPod pod query failed: " + err->message);
-                c.state = CloudInstance::State::unknown;
-                c.reason = "unknown to RunPod";
+                c = rest::unknown_instance(id, "RunPod");
             }
             c.id = id;
             out.push_back(std::move(c));

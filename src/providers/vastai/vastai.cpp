@@ -28,6 +28,7 @@ namespace sky::detail {
 namespace {
 
 using nlohmann::json;
+using rest::error_text;
 using rest::number_of;
 using rest::Repeat;
 using rest::text_of;
@@ -42,13 +43,6 @@ std::optional<ProviderErrorInfo> parse_vast_error(const HttpResponse& r) {
     if (message.empty()) message = text_of(j, "message");
     if (code.empty() && message.empty()) return std::nullopt;
     return ProviderErrorInfo{code, message};
-}
-
-std::string error_text(const std::exception& e) {
-    if (auto* h = dynamic_cast<const HttpError*>(&e);
-        h && (!h->code().empty() || !h->provider_message().empty()))
-        return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
-    return e.what();
 }
 
 // The marketplace's names for a model (gpu_name), as Vast.ai spells them.
@@ -231,13 +225,11 @@ public:
                 if (inst.is_object() && !inst.empty()) {
                     c = instance_from(inst);
                 } else {
-                    c.state = CloudInstance::State::unknown;
-                    c.reason = "unknown to Vast.ai";
+                    c = rest::unknown_instance(id, "Vast.ai");
                 }
             } catch (const HttpError& e) {
                 if (e.status() != 404) throw;
-                c.state = CloudInstance::State::unknown;
-                c.reason = "unknown to Vast.ai";
+                c = rest::unknown_instance(id, "Vast.ai");
             }
             c.id = id;
             out.push_back(std::move(c));
