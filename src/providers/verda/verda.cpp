@@ -14,6 +14,7 @@
 #include <set>
 
 #include "catalog/names.hpp"
+#include "providers/registry/registry.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
