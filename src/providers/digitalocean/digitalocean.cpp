@@ -13,6 +13,7 @@
 #include <set>
 
 #include "catalog/names.hpp"
+#include "providers/registry/registry.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
@@ -97,14 +98,11 @@ public:
             throw ConfigError(
                 "DigitalOcean: no credentials: set DIGITALOCEAN_TOKEN to a personal access token "
                 "with read and write scope");
-        rest::ApiConfig c;
-        c.provider = kProvider;
-        c.endpoint = rest::choose_endpoint(cfg.endpoint, "DigitalOcean{.endpoint}",
-                                           "DIGITALOCEAN_API_URL", kDigitalOceanDefaultUrl);
-        c.secrets = {token};
-        c.authorize = [token](HttpRequest& r) { r.set_header("Authorization", "Bearer " + token); };
-        c.parse_error = parse_do_error;
-        api_ = std::make_unique<rest::JsonApi>(std::move(c));
+        api_ = std::make_unique<rest::JsonApi>(rest::bearer_config(
+            kProvider,
+            rest::choose_endpoint(cfg.endpoint, "DigitalOcean{.endpoint}", "DIGITALOCEAN_API_URL",
+                                  kDigitalOceanDefaultUrl),
+            token, parse_do_error));
         image_ = env_or("SKY_DIGITALOCEAN_IMAGE");
     }
 
@@ -115,12 +113,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest&,
                                    const std::function<void(Event)>& emit) override {
-        if (api_->config().endpoint.source != "default")
-            emit(ErrorEvent{
-                fmt::format("DigitalOcean: notice: requests with your token go to {} "
-                            "(set by {})",
-                            rest::shown_url(api_->base_url()), api_->config().endpoint.source),
-                std::nullopt});
+        api_->notice_endpoint("token", emit);
         std::vector<json> sizes;
         try {
             for_each_page("/sizes", "sizes", [&](const json& s) { sizes.push_back(s); });
@@ -249,11 +242,7 @@ public:
                 out.push_back(std::move(i));
             } catch (const HttpError& e) {
                 if (e.status() != 404) throw;
-                CloudInstance u;
-                u.id = id;
-                u.state = CloudInstance::State::unknown;
-                u.reason = "unknown to DigitalOcean";
-                out.push_back(std::move(u));
+                out.push_back(rest::unknown_instance(id, kProvider));
             }
         }
         return out;

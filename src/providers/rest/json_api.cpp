@@ -28,6 +28,42 @@ Endpoint choose_endpoint(const std::string& explicit_url, const std::string& fie
 
 std::string shown_url(const std::string& url) { return url_for_display(url); }
 
+ApiConfig bearer_config(
+    std::string provider, Endpoint endpoint, const std::string& key,
+    std::function<std::optional<ProviderErrorInfo>(const HttpResponse&)> parse_error) {
+    ApiConfig c;
+    c.provider = std::move(provider);
+    c.endpoint = std::move(endpoint);
+    c.secrets = {key};
+    c.authorize = [key](HttpRequest& r) { r.set_header("Authorization", "Bearer " + key); };
+    c.parse_error = std::move(parse_error);
+    return c;
+}
+
+std::string error_text(const std::exception& e) {
+    if (auto* h = dynamic_cast<const HttpError*>(&e);
+        h && (!h->code().empty() || !h->provider_message().empty()))
+        return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
+    return e.what();
+}
+
+CloudInstance unknown_instance(const std::string& id, std::string_view cloud) {
+    CloudInstance u;
+    u.id = id;
+    u.state = CloudInstance::State::unknown;
+    u.reason = "unknown to " + std::string(cloud);
+    return u;
+}
+
+void JsonApi::notice_endpoint(std::string_view credential,
+                              const std::function<void(Event)>& emit) const {
+    if (config_.endpoint.source != "default")
+        emit(ErrorEvent{
+            fmt::format("{}: notice: requests with your {} go to {} (set by {})", config_.provider,
+                        credential, shown_url(base_url()), config_.endpoint.source),
+            std::nullopt});
+}
+
 void check_endpoint(const std::string& provider, const Endpoint& e) {
     check_endpoint_security(e.url,
                             {provider, e.source, "the API credentials", "the nodes' boot scripts"});

@@ -4,13 +4,17 @@
 // credentials off plain http to a remote host, authorization set fresh on every attempt, secrets
 // masked in every error, and the retry rule for calls that must not run twice. Each adapter keeps
 // its own mapping of the cloud's REST API; nothing here knows a cloud.
+#include <exception>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "http/http_client.hpp"
+#include "sky/cloud.hpp"
+#include "sky/events.hpp"
 
 namespace sky::detail::rest {
 
@@ -53,6 +57,12 @@ struct ApiConfig {
     [[nodiscard]] static HttpOptions default_options();
 };
 
+/// The config of an API whose every request carries `Authorization: Bearer <key>`, with `key`
+/// masked.
+[[nodiscard]] ApiConfig bearer_config(
+    std::string provider, Endpoint endpoint, const std::string& key,
+    std::function<std::optional<ProviderErrorInfo>(const HttpResponse&)> parse_error);
+
 class JsonApi {
 public:
     explicit JsonApi(ApiConfig config);
@@ -68,12 +78,23 @@ public:
                         const std::optional<nlohmann::json>& body = std::nullopt,
                         Repeat repeat = Repeat::safe) const;
 
+    /// When the endpoint is not the cloud's own: an ErrorEvent noticing that requests with the
+    /// user's `credential` ("API key") go there, and what set it.
+    void notice_endpoint(std::string_view credential, const std::function<void(Event)>& emit) const;
+
     [[nodiscard]] const std::string& base_url() const { return config_.endpoint.url; }
     [[nodiscard]] const ApiConfig& config() const { return config_; }
 
 private:
     ApiConfig config_;
 };
+
+/// An error as the REST clouds quote it: "HTTP <status> <code>: <message>" for an HttpError that
+/// carries the cloud's code or message, else what() says.
+[[nodiscard]] std::string error_text(const std::exception& e);
+
+/// What describe() reports for an id `cloud` ("Vast.ai") does not know.
+[[nodiscard]] CloudInstance unknown_instance(const std::string& id, std::string_view cloud);
 
 /// A JSON body's string member, "" when absent or not a string (numbers are printed).
 [[nodiscard]] std::string text_of(const nlohmann::json& j, const char* key);

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "catalog/names.hpp"
+#include "providers/registry/registry.hpp"
 #include "providers/rest/container_boot.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
@@ -119,14 +120,11 @@ public:
             throw ConfigError(
                 "RunPod: no credentials: set RUNPOD_API_KEY to an API key with "
                 "read and write access");
-        rest::ApiConfig c;
-        c.provider = "RunPod";
-        c.endpoint = rest::choose_endpoint(cfg.endpoint, "RunPod{.endpoint}", "RUNPOD_API_BASE_URL",
-                                           kRunPodDefaultUrl);
-        c.secrets = {key};
-        c.authorize = [key](HttpRequest& r) { r.set_header("Authorization", "Bearer " + key); };
-        c.parse_error = parse_runpod_error;
-        api_ = std::make_unique<rest::JsonApi>(std::move(c));
+        api_ = std::make_unique<rest::JsonApi>(
+            rest::bearer_config("RunPod",
+                                rest::choose_endpoint(cfg.endpoint, "RunPod{.endpoint}",
+                                                      "RUNPOD_API_BASE_URL", kRunPodDefaultUrl),
+                                key, parse_runpod_error));
         image_ = env_or("SKY_RUNPOD_IMAGE", "nvidia/cuda:12.8.0-cudnn-runtime-ubuntu24.04");
     }
 
@@ -134,12 +132,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        if (api_->config().endpoint.source != "default")
-            emit(ErrorEvent{
-                fmt::format("RunPod: notice: requests with your API key go to {} "
-                            "(set by {})",
-                            rest::shown_url(api_->base_url()), api_->config().endpoint.source),
-                std::nullopt});
+        api_->notice_endpoint("API key", emit);
         json data;
         try {
             data = graphql(
@@ -296,8 +289,7 @@ public:
                 const auto err = first_error(answer);
                 if (err && !is_not_found(err->message))
                     throw ProvisionError("RunPod pod query failed: " + err->message);
-                c.state = CloudInstance::State::unknown;
-                c.reason = "unknown to RunPod";
+                c = rest::unknown_instance(id, "RunPod");
             }
             c.id = id;
             out.push_back(std::move(c));

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "catalog/names.hpp"
+#include "providers/registry/registry.hpp"
 #include "providers/rest/container_boot.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
@@ -28,6 +29,7 @@ namespace sky::detail {
 namespace {
 
 using nlohmann::json;
+using rest::error_text;
 using rest::number_of;
 using rest::Repeat;
 using rest::text_of;
@@ -42,13 +44,6 @@ std::optional<ProviderErrorInfo> parse_vast_error(const HttpResponse& r) {
     if (message.empty()) message = text_of(j, "message");
     if (code.empty() && message.empty()) return std::nullopt;
     return ProviderErrorInfo{code, message};
-}
-
-std::string error_text(const std::exception& e) {
-    if (auto* h = dynamic_cast<const HttpError*>(&e);
-        h && (!h->code().empty() || !h->provider_message().empty()))
-        return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
-    return e.what();
 }
 
 // The marketplace's names for a model (gpu_name), as Vast.ai spells them.
@@ -120,14 +115,11 @@ public:
             throw ConfigError(
                 "Vast.ai: no credentials: set VAST_API_KEY or write the key to ~/.vast_api_key "
                 "(as `vastai set api-key` does)");
-        rest::ApiConfig c;
-        c.provider = "Vast.ai";
-        c.endpoint = rest::choose_endpoint(cfg.endpoint, "VastAI{.endpoint}", "VAST_API_URL",
-                                           kVastDefaultUrl);
-        c.secrets = {key};
-        c.authorize = [key](HttpRequest& r) { r.set_header("Authorization", "Bearer " + key); };
-        c.parse_error = parse_vast_error;
-        api_ = std::make_unique<rest::JsonApi>(std::move(c));
+        api_ = std::make_unique<rest::JsonApi>(
+            rest::bearer_config("Vast.ai",
+                                rest::choose_endpoint(cfg.endpoint, "VastAI{.endpoint}",
+                                                      "VAST_API_URL", kVastDefaultUrl),
+                                key, parse_vast_error));
         image_ = env_or("SKY_VASTAI_IMAGE", "nvidia/cuda:12.8.0-runtime-ubuntu24.04");
     }
 
@@ -135,12 +127,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog&, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        if (api_->config().endpoint.source != "default")
-            emit(ErrorEvent{
-                fmt::format("Vast.ai: notice: requests with your API key go to {} "
-                            "(set by {})",
-                            rest::shown_url(api_->base_url()), api_->config().endpoint.source),
-                std::nullopt});
+        api_->notice_endpoint("API key", emit);
         std::vector<json> asks;
         const bool bid = wants_spot(req.spot);
         try {
@@ -239,13 +226,11 @@ public:
                 if (inst.is_object() && !inst.empty()) {
                     c = instance_from(inst);
                 } else {
-                    c.state = CloudInstance::State::unknown;
-                    c.reason = "unknown to Vast.ai";
+                    c = rest::unknown_instance(id, "Vast.ai");
                 }
             } catch (const HttpError& e) {
                 if (e.status() != 404) throw;
-                c.state = CloudInstance::State::unknown;
-                c.reason = "unknown to Vast.ai";
+                c = rest::unknown_instance(id, "Vast.ai");
             }
             c.id = id;
             out.push_back(std::move(c));

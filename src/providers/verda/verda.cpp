@@ -14,6 +14,7 @@
 #include <set>
 
 #include "catalog/names.hpp"
+#include "providers/registry/registry.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
@@ -24,6 +25,7 @@ namespace sky::detail {
 namespace {
 
 using nlohmann::json;
+using rest::error_text;
 using rest::number_of;
 using rest::Repeat;
 using rest::text_of;
@@ -42,13 +44,6 @@ std::optional<ProviderErrorInfo> parse_verda_error(const HttpResponse& r) {
     }
     if (code.empty() && message.empty()) return std::nullopt;
     return ProviderErrorInfo{code, message};
-}
-
-std::string error_text(const std::exception& e) {
-    if (auto* h = dynamic_cast<const HttpError*>(&e);
-        h && (!h->code().empty() || !h->provider_message().empty()))
-        return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
-    return e.what();
 }
 
 bool is_not_found(const HttpError& e) { return e.status() == 404 || e.code() == "not_found"; }
@@ -138,12 +133,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        if (api_->config().endpoint.source != "default")
-            emit(ErrorEvent{
-                fmt::format("Verda: notice: requests with your client credentials go "
-                            "to {} (set by {})",
-                            rest::shown_url(api_->base_url()), api_->config().endpoint.source),
-                std::nullopt});
+        api_->notice_endpoint("client credentials", emit);
         json types;
         try {
             types = call("GET", "/instance-types");
@@ -330,11 +320,7 @@ public:
                 out.push_back(std::move(c));
             } catch (const HttpError& e) {
                 if (!is_not_found(e)) throw;
-                CloudInstance u;
-                u.id = id;
-                u.state = CloudInstance::State::unknown;
-                u.reason = "unknown to Verda";
-                out.push_back(std::move(u));
+                out.push_back(rest::unknown_instance(id, kProvider));
             }
         }
         return out;
