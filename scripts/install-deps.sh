@@ -4,7 +4,13 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libboost-dev nlohmann-json3-dev
   libcurl4-openssl-dev libssl-dev libssh2-1-dev libfmt-dev libspdlog-dev catch2 libcereal-dev
   openssh-server openssh-client python3 python3-boto3 iproute2 procps ccache libzstd-dev zstd
-  libtorch-dev libgloo-dev)  # the last two: examples/ddp_libtorch and its tests
+  libtorch-dev libgloo-dev  # these two: examples/ddp_libtorch and its tests
+  python3-venv)  # an image's pip environment on Local and on test hosts
+# Volumes: s3fs (the FUSE client nodes mount buckets with; test hosts use this machine's), and
+# node + npm for tests/e2e/volumes' S3 server (s3rver, which scripts/test.sh installs from npm);
+# Debian's npm only where no npm is installed (another node distribution may bring its own).
+packages+=(s3fs)
+command -v npm > /dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -595,7 +595,7 @@ private:
                     ++replaced;
                     log_line(t0_, "pool: node " + std::to_string(r.node) + " replaced");
                 });
-                p->on<sky::Error>([this](const sky::Error& e) {
+                p->on<sky::ErrorEvent>([this](const sky::ErrorEvent& e) {
                     log_line(t0_, "pool: " + e.message.substr(0, 200));
                 });
                 ::malloc_trim(0);

@@ -8,18 +8,11 @@
 
 namespace sky {
 
-/// Base of every error sky throws. It is also the `Error{message, instance_id}` event of
-/// api.md §9 (the same name is both there): as an event, read `message` and `instance_id`.
+/// Base of every error sky throws (the event of api.md §9 is sky::ErrorEvent).
 class Error : public std::runtime_error {
 public:
-    explicit Error(const std::string& what) : std::runtime_error(what), message(what) {}
-    explicit Error(const char* what) : Error(std::string(what)) {}
-    /// The event form: what went wrong, and on which instance when it concerns one.
-    Error(std::string what, std::optional<std::string> instance)
-        : std::runtime_error(what), message(std::move(what)), instance_id(std::move(instance)) {}
-
-    std::string message;                     ///< as for what()
-    std::optional<std::string> instance_id;  ///< set when the error concerns one instance
+    explicit Error(const std::string& what) : std::runtime_error(what) {}
+    explicit Error(const char* what) : std::runtime_error(what) {}
 };
 
 /// A bad option value; the message names the option and the value.

@@ -111,10 +111,13 @@ struct CostFinal {
     int ondemand_count = 0;
     double savings_vs_ondemand = 0;
 };
-/// Something went wrong that did not (yet) fail a call: a node lost, a bad frame, ...
-/// api.md names this event `Error{message, instance_id}`; it is sky::Error itself (the base of
-/// sky's exceptions carries both fields), so `std::get_if<sky::Error>(&event)` works.
-using ErrorEvent = Error;
+/// Something went wrong that did not (yet) fail a call: a node lost, a bad frame, a provider's
+/// notice. The seeds' `Error` event: in C++ `sky::Error` is the base of the exceptions, so the
+/// event has a name of its own and, like every event, is an aggregate (api.md §9).
+struct ErrorEvent {
+    std::string message;
+    std::optional<std::string> instance_id;  ///< set when it concerns one instance
+};
 
 /// Every event a pool can report.
 using Event = std::variant<InfraCreating, InfraCreated, InstanceLaunching, InstanceProvisioned,
@@ -140,7 +143,10 @@ Callback compose(Cbs... cbs) {
     };
 }
 
-/// Sends `event` to every callback installed with use_callback (innermost first).
+/// Sends `event` to every registered callback: the use_callback() stack (innermost first, on
+/// this thread, before emit returns) and every live pool's PoolSpec::on_event and on<E>()
+/// handlers (on that pool's event thread, in order with its own events; not its display). An
+/// event a callback returns is emitted in turn. Safe from any thread, also from a handler.
 void emit(const Event& event);
 
 /// Removes its callback when it goes out of scope.
@@ -162,14 +168,15 @@ private:
 /// A one-line readable form of an event ("instance local-ab12-0 stopping").
 std::string describe(const Event& event);
 
-/// The events under their api.md names, including `events::Error`.
+/// The events under their api.md names; `events::Error` is the seeds' name of ErrorEvent.
 namespace events {
 using sky::BootstrapCompleted;
 using sky::BootstrapProgress;
 using sky::BootstrapStarting;
 using sky::CostFinal;
 using sky::CostUpdate;
-using sky::Error;
+using sky::ErrorEvent;
+using Error = sky::ErrorEvent;
 using sky::InfraCreated;
 using sky::InfraCreating;
 using sky::InstanceLaunching;

@@ -155,9 +155,10 @@ public:
     /// Cost accrued so far, in US dollars (0 for Local and SSH).
     [[nodiscard]] double cost() const;
     [[nodiscard]] const std::string& id() const noexcept;
-    [[nodiscard]] const PoolSpec& spec() const noexcept;
+    /// The spec the pool was made with; throws sky::Error on a moved-from pool (it has none).
+    [[nodiscard]] const PoolSpec& spec() const;
 
-    /// Calls `handler` for each event of type E.
+    /// Calls `handler` for each event of type E; throws sky::Error on a moved-from pool.
     template <class E>
     void on(std::function<void(const E&)> handler) {
         add_handler([h = std::move(handler)](const Event& e) {
@@ -210,11 +211,13 @@ private:
 };
 
 /// Several pools provisioned in parallel (time = the slowest, not the sum):
-/// `sky::MultiPool multi{spec_a, spec_b}; auto& [a, b] = multi;`
+/// `sky::MultiPool multi{spec_a, spec_b}; auto& [a, b] = multi;`. They are torn down in
+/// parallel too: the destructor takes as long as the slowest pool's teardown.
 template <std::size_t N>
 class MultiPool {
 public:
-    /// If one pool fails, every other is torn down and the first error is rethrown.
+    /// If one pool fails, the others are still started (each constructor runs to its end), then
+    /// every pool that started is torn down, in parallel, and the first error is rethrown.
     template <class... Specs>
     requires(sizeof...(Specs) == N &&
              (std::is_convertible_v<Specs, PoolSpec> && ...)) explicit MultiPool(Specs&&... specs) {
@@ -222,19 +225,42 @@ public:
         std::array<std::optional<ComputePool>, N> made;
         std::array<std::exception_ptr, N> errors;
         std::vector<std::thread> threads;
-        for (std::size_t i = 0; i < N; ++i)
-            threads.emplace_back([&, i] {
-                try {
-                    made[i].emplace(std::move(list[i]));
-                } catch (...) {
-                    errors[i] = std::current_exception();
-                }
-            });
+        threads.reserve(N);
+        try {
+            for (std::size_t i = 0; i < N; ++i)
+                threads.emplace_back([&, i] {
+                    try {
+                        made[i].emplace(std::move(list[i]));
+                    } catch (...) {
+                        errors[i] = std::current_exception();
+                    }
+                });
+        } catch (...) {
+            // No thread for the rest: what started is torn down below like a failed pool.
+            for (std::size_t i = threads.size(); i < N; ++i) errors[i] = std::current_exception();
+        }
         for (auto& t : threads) t.join();
+        pools_.reserve(N);
+        for (auto& m : made)
+            if (m) pools_.push_back(std::move(*m));
         for (auto& e : errors)
-            if (e) std::rethrow_exception(e);  // `made` tears down the others
-        for (auto& m : made) pools_.push_back(std::move(*m));
+            if (e) {
+                tear_down(pools_);
+                std::rethrow_exception(e);
+            }
     }
+    /// Tears every pool down at once (never throws).
+    ~MultiPool() { tear_down(pools_); }
+    MultiPool(MultiPool&&) noexcept = default;
+    MultiPool& operator=(MultiPool&& o) noexcept {
+        if (this != &o) {
+            tear_down(pools_);
+            pools_ = std::move(o.pools_);
+        }
+        return *this;
+    }
+    MultiPool(const MultiPool&) = delete;
+    MultiPool& operator=(const MultiPool&) = delete;
 
     ComputePool& operator[](std::size_t i) { return pools_.at(i); }
     [[nodiscard]] static constexpr std::size_t size() noexcept { return N; }
@@ -248,6 +274,25 @@ public:
     }
 
 private:
+    // Each pool is moved into a thread of its own and ends there; a pool that gets no thread
+    // ends on this one.
+    static void tear_down(std::vector<ComputePool>& pools) noexcept {
+        std::vector<std::thread> threads;
+        try {
+            threads.reserve(pools.size());
+        } catch (...) {
+        }
+        for (auto& p : pools) {
+            try {
+                threads.emplace_back(
+                    [q = std::move(p)]() mutable { ComputePool gone{std::move(q)}; });
+            } catch (...) {
+            }
+        }
+        for (auto& t : threads) t.join();
+        pools.clear();
+    }
+
     std::vector<ComputePool> pools_;
 };
 

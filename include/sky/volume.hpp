@@ -7,10 +7,15 @@ namespace sky {
 
 /// An S3 bucket (or prefix of one) mounted on every node.
 struct S3Volume {
-    std::string mount_path;
+    std::string mount_path;  ///< absolute path on the node where the files appear
     std::string bucket;
-    std::string prefix;
-    bool read_only = true;
+    std::string prefix;     ///< the part of the bucket that is mounted ("datasets/"); empty: all
+    bool read_only = true;  ///< a read-only volume refuses writes (EROFS)
+    /// Any S3-compatible service ("https://minio.example:9000"), addressed path-style; empty:
+    /// AWS S3 itself.
+    std::string endpoint;
+    /// The region requests are signed for; empty: us-east-1 (AWS S3 then finds the bucket's).
+    std::string region;
 };
 
 /// Any volume sky can mount.

@@ -116,6 +116,12 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
     // creates it 0600, exclusively: it never reuses or follows what is already there.
     s += "env_tmp=$(mktemp \"$SKY_HOME/env.sh.XXXXXX\")\n";
     s += "chmod 600 \"$env_tmp\"\n";
+    if (!python.empty() || !pip.empty()) {
+        // The image's venv is active for whatever sources env.sh (the worker, setup commands):
+        // its python3 and pip come first on PATH. The image's env below may still set either.
+        s += "printf 'export VIRTUAL_ENV=%q\\nexport PATH=%q/bin:\"$PATH\"\\nunset PYTHONHOME\\n' "
+             "\"$SKY_HOME/venv\" \"$SKY_HOME/venv\" >> \"$env_tmp\"\n";
+    }
     for (auto& [k, v] : env)
         s += fmt::format("echo {} >> \"$env_tmp\"\n",
                          shell_quote("export " + k + "=" + shell_quote(v)));

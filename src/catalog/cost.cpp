@@ -49,6 +49,10 @@ void CostTracker::stop(const std::string& id, TimePoint at) {
     it->second.stopped = std::max(at, it->second.started);
 }
 
+void CostTracker::resume(const std::string& id) {
+    if (auto it = instances_.find(id); it != instances_.end()) it->second.stopped.reset();
+}
+
 double CostTracker::instance_cost(const std::string& id, TimePoint now) const {
     auto it = instances_.find(id);
     return it == instances_.end() ? 0.0 : cost_of(it->second, now, it->second.rate);

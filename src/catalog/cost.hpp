@@ -77,6 +77,11 @@ public:
     /// Stops accruing `id` at `at` (idempotent; unknown ids are ignored; `at` before the start
     /// counts as the start).
     void stop(const std::string& id, TimePoint at);
+    /// True when `id` was started (running or stopped).
+    [[nodiscard]] bool known(const std::string& id) const { return instances_.count(id) != 0; }
+    /// Accrues `id` again as if it had never stopped: a worker restarted on the same machine
+    /// (SSH, Local) never stopped that machine's bill. Unknown ids are ignored.
+    void resume(const std::string& id);
     /// The running totals at `now`.
     [[nodiscard]] CostSnapshot snapshot(TimePoint now) const;
     /// Stops every running instance at `end` and returns the totals.

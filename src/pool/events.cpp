@@ -39,7 +39,7 @@ CallbackGuard use_callback(Callback cb) {
     return CallbackGuard(id);
 }
 
-void emit(const Event& event) { detail::dispatch_global(event, 0); }
+void emit(const Event& event) { detail::emit_everywhere(event, 0); }
 
 std::string describe(const Event& event) {
     struct V {
@@ -119,23 +119,23 @@ std::string describe(const Event& event) {
 
 namespace detail {
 
-void dispatch_global(const Event& event, int depth) {
+std::vector<Event> call_global(const Event& event) {
     std::vector<Callback> cbs;
     {
         auto& g = globals();
         std::lock_guard lk(g.m);
         for (auto it = g.list.rbegin(); it != g.list.rend(); ++it) cbs.push_back(it->second);
     }
+    std::vector<Event> answers;
     for (auto& cb : cbs) {
         if (!cb) continue;
-        std::optional<Event> r;
         try {
-            r = cb(event);
+            if (auto r = cb(event)) answers.push_back(std::move(*r));
         } catch (...) {
             // A throwing handler must not take the pool down.
         }
-        if (r && depth < max_event_depth) dispatch_global(*r, depth + 1);
     }
+    return answers;
 }
 
 }  // namespace detail

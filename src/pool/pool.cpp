@@ -23,7 +23,7 @@ ComputePool& ComputePool::operator=(ComputePool&& o) noexcept {
 
 std::shared_ptr<detail::BatchState> ComputePool::start(std::vector<const detail::CallDesc*> calls,
                                                        bool broadcast) {
-    if (!core_) throw Error("this ComputePool was moved from");
+    if (!core_) throw Error("this ComputePool was moved from: it runs nothing");
     return core_->submit(calls, broadcast);
 }
 std::shared_ptr<detail::BatchState> ComputePool::start_all(
@@ -47,9 +47,14 @@ const std::string& ComputePool::id() const noexcept {
     static const std::string none;
     return core_ ? core_->id() : none;
 }
-const PoolSpec& ComputePool::spec() const noexcept { return core_->spec(); }
+const PoolSpec& ComputePool::spec() const {
+    if (!core_) throw Error("ComputePool::spec(): this pool was moved from and has no spec");
+    return core_->spec();
+}
 void ComputePool::add_handler(std::function<void(const Event&)> h) {
-    if (core_) core_->add_handler(std::move(h));
+    // A handler on a moved-from pool would never be called: say so instead.
+    if (!core_) throw Error("ComputePool::on(): this pool was moved from and sends no events");
+    core_->add_handler(std::move(h));
 }
 
 }  // namespace sky

@@ -108,6 +108,9 @@ void PoolCore::connect_node(int i) {
 
 void PoolCore::cost_started(const Instance& i) {
     std::lock_guard lk(m_);
+    // A worker restarted on the machine it was lost on (SSH, Local: the same instance id) runs
+    // on a machine whose bill never stopped.
+    if (cost_->known(i.id)) return cost_->resume(i.id);
     // Instance carries the rate it runs at; on-demand instances are their own baseline.
     cost_->start(i.id, i.provider, i.spot, i.hourly_price,
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
@@ -228,14 +231,17 @@ void PoolCore::handshake(NodeSlot& n, const std::string& token) {
     }
     // The reader thread goes on with whatever this reader has buffered.
     n.frames = std::make_unique<FrameReader>(std::move(*reader), default_max_frame);
-    if (running) send_layout();  // a replacement: every node learns its new ports
+    if (running) send_layout(&n);  // a replacement: every node learns its new ports
 }
 
-void PoolCore::send_layout() {
+void PoolCore::send_layout(const NodeSlot* joining) {
     PoolLayout l;
+    std::vector<NodeSlot*> to;
     {
         std::lock_guard lk(m_);
         for (auto& x : nodes_) {
+            if (!joining || x.get() == joining || x->state == NodeSlot::State::ready)
+                to.push_back(x.get());
             std::string addr = x->instance.private_ip.value_or(x->instance.public_ip.value_or(""));
             if (addr.empty() && x->index == 0) addr = backend_->head_address();
             l.peers.push_back(addr);
@@ -250,7 +256,7 @@ void PoolCore::send_layout() {
     Buffer frame;
     append_frame(frame, MsgType::layout, 0, payload.span());
     std::span<const std::byte> one[] = {frame.span()};
-    for (auto& x : nodes_) {
+    for (auto* x : to) {
         std::lock_guard lk(x->write_m);
         try {
             if (x->transport) x->transport->write_all(one);
@@ -471,6 +477,15 @@ std::exception_ptr PoolCore::error_from(const NodeSlot& n, const Task& t, ErrorM
                                                e.type_name, e.message, std::move(e.log_tail)));
 }
 
+namespace {
+/// The error of a call that did not finish within its .timeout().
+std::exception_ptr timeout_error(const Task& t) {
+    return std::make_exception_ptr(
+        TimeoutError(fmt::format("{} did not finish within {} ms", t.call.function,
+                                 t.call.options.timeout ? t.call.options.timeout->count() : 0)));
+}
+}  // namespace
+
 void PoolCore::reader_loop(NodeSlot* n) {
     std::string why = "the worker closed the connection";
     bool protocol_error = false;
@@ -497,7 +512,11 @@ void PoolCore::reader_loop(NodeSlot* n) {
                 Task t = std::move(it->second);
                 n->inflight.erase(it);
                 if (t.deadline) timed_inflight_.erase(t.seq);
-                if (r.type == MsgType::result)
+                // A result after the call's deadline (the supervisor had not got to it yet)
+                // did not finish in time: the call fails as its .timeout() says.
+                if (t.deadline && Clock::now() > *t.deadline)
+                    done.push_back({t.batch, t.index, {}, timeout_error(t)});
+                else if (r.type == MsgType::result)
                     done.push_back({t.batch, t.index, std::move(r.payload), nullptr});
                 else
                     done.push_back({t.batch, t.index, {}, error_from(*n, t, std::move(r.error))});
@@ -708,6 +727,16 @@ void PoolCore::restart_node(int i) {
             n.state = NodeSlot::State::lost;
             n.lost_reason = NodeLostError::Reason::unreachable;
             n.lost_detail = fmt::format("its replacement failed: {}", e.what());
+            // Calls pinned to this node while it was being replaced (a broadcast's share) can
+            // never run now: they fail instead of waiting forever.
+            for (auto& t : n.pinned) {
+                done.push_back({t.batch,
+                                t.index,
+                                {},
+                                std::make_exception_ptr(
+                                    NodeLostError(i, old_id, n.lost_reason, n.lost_detail))});
+            }
+            n.pinned.clear();
             if (!any_live_locked())
                 fail_all_pending_locked(done, [&] { return no_live_node_locked(Clock::now()); });
         }
@@ -739,12 +768,13 @@ void PoolCore::supervisor_loop() {
         if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
         if (restart_queue_.empty()) sup_cv_.wait_until(lk, wake);
         if (stop_supervisor_) break;
+        // Each replacement on a thread of its own: connecting may take many seconds (an
+        // unreachable host), and meanwhile deadlines, heartbeats and silent nodes are the
+        // supervisor's to watch.
         while (!restart_queue_.empty() && !closing_) {
             int i = restart_queue_.front();
             restart_queue_.pop_front();
-            lk.unlock();
-            restart_node(i);
-            lk.lock();
+            restarters_.emplace_back([this, i] { restart_node(i); });
         }
         auto now = Clock::now();
         std::vector<Completion> done;
@@ -752,11 +782,6 @@ void PoolCore::supervisor_loop() {
         while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
             std::uint64_t seq = deadlines_.begin()->second;
             deadlines_.erase(deadlines_.begin());
-            auto timeout_error = [](const Task& t) {
-                return std::make_exception_ptr(TimeoutError(
-                    fmt::format("{} did not finish within {} ms", t.call.function,
-                                t.call.options.timeout ? t.call.options.timeout->count() : 0)));
-            };
             if (auto it = timed_inflight_.find(seq); it != timed_inflight_.end()) {
                 auto [node, call_id] = it->second;
                 timed_inflight_.erase(it);
@@ -903,6 +928,7 @@ void PoolCore::close(bool report) {
         send_control(*n, MsgType::shutdown, 0);  // takes write_m and checks the transport again
     }
     if (supervisor_.joinable()) supervisor_.join();
+    for (auto& r : restarters_) r.join();  // they give up: begin_stop() and closing_
     if (backend_) backend_->stop_all();
     if (ledger_) ledger_->close();
     for (auto& n : nodes_) {

@@ -115,8 +115,11 @@ private:
     void connect_node(int i);
     void handshake(NodeSlot& n, const std::string& token);
     /// Sends every node where every rank is (a layout frame): before the first call, and after
-    /// a node was replaced (its ports and perhaps its address changed).
-    void send_layout();
+    /// a node was replaced (its ports and perhaps its address changed). With `joining` (a
+    /// replacement that just finished its handshake), only that node and the ready ones get it:
+    /// another node may be in the middle of its own handshake, where a layout frame would come
+    /// before the hello its worker waits for.
+    void send_layout(const NodeSlot* joining = nullptr);
     void reader_loop(NodeSlot* n);
     void node_lost(NodeSlot* n, const std::string& why, bool protocol_error);
     void supervisor_loop();
@@ -162,6 +165,7 @@ private:
     std::unordered_map<std::uint64_t, std::pair<int, std::uint64_t>>
         timed_inflight_;  // seq -> node, call
     std::deque<int> restart_queue_;
+    std::vector<std::thread> restarters_;  ///< one per replacement; joined by close()
     std::thread supervisor_;
     bool stop_supervisor_ = false;
     bool closed_ = false;

@@ -3,9 +3,10 @@
 
 #include <regex>
 
-#include "sky/errors.hpp"
 #include "providers/registry/registry.hpp"
+#include "sky/errors.hpp"
 #include "sky/pool.hpp"
+#include "volumes/volumes.hpp"
 
 namespace sky {
 
@@ -38,11 +39,15 @@ void PoolSpec::validate() const {
         bad(fmt::format("accelerator count must be at least 1, got {}", accelerator->count));
     for (auto& [k, v] : env)
         if (!valid_env_name(k)) bad(fmt::format("env has an invalid variable name \"{}\"", k));
-    for (auto& vol : volumes) {
-        const auto& s3 = std::get<S3Volume>(vol);
-        if (s3.mount_path.empty() || s3.mount_path[0] != '/')
-            bad(fmt::format("volumes: mount_path must be absolute, got \"{}\"", s3.mount_path));
-        if (s3.bucket.empty()) bad("volumes: an S3Volume needs a bucket");
+    {
+        std::vector<std::string> problems;
+        detail::check_volumes(volumes, problems);
+        // Local and Simulated nodes are processes on this machine: they cannot mount.
+        if (provider.get<Local>())
+            detail::refuse_volumes_on_this_machine(volumes, "sky::Local", problems);
+        if (provider.get<Simulated>())
+            detail::refuse_volumes_on_this_machine(volumes, "sky::Simulated", problems);
+        if (!problems.empty()) bad(problems.front());
     }
     try {
         image.validate();

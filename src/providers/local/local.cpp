@@ -1,4 +1,7 @@
 // sky::Local: nodes are worker processes of this same executable, connected by a socketpair.
+// Each node reports what a cloud node reports, in the same order: InstanceProvisioned, then
+// BootstrapStarting, its bootstrap steps (what Local applies of the image, and what it skips),
+// "worker", BootstrapCompleted.
 #include <fmt/format.h>
 
 #include <memory>
@@ -7,25 +10,30 @@
 
 #include "pool/backend.hpp"
 #include "pool/ledger.hpp"
+#include "providers/local/local_image.hpp"
 #include "providers/local/local_worker.hpp"
 #include "providers/registry/registry.hpp"
 
 namespace sky::detail {
-
 
 namespace {
 
 class LocalBackend final : public Backend {
 public:
     LocalBackend(const PoolSpec& spec, std::string pool_id, Ledger* ledger)
-        : spec_(spec), cfg_(*spec.provider.get<Local>()), pool_id_(std::move(pool_id)),
-          ledger_(ledger) {
+        : spec_(spec),
+          cfg_(*spec.provider.get<Local>()),
+          pool_id_(std::move(pool_id)),
+          ledger_(ledger),
+          image_(spec.image) {
         // Each worker's environment names its pool: `sky gc` kills a dead client's leftover
         // worker only when /proc/PID/environ proves it is that pool's.
         spec_.env["SKY_PARENT_POOL"] = pool_id_;
+        // The image's venv is active for the worker, as env.sh makes it on a node; the image's
+        // own env (and the pool's) may still set these.
+        for (auto& [k, v] : image_.worker_env()) spec_.image.env.emplace(k, v);
     }
     ~LocalBackend() override { stop_all(); }
-
 
     void provision(int nodes, const std::function<void(Event)>& emit) override {
         std::lock_guard lk(m_);
@@ -35,23 +43,41 @@ public:
     }
 
     NodeStart connect(int node, const std::function<void(Event)>& emit) override {
-        LocalWorker* w = nullptr;
         int generation = 0;
         {
             std::lock_guard lk(m_);
-            auto& slot = workers_.at(static_cast<std::size_t>(node));
-            if (!slot) slot = std::make_unique<LocalWorker>(spec_, cfg_.workdir);
-            w = slot.get();
             generation = generations_.at(static_cast<std::size_t>(node))++;
         }
-        if (generation > 0) w->restart_worker(emit);  // a fresh process in the node's place
+        // A restarted worker is a fresh process in the node's place: a new instance, announced
+        // and bootstrapped like the first (the machine's work is not done again).
+        std::string id = fmt::format("local-{}-{}{}", pool_id_, node,
+                                     generation ? fmt::format("-r{}", generation) : "");
+        emit(InstanceProvisioned{id, node, false, "local", std::string("127.0.0.1"),
+                                 std::string("local"), 0.0, std::nullopt});
+        emit(BootstrapStarting{id});
+        image_.apply(node, id, emit);
+        emit(BootstrapProgress{id, "worker"});
+        LocalWorker* w = nullptr;
+        try {
+            bool fresh = false;
+            {
+                std::lock_guard lk(m_);
+                auto& slot = workers_.at(static_cast<std::size_t>(node));
+                if (!slot) {
+                    slot = std::make_unique<LocalWorker>(spec_, cfg_.workdir);
+                    fresh = true;
+                }
+                w = slot.get();
+            }
+            if (!fresh) w->restart_worker(emit);
+        } catch (const std::exception& e) {
+            throw BootstrapError(node, id, "worker", "could not start the worker", {e.what()});
+        }
         if (const int pid = w->pid(); ledger_ && pid > 0) {
             ledger_->instance(fmt::format("local-{}", pid));
             std::lock_guard lk(m_);
             recorded_pids_.push_back(pid);
         }
-        std::string id = fmt::format("local-{}-{}{}", pool_id_, node,
-                                     generation ? fmt::format("-r{}", generation) : "");
         NodeStart s;
         s.instance.id = id;
         s.instance.node = node;
@@ -61,8 +87,7 @@ public:
         s.instance.public_ip = std::nullopt;
         s.token = w->token();
         s.transport = w->connect_worker();
-        emit(InstanceProvisioned{id, node, false, "local", std::string("127.0.0.1"),
-                                 std::string("local"), 0.0, std::nullopt});
+        emit(BootstrapCompleted{id});
         return s;
     }
 
@@ -78,6 +103,8 @@ public:
 
     bool can_restart(int) const override { return true; }
 
+    void begin_stop() noexcept override { image_.cancel(); }
+
     void stop_all() noexcept override {
         std::vector<LocalWorker*> all;
         {
@@ -91,6 +118,7 @@ public:
         if (ledger_)
             for (int pid : recorded_pids_) ledger_->instance_gone(fmt::format("local-{}", pid));
         recorded_pids_.clear();
+        image_.remove_files();  // the workers that read them are gone
     }
 
 private:
@@ -98,10 +126,12 @@ private:
     Local cfg_;
     std::string pool_id_;
     std::mutex m_;
-    std::vector<std::unique_ptr<LocalWorker>> workers_;  // a node's worker lives as long as the pool
-    std::vector<int> generations_;                       // starts per node: the instance id's suffix
+    std::vector<std::unique_ptr<LocalWorker>>
+        workers_;                     // a node's worker lives as long as the pool
+    std::vector<int> generations_;    // starts per node: the instance id's suffix
     Ledger* ledger_ = nullptr;        // the pool's write-ahead ledger (may be null)
     std::vector<int> recorded_pids_;  // in the ledger and not yet recorded gone
+    LocalImage image_;                // what the nodes apply of spec.image, once for the pool
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
 #include "util/shell.hpp"
+#include "volumes/volumes.hpp"
 
 namespace sky::detail {
 
@@ -144,6 +145,16 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
                 fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
                 std::vector<std::string>(tail.begin(), tail.end()));
 
+    // volumes: mounted before any call runs; stop() unmounts them, also after a failure here.
+    if (!spec.volumes.empty()) {
+        emit(BootstrapProgress{instance_id, "volumes"});
+        try {
+            mount_volumes(s, spec, n->run_dir_);
+        } catch (const VolumeFailure& e) {
+            n->fail("volumes", e.what(), e.output);
+        }
+    }
+
     n->start_worker(emit);
     emit(BootstrapCompleted{instance_id});
     return n;
@@ -225,8 +236,11 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         fmt::arg("exe", shell_quote(exe_path_)));
     s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
-    auto r = s.exec(fmt::format("umask 077; setsid bash {}/start.sh > /dev/null 2>&1 < /dev/null & "
-                                "echo $!",
+    // The files the wait below polls are removed before the worker starts, not by start.sh:
+    // a restarted worker's wait would otherwise read the previous worker's port and connect
+    // to a socket nobody listens on yet.
+    auto r = s.exec(fmt::format("umask 077; rm -f {0}/port {0}/exit; "
+                                "setsid bash {0}/start.sh > /dev/null 2>&1 < /dev/null & echo $!",
                                 shell_quote(run_dir_)),
                     {.timeout = std::chrono::seconds(30)});
     pgid_ = r.out.substr(0, r.out.find('\n'));
@@ -285,10 +299,14 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then "
         "echo \"sky watchdog: stopping the worker at $(date)\" >> {run}/watchdog.log; "
         "kill -TERM -- -{pg} 2>/dev/null; sleep 2; kill -KILL -- -{pg} 2>/dev/null; "
-        "rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done",
+        "{unmount}rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done{after}",
         fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_),
         fmt::arg("run", shell_quote(run_dir_)), fmt::arg("idle", spec_.idle_timeout.count()),
-        fmt::arg("off", power_off), fmt::arg("probe", probe));
+        fmt::arg("off", power_off), fmt::arg("probe", probe),
+        fmt::arg("unmount", spec_.volumes.empty() ? std::string() : unmount_command(run_dir_)),
+        fmt::arg("after", spec_.volumes.empty()
+                              ? std::string()
+                              : unmount_after_worker(run_dir_, spec_.idle_timeout.count())));
     auto w =
         s.exec(fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
                            "{}/watchdog.pid",
@@ -302,8 +320,11 @@ std::unique_ptr<Transport> RemoteNode::connect_worker() {
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
-    session_->exec(fmt::format("kill -KILL -- -{} 2>/dev/null; kill $(cat {}/watchdog.pid "
-                               "2>/dev/null) 2>/dev/null; true",
+    // The run directory is made again: the node's watchdog removes it when it ends a worker
+    // that heard nothing for idle_timeout (a link cut for that long), and the new worker's
+    // token, script and socket go there.
+    session_->exec(fmt::format("kill -KILL -- -{0} 2>/dev/null; kill $(cat {1}/watchdog.pid "
+                               "2>/dev/null) 2>/dev/null; umask 077; mkdir -p {1}; true",
                                pgid_, shell_quote(run_dir_)),
                    {.timeout = std::chrono::seconds(30)});
     start_worker(emit);
@@ -357,8 +378,10 @@ void RemoteNode::stop() noexcept {
                     "kill $(cat {run}/serve.pid 2>/dev/null) 2>/dev/null; "
                     "{killpg}"
                     "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
-                    "rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
+                    "{unmount}rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
                     fmt::arg("run", shell_quote(run_dir_)),
+                    fmt::arg("unmount",
+                             spec_.volumes.empty() ? std::string() : unmount_command(run_dir_)),
                     fmt::arg("pool",
                              shell_quote(std::filesystem::path(run_dir_).parent_path().string())),
                     fmt::arg(
@@ -374,7 +397,8 @@ void RemoteNode::stop() noexcept {
                                            : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep "
                                                          "0.2; kill -KILL -- -{0} 2>/dev/null; ",
                                                          pgid_))),
-                {.timeout = std::chrono::seconds(15)});
+                // Each volume's unmount may wait up to 4 s for its s3fs to end.
+                {.timeout = std::chrono::seconds(15 + 4 * static_cast<int>(spec_.volumes.size()))});
     } catch (...) {
     }
     try {

@@ -22,7 +22,9 @@ std::string home_path(const char* rel) {
 class SshBackend final : public Backend {
 public:
     SshBackend(const PoolSpec& spec, std::string pool_id, Ledger* ledger)
-        : spec_(spec), cfg_(*spec.provider.get<SSH>()), pool_id_(std::move(pool_id)),
+        : spec_(spec),
+          cfg_(*spec.provider.get<SSH>()),
+          pool_id_(std::move(pool_id)),
           ledger_(ledger) {}
     ~SshBackend() override { stop_all(); }
 
@@ -43,9 +45,16 @@ public:
             existing = nodes_.at(static_cast<std::size_t>(node)).get();
         }
         if (existing && existing->reachable()) {
-            // A replacement: same machine, fresh worker.
-            existing->restart_worker(emit);
-        } else {
+            // A replacement: same machine, fresh worker, over the connection the node has.
+            try {
+                existing->restart_worker(emit);
+            } catch (const ssh::SshError&) {
+                // That connection died unnoticed (a link cut, sshd restarted): a new one, as
+                // for a first start (the node's store still has the program).
+                existing = nullptr;
+            }
+        }
+        if (!existing) {
             RemoteNodeSpec where;
             where.host = host;
             where.port = static_cast<std::uint16_t>(cfg_.port);
@@ -142,7 +151,7 @@ private:
     std::string pool_id_;
     mutable std::mutex m_;
     std::vector<std::unique_ptr<RemoteNode>> nodes_;
-    Ledger* ledger_ = nullptr;        // the pool's write-ahead ledger (may be null)
+    Ledger* ledger_ = nullptr;           // the pool's write-ahead ledger (may be null)
     std::vector<std::string> recorded_;  // in the ledger and not yet recorded gone
 };
 

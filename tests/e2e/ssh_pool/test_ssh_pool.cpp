@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -37,6 +38,10 @@ std::string getenv_of(std::string k) {
     return v ? v : "<unset>";
 }
 std::vector<float> echo(std::vector<float> v) { return v; }
+int die() {
+    ::raise(SIGKILL);
+    return -1;
+}
 
 sky::PoolSpec spec_for(const TestHosts& h, int nodes) {
     sky::SSH ssh;
@@ -290,7 +295,7 @@ TEST_CASE("ssh pool: the workers of a client SIGKILLed mid-call end", "[ssh_pool
     INFO(runs.output);
 }
 
-TEST_CASE("ssh pool: a node cut off mid-call stops within idle_timeout; the call fails typed",
+TEST_CASE("ssh pool: a node cut off mid-call stops within idle_timeout, the call fails typed",
           "[ssh_pool]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(1);
@@ -348,4 +353,127 @@ TEST_CASE("ssh pool: a node whose C library is too old is refused before anythin
         CHECK(std::string(e.what()).find("glibc 2.17") != std::string::npos);
     }
     CHECK(sky::test::remote_workers() == 0);
+}
+
+// Every worker.log and watchdog.log on the hosts, for a failure's message.
+std::string worker_logs(const TestHosts& hosts) {
+    std::string all;
+    for (int h = 0; h < hosts.size(); ++h) {
+        std::error_code ec;
+        for (auto& e : std::filesystem::recursive_directory_iterator(
+                 hosts.host_path(h, "/root/.sky/run"), ec)) {
+            auto name = e.path().filename().string();
+            if (name != "worker.log" && name != "watchdog.log" && name != "exit") continue;
+            std::ifstream f(e.path());
+            all += "\n--- host " + std::to_string(h) + " " + e.path().string() + ":\n" +
+                   std::string(std::istreambuf_iterator<char>(f), {});
+        }
+    }
+    return all;
+}
+
+// Found by scripts/soak.sh: a restarted worker's start read the previous worker's port file and
+// connected before anything listened, and the cost meter refused the same machine "started
+// twice", so every restart on an SSH host failed.
+TEST_CASE("ssh pool: a worker killed twice on its host is restarted there and serves calls again",
+          "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    auto spec = spec_for(hosts, 2);
+    std::mutex m;
+    std::vector<std::string> replaced, errors;
+    spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+        std::lock_guard lk(m);
+        if (auto* r = std::get_if<sky::InstanceReplaced>(&e))
+            replaced.push_back(r->new_instance_id);
+        if (auto* r = std::get_if<sky::ErrorEvent>(&e)) errors.push_back(r->message);
+        return std::nullopt;
+    };
+    sky::ComputePool pool{spec};
+    for (int round = 0; round < 2; ++round) {
+        // A broadcast reaches every worker, which dies: the broadcast fails, typed.
+        CHECK_THROWS_AS(sky::compute<die>() | pool, sky::NodeLostError);
+        // Then node 1 is back and answers as itself.
+        bool back = sky::test::wait_until(
+            [&] {
+                std::lock_guard lk(m);
+                return static_cast<int>(replaced.size()) >= 2 * (round + 1);
+            },
+            std::chrono::seconds(60));
+        std::lock_guard lk(m);
+        INFO("errors: " << errors.size() << (errors.empty() ? "" : ", last: " + errors.back()));
+        INFO("worker logs: " << worker_logs(hosts));
+        REQUIRE(back);
+    }
+    CHECK((sky::compute<node_index>() | pool) == std::vector<int>{0, 1});
+    CHECK(pool.instance_count() == 2);
+    CHECK(pool.cost() == 0.0);
+}
+
+// Found by scripts/soak.sh: a broadcast made while a node was being replaced waited for that
+// node forever when the replacement failed.
+TEST_CASE("ssh pool: a broadcast waiting for a node whose replacement fails ends typed",
+          "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    // Declared before the pool: should the broadcast hang, the pool's teardown ends it before
+    // this future's destructor waits for it.
+    std::future<std::vector<int>> b;
+    sky::ComputePool pool{spec_for(hosts, 2)};
+    CHECK((sky::compute<node_index>() | pool) == std::vector<int>{0, 1});
+    // The program on each host becomes one that never listens: a restarted worker is given up
+    // after the start's bound (15 s), so the replacement of a lost node fails.
+    int swapped = 0;
+    for (int h = 0; h < 2; ++h) {
+        auto prog = hosts.host_path(h, "/root/.sky/prog");
+        for (auto& e : std::filesystem::recursive_directory_iterator(prog)) {
+            if (!e.is_regular_file() || e.path().filename() != "sky_test_ssh_pool") continue;
+            std::filesystem::remove(e.path());  // a hard link into the node's store: unlink
+            std::ofstream(e.path()) << "#!/bin/sh\nexec sleep 60\n";
+            std::filesystem::permissions(e.path(), std::filesystem::perms::owner_all);
+            ++swapped;
+        }
+    }
+    REQUIRE(swapped == 2);
+    // Every worker dies; both nodes are being replaced when the next broadcast is made.
+    CHECK_THROWS_AS(sky::compute<die>() | pool, sky::NodeLostError);
+    b = std::async(std::launch::async, [&] { return sky::compute<node_index>() | pool; });
+    REQUIRE(b.wait_for(std::chrono::seconds(90)) == std::future_status::ready);
+    CHECK_THROWS_AS(b.get(), sky::NodeLostError);
+    // No node is left: a call fails at once, typed.
+    CHECK_THROWS_AS(sky::compute<add>(2, 3) >> pool, sky::NodeLostError);
+}
+
+// Found by scripts/soak.sh: a replacement ran on the supervisor's thread, and while it tried to
+// reach a host that was cut off (tens of seconds) no deadline was watched: a call with
+// .timeout() returned its result long after the timeout.
+TEST_CASE("ssh pool: a call's timeout holds while another node is being replaced", "[ssh_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(2);
+    auto spec = spec_for(hosts, 2);
+    spec.idle_timeout = std::chrono::seconds(4);  // a node silent for 4 x 1 s + 5 s is lost
+    std::mutex m;
+    bool replacing = false;
+    spec.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+        if (auto* r = std::get_if<sky::ErrorEvent>(&e);
+            r && r->message.find("starting a replacement") != std::string::npos) {
+            std::lock_guard lk(m);
+            replacing = true;
+        }
+        return std::nullopt;
+    };
+    sky::ComputePool pool{spec};
+    CHECK((sky::compute<node_index>() | pool) == std::vector<int>{0, 1});
+    hosts.set_link_up(1, false);  // node 1 goes silent; its replacement cannot reach the host
+    REQUIRE(sky::test::wait_until(
+        [&] {
+            std::lock_guard lk(m);
+            return replacing;
+        },
+        std::chrono::seconds(30)));
+    // Node 0 takes a 20 s call that may take 1 s: it must fail at its timeout, not at the end.
+    auto call = pool.submit(sky::compute<sleep_ms>(20000).timeout(std::chrono::seconds(1)));
+    REQUIRE(call.wait_for(std::chrono::seconds(10)));
+    CHECK_THROWS_AS(call.get(), sky::TimeoutError);
+    hosts.set_link_up(1, true);
 }

@@ -1,6 +1,8 @@
 // Events: compose, emit, use_callback (scoped), describe.
 #include <catch2/catch.hpp>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "sky/events.hpp"
@@ -77,18 +79,21 @@ TEST_CASE("every event type has a readable description", "[events]") {
     CHECK(sky::describe(sky::LogLine{1, "i", "hello", 0}) == "[node 1] hello");
 }
 
-TEST_CASE("the Error event is sky::Error, as api.md names both", "[events]") {
-    sky::Event e = sky::Error{"node 1 lost", "i-1"};
-    auto* err = std::get_if<sky::Error>(&e);
+TEST_CASE("the error event is the aggregate sky::ErrorEvent, apart from the exceptions",
+          "[events]") {
+    // An aggregate like every other event: built with braces, also under the seeds' name.
+    sky::Event e = sky::ErrorEvent{"node 1 lost", "i-1"};
+    auto* err = std::get_if<sky::ErrorEvent>(&e);
     REQUIRE(err);
     CHECK(err->message == "node 1 lost");
     CHECK(err->instance_id == "i-1");
-    CHECK(std::string(err->what()) == "node 1 lost");
-    // And it is the base of every exception sky throws.
-    try {
-        throw sky::ConfigError("PoolSpec::nodes must be in [1, 4096], got 0");
-    } catch (const sky::Error& x) {
-        CHECK(x.message == x.what());
-        CHECK_FALSE(x.instance_id);
-    }
+    static_assert(std::is_aggregate_v<sky::ErrorEvent>);
+    static_assert(std::is_same_v<sky::events::Error, sky::ErrorEvent>);
+    sky::events::Error seeds_name{"no capacity", std::nullopt};
+    CHECK_FALSE(seeds_name.instance_id);
+    CHECK(sky::describe(seeds_name) == "error: no capacity");
+    // sky::Error stays the base of the exceptions, and is not an event.
+    static_assert(!std::is_constructible_v<sky::Event, sky::Error>);
+    static_assert(std::is_base_of_v<sky::Error, sky::ConfigError>);
+    static_assert(std::is_base_of_v<std::runtime_error, sky::Error>);
 }

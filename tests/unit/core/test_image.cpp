@@ -224,3 +224,32 @@ TEST_CASE("bootstrap: a directory every user may write to (not sticky) is refuse
     CHECK(mode_of(dir + "/open/f") == 0600);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("bootstrap: with python or pip, env.sh makes the image's venv active", "[image]") {
+    SKIP_WITHOUT_ROOT_OR_SUDO();
+    if (std::system("python3 -c 'import venv, ensurepip' > /dev/null 2>&1") != 0) {
+        WARN("skipped: python3 with the venv module (python3-venv) is not installed");
+        return;
+    }
+    char tmpl[] = "/tmp/sky-image-venv-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    RemoveAll cleanup{dir};
+    const std::string home = dir + "/home";
+    // No package: nothing comes from the network; the venv is still made and activated.
+    sky::Image img{.python = "3", .env = {{"SKY_TEST_AFTER", "kept"}}};
+    std::string output;
+    REQUIRE(run_bootstrap(img.bootstrap(0), dir, home, output) == 0);
+    CHECK(output.find("::sky-phase python\n") != std::string::npos);
+    const std::string check =
+        "bash -c '. " + home + "/env.sh && test \"$VIRTUAL_ENV\" = " + home +
+        "/venv && test \"$(command -v python3)\" = " + home +
+        "/venv/bin/python3 && test \"$(command -v pip)\" = " + home +
+        "/venv/bin/pip && python3 -c \"import sys; assert sys.prefix == \\\"" + home +
+        "/venv\\\"\" && test \"$SKY_TEST_AFTER\" = kept'";
+    CHECK(std::system(check.c_str()) == 0);
+    // Without python or pip there is no venv, and env.sh does not name one.
+    sky::Image plain{.env = {{"A", "1"}}};
+    const std::string home2 = dir + "/home2";
+    REQUIRE(run_bootstrap(plain.bootstrap(0), dir, home2, output) == 0);
+    CHECK(read_all(home2 + "/env.sh").find("VIRTUAL_ENV") == std::string::npos);
+}

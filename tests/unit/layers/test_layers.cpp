@@ -37,10 +37,17 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"runtime", {"metrics", "ship", "util"}},
         {"ssh", {"runtime", "util"}},
         {"ship", {"runtime", "ssh", "util"}},
-        // The engine asks the registry for its backend (the one place that knows providers).
-        {"pool", {"bootstrap", "catalog", "metrics", "providers/registry", "runtime", "util"}},
+        // The engine asks the registry for its backend (the one place that knows providers);
+        // PoolSpec::validate checks the volumes.
+        {"pool",
+         {"bootstrap", "catalog", "metrics", "providers/registry", "runtime", "util", "volumes"}},
         {"providers/registry", {"catalog", "pool", "util"}},
-        {"providers/remote", {"bootstrap", "pool", "runtime", "ship", "ssh", "util"}},
+        // Every remote node mounts the pool's volumes (a bootstrap phase) and unmounts them.
+        {"providers/remote", {"bootstrap", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
+        // Volumes: the endpoint check every endpoint gets, the node's SSH session. Debt: the
+        // pool's AWS credentials come from the AWS adapter's loader, which belongs in a shared
+        // place beside SigV4.
+        {"volumes", {"http", "providers/aws", "ssh", "util"}},
         {"providers/cloud",
          {"catalog", "pool", "providers/registry", "providers/remote", "ssh", "util"}},
         {"providers/local", {"pool", "providers/registry", "runtime", "util"}},

@@ -1,0 +1,429 @@
+#include "providers/local/local_image.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "pool/ledger.hpp"
+#include "providers/local/local_worker.hpp"
+#include "sky/errors.hpp"
+#include "util/digest.hpp"
+#include "util/shell.hpp"
+
+extern char** environ;
+
+namespace sky::detail {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// As long as a node's bootstrap script may run (a large pip install).
+constexpr auto kStepLimit = std::chrono::minutes(30);
+constexpr std::size_t kTailLines = 20;
+
+struct RunResult {
+    int status = -1;                // exit status; 128 + signal when killed
+    std::vector<std::string> tail;  // the last lines it printed (stdout and stderr)
+    bool cancelled = false;
+    bool timed_out = false;
+};
+
+// Runs `script` with bash in a process group of its own, with this process's environment less
+// the providers' credentials; `on_line` sees every line it prints. Ends it (the whole group)
+// when `cancelled` turns true or after kStepLimit.
+RunResult run_bash(const std::string& script, const std::atomic<bool>& cancelled,
+                   const std::function<bool(std::string_view)>& on_line) {
+    RunResult r;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+        const std::string_view entry(*e);
+        const std::string_view name = entry.substr(0, entry.find('='));
+        if (!is_provider_credential(name) && name.rfind("SKY_WORKER_", 0) != 0)
+            env.emplace_back(entry);
+    }
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string bash = "bash", dash_c = "-c", body = script;
+    char* argv[] = {bash.data(), dash_c.data(), body.data(), nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid = 0;
+    const int rc = ::posix_spawnp(&pid, "bash", &fa, &attr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(fds[1]);
+    if (rc != 0) {
+        ::close(fds[0]);
+        throw Error(fmt::format("cannot start bash: {}", std::strerror(rc)));
+    }
+    std::deque<std::string> tail;
+    std::string partial;
+    auto line = [&](std::string l) {
+        if (on_line && !on_line(l)) return;
+        tail.push_back(std::move(l));
+        if (tail.size() > kTailLines) tail.pop_front();
+    };
+    const auto until = Clock::now() + kStepLimit;
+    bool killed = false;
+    for (;;) {
+        if (!killed && (cancelled.load() || Clock::now() >= until)) {
+            r.cancelled = cancelled.load();
+            r.timed_out = !r.cancelled;
+            ::kill(-pid, SIGKILL);
+            killed = true;
+        }
+        pollfd p{fds[0], POLLIN, 0};
+        const int n = ::poll(&p, 1, 200);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) continue;
+        char buf[4096];
+        const ssize_t got = ::read(fds[0], buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;  // every writer is gone
+        partial.append(buf, static_cast<std::size_t>(got));
+        for (std::size_t nl; (nl = partial.find('\n')) != std::string::npos;) {
+            line(partial.substr(0, nl));
+            partial.erase(0, nl + 1);
+        }
+        if (partial.size() > 65536) line(std::exchange(partial, {}));  // bounded
+    }
+    if (!partial.empty()) line(partial);
+    ::close(fds[0]);
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    r.tail.assign(tail.begin(), tail.end());
+    return r;
+}
+
+std::string sky_home_dir() {
+    try {
+        return Ledger::directory().parent_path().string();
+    } catch (const std::exception&) {
+        return (fs::temp_directory_path() / fmt::format("sky-{}", ::geteuid())).string();
+    }
+}
+
+std::string joined(const std::vector<std::string>& v) {
+    std::string s;
+    for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    out.assign(std::istreambuf_iterator<char>(in), {});
+    return !in.bad();
+}
+
+}  // namespace
+
+LocalImage::LocalImage(Image image, std::string sky_home) : image_(std::move(image)) {
+    home_ = (fs::path(sky_home.empty() ? sky_home_dir() : sky_home) / "local").string();
+    if (!image_.python.empty() || !image_.pip.empty()) {
+        // One venv per Python version and package list: a later pool with the same ones finds
+        // it ready (as a warm node does), and no two lists share one.
+        std::string key = "sky-local-venv-v1;" + image_.python + ";" +
+                          image_.pip_extra_index_url.value_or("") + ";";
+        for (auto& p : image_.pip) key += p + "\n";
+        venv_ = (fs::path(home_) / ("venv-" + sha256_hex(key).substr(0, 12))).string();
+    }
+}
+
+LocalImage::~LocalImage() { remove_files(); }
+
+std::map<std::string, std::string> LocalImage::worker_env() const {
+    std::map<std::string, std::string> env;
+    if (venv_.empty()) return env;
+    env["VIRTUAL_ENV"] = venv_;
+    const char* path = std::getenv("PATH");
+    env["PATH"] = venv_ + "/bin" + (path && *path ? std::string(":") + path : std::string());
+    return env;
+}
+
+void LocalImage::cancel() noexcept { cancelled_ = true; }
+
+const LocalImage::Outcome& LocalImage::once(const std::string& phase,
+                                            const std::function<void(Outcome&)>& work) {
+    std::lock_guard lk(m_);
+    Outcome& o = outcomes_[phase];
+    if (!o.done) {
+        try {
+            work(o);
+        } catch (const std::exception& e) {
+            o.failed = true;
+            o.message = e.what();
+        }
+        o.done = true;
+    }
+    return o;
+}
+
+void LocalImage::apply(int node, const std::string& id, const std::function<void(Event)>& emit) {
+    auto phase = [&](const std::string& name, const std::function<void(Outcome&)>& work) {
+        emit(BootstrapProgress{id, name});
+        const Outcome& o = once(name, work);
+        for (const auto& note : o.notes) emit(BootstrapProgress{id, note});
+        if (o.failed) throw BootstrapError(node, id, name, o.message, o.output);
+    };
+    if (!image_.apt.empty()) phase("apt", [this](Outcome& o) { check_apt(o); });
+    if (!venv_.empty()) phase("python", [this](Outcome& o) { make_venv(o); });
+    if (!image_.pip.empty()) phase("pip", [this](Outcome& o) { install_pip(o); });
+    // Image::env goes into the worker's environment (LocalWorker), as env.sh does on a node.
+    phase("env", [](Outcome&) {});
+    if (!image_.files.empty()) phase("files", [this](Outcome& o) { write_files(o); });
+    if (!image_.setup.empty())
+        phase("setup", [this](Outcome& o) {
+            o.notes.push_back(fmt::format(
+                "setup skipped on Local: {} command{} not run (they prepare a fresh node; Local "
+                "runs nothing of the image on this machine)",
+                image_.setup.size(), image_.setup.size() == 1 ? "" : "s"));
+        });
+}
+
+void LocalImage::check_apt(Outcome& o) {
+    // Which of the packages this machine lacks; Local installs none (it is your machine).
+    std::string script =
+        "command -v dpkg-query > /dev/null || { echo '::sky-no-dpkg'; exit 0; }\n"
+        "for p in";
+    for (auto& p : image_.apt) script += " " + shell_quote(p.substr(0, p.find('=')));
+    script +=
+        "; do dpkg-query -W -f='${Status}' \"$p\" 2>/dev/null | grep -q 'install ok installed' "
+        "|| echo \"::sky-missing $p\"; done\n";
+    std::vector<std::string> missing;
+    bool no_dpkg = false;
+    RunResult r = run_bash(script, cancelled_, [&](std::string_view l) {
+        if (l == "::sky-no-dpkg")
+            no_dpkg = true;
+        else if (l.rfind("::sky-missing ", 0) == 0)
+            missing.emplace_back(l.substr(14));
+        else
+            return true;
+        return false;
+    });
+    if (r.cancelled) {
+        o.failed = true;
+        o.message = "the pool was closed while this node started";
+        return;
+    }
+    if (no_dpkg)
+        o.notes.push_back(
+            fmt::format("apt skipped on Local: {} (no dpkg-query on this machine to "
+                        "check; Local installs no system packages)",
+                        joined(image_.apt)));
+    else if (!missing.empty())
+        o.notes.push_back(
+            fmt::format("apt skipped on Local: {} not installed on this machine "
+                        "(Local installs no system packages)",
+                        joined(missing)));
+}
+
+void LocalImage::make_venv(Outcome& o) {
+    std::error_code ec;
+    fs::create_directories(home_, ec);
+    ::chmod(home_.c_str(), 0700);
+    const std::string want = image_.python.empty() ? "python3" : "python" + image_.python;
+    // Another pool (another process) may be making the same venv: one at a time, bounded.
+    const std::string lock_path = venv_ + ".lock";
+    const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lock < 0) {
+        o.failed = true;
+        o.message = fmt::format("cannot create {}: {}", lock_path, std::strerror(errno));
+        return;
+    }
+    struct Unlock {
+        int fd;
+        ~Unlock() { ::close(fd); }
+    } unlock{lock};
+    for (const auto until = Clock::now() + kStepLimit; ::flock(lock, LOCK_EX | LOCK_NB) != 0;) {
+        if (cancelled_ || Clock::now() >= until) {
+            o.failed = true;
+            o.message = fmt::format("another pool held {} for too long", lock_path);
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    const std::string v = shell_quote(venv_);
+    const std::string script = fmt::format(
+        "want={want}\n"
+        "PY=$(command -v \"$want\" 2>/dev/null || true)\n"
+        "if [ -z \"$PY\" ]; then echo '::sky-python-missing'; "
+        "PY=$(command -v python3 2>/dev/null || true); fi\n"
+        "[ -n \"$PY\" ] || {{ echo '::sky-no-python'; exit 3; }}\n"
+        "echo \"::sky-python $PY\"\n"
+        "[ -x {v}/bin/python ] && exit 0\n"
+        "umask 077\n"
+        "\"$PY\" -m venv {v} || {{ st=$?; rm -rf {v}; exit $st; }}\n",
+        fmt::arg("want", shell_quote(want)), fmt::arg("v", v));
+    bool missing = false, none = false;
+    RunResult r = run_bash(script, cancelled_, [&](std::string_view l) {
+        if (l == "::sky-python-missing")
+            missing = true;
+        else if (l == "::sky-no-python")
+            none = true;
+        else if (l.rfind("::sky-python ", 0) == 0)
+            python_ = std::string(l.substr(13));
+        else
+            return true;
+        return false;
+    });
+    if (missing && !none)
+        o.notes.push_back(
+            fmt::format("python {} skipped on Local: no {} on this machine, the "
+                        "venv uses {}",
+                        image_.python, want, python_));
+    if (r.cancelled) {
+        o.failed = true;
+        o.message = "the pool was closed while this node started";
+    } else if (none) {
+        o.failed = true;
+        o.message = fmt::format("no {} on this machine: the image's pip environment needs Python",
+                                want == "python3" ? want : want + " (nor python3)");
+    } else if (r.status != 0) {
+        o.failed = true;
+        o.message =
+            fmt::format("{} -m venv {} failed with exit status {}", python_, venv_, r.status);
+        o.output = r.tail;
+    }
+}
+
+void LocalImage::install_pip(Outcome& o) {
+    const int lock = ::open((venv_ + ".lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct Unlock {
+        int fd;
+        ~Unlock() {
+            if (fd >= 0) ::close(fd);
+        }
+    } unlock{lock};
+    for (const auto until = Clock::now() + kStepLimit;
+         lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0;) {
+        if (cancelled_ || Clock::now() >= until) {
+            o.failed = true;
+            o.message = "another pool held the pip environment for too long";
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::string script = fmt::format("{}/bin/python -m pip install -q --disable-pip-version-check",
+                                     shell_quote(venv_));
+    if (image_.pip_extra_index_url)
+        script += " --extra-index-url " + shell_quote(*image_.pip_extra_index_url);
+    for (auto& p : image_.pip) script += " " + shell_quote(p);
+    RunResult r = run_bash(script, cancelled_, {});
+    if (r.cancelled) {
+        o.failed = true;
+        o.message = "the pool was closed while this node started";
+    } else if (r.status != 0) {
+        o.failed = true;
+        o.message = fmt::format("pip install {} failed with exit status {}{}", joined(image_.pip),
+                                r.status, r.tail.empty() ? "" : ": " + r.tail.back());
+        o.output = r.tail;
+    }
+}
+
+void LocalImage::write_files(Outcome& o) {
+    for (const File& f : image_.files) {
+        const fs::path path(f.path);
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) == 0) {
+            std::string have;
+            if (S_ISREG(st.st_mode) && read_file(path, have) && have == f.content) continue;
+            o.failed = true;
+            o.message = fmt::format(
+                "{} is already on this machine with other content: Local does not replace a file "
+                "of this machine (a node gets it fresh); remove it, or change Image::files",
+                f.path);
+            return;
+        }
+        if (errno != ENOENT) {
+            o.failed = true;
+            o.message = fmt::format("cannot check {}: {}", f.path, std::strerror(errno));
+            return;
+        }
+        // The directories it lacks, outermost first, made as the bootstrap makes them (0755).
+        std::vector<fs::path> lacking;
+        for (fs::path d = path.parent_path(); !d.empty() && d != d.root_path();
+             d = d.parent_path()) {
+            struct stat ds {};
+            if (::lstat(d.c_str(), &ds) == 0) break;
+            lacking.push_back(d);
+        }
+        for (auto it = lacking.rbegin(); it != lacking.rend(); ++it) {
+            if (::mkdir(it->c_str(), 0755) != 0 && errno != EEXIST) {
+                o.failed = true;
+                o.message = fmt::format("cannot create {}: {}", it->string(), std::strerror(errno));
+                return;
+            }
+            made_dirs_.push_back(it->string());
+        }
+        // Into a fresh file beside it (created exclusively, 0600 on the way), then renamed.
+        std::string tmp = (path.parent_path() / ".sky-file.XXXXXX").string();
+        const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+        bool ok = fd >= 0;
+        if (ok) {
+            std::size_t done = 0;
+            while (ok && done < f.content.size()) {
+                const ssize_t w = ::write(fd, f.content.data() + done, f.content.size() - done);
+                if (w < 0 && errno == EINTR) continue;
+                ok = w > 0;
+                if (ok) done += static_cast<std::size_t>(w);
+            }
+            ok = ok && ::fchmod(fd, f.mode & 07777) == 0;
+            ok = (::close(fd) == 0) && ok;
+            ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+        }
+        if (!ok) {
+            const int err = errno;
+            if (fd >= 0) ::unlink(tmp.c_str());
+            o.failed = true;
+            o.message = fmt::format("cannot write {}: {}", f.path, std::strerror(err));
+            return;
+        }
+        written_.emplace_back(f.path, f.content);
+    }
+}
+
+void LocalImage::remove_files() noexcept {
+    std::lock_guard lk(m_);
+    try {
+        for (auto it = written_.rbegin(); it != written_.rend(); ++it) {
+            std::string have;
+            // Only what is still as it was written: a file changed since is somebody's.
+            if (read_file(it->first, have) && have == it->second) ::unlink(it->first.c_str());
+        }
+        for (auto it = made_dirs_.rbegin(); it != made_dirs_.rend(); ++it)
+            ::rmdir(it->c_str());  // only when empty
+    } catch (...) {
+    }
+    written_.clear();
+    made_dirs_.clear();
+}
+
+}  // namespace sky::detail

@@ -1,0 +1,382 @@
+// Volumes on a node: the checks, the credentials, the mount and unmount scripts, the phase.
+#include "volumes/volumes.hpp"
+
+#include <fmt/format.h>
+
+#include <regex>
+#include <sstream>
+
+#include "http/endpoint.hpp"
+#include "providers/aws/ec2_client.hpp"
+#include "sky/errors.hpp"
+#include "ssh/session.hpp"
+#include "util/shell.hpp"
+
+namespace sky::detail {
+
+namespace {
+
+// The prefix as s3fs's "bucket:/path" wants it: no leading or trailing slash.
+std::string trimmed_prefix(const std::string& prefix) {
+    std::size_t b = prefix.find_first_not_of('/');
+    if (b == std::string::npos) return {};
+    std::size_t e = prefix.find_last_not_of('/');
+    return prefix.substr(b, e - b + 1);
+}
+
+bool has_control_char(const std::string& s) {
+    for (unsigned char c : s)
+        if (c < 0x20 || c == 0x7f) return true;
+    return false;
+}
+
+// How many seconds mount.sh waits for one mount to appear.
+constexpr int kMountWaitSeconds = 60;
+
+}  // namespace
+
+std::string volume_name(const Volume& volume) {
+    const auto& s3 = std::get<S3Volume>(volume);
+    const std::string p = trimmed_prefix(s3.prefix);
+    return "s3://" + s3.bucket + (p.empty() ? "" : "/" + p);
+}
+
+void check_volumes(const std::vector<Volume>& volumes, std::vector<std::string>& problems) {
+    // What any S3 bucket name may hold (old us-east-1 buckets also have capitals and '_'); the
+    // service itself judges the rest, and a refusal fails the volume phase naming the bucket.
+    static const std::regex bucket(R"([A-Za-z0-9][A-Za-z0-9._\-]{0,254})");
+    static const std::regex region(R"([a-z0-9][a-z0-9\-]*)");
+    std::vector<std::string> paths;
+    for (const auto& vol : volumes) {
+        const auto& s3 = std::get<S3Volume>(vol);
+        const std::string at =
+            fmt::format("volumes: {} at \"{}\": ", volume_name(vol), s3.mount_path);
+        if (s3.mount_path.empty() || s3.mount_path[0] != '/')
+            problems.push_back(
+                fmt::format("{}mount_path must be absolute, got \"{}\"", at, s3.mount_path));
+        else if (s3.mount_path.find_first_not_of('/') == std::string::npos ||
+                 has_control_char(s3.mount_path) ||
+                 s3.mount_path.find("/../") != std::string::npos ||
+                 s3.mount_path.find("/./") != std::string::npos || s3.mount_path.ends_with("/..") ||
+                 s3.mount_path.ends_with("/."))
+            problems.push_back(fmt::format(
+                "{}mount_path must name a directory below / (no \".\", \"..\" or control "
+                "characters)",
+                at));
+        if (s3.bucket.empty())
+            problems.push_back("volumes: an S3Volume needs a bucket");
+        else if (!std::regex_match(s3.bucket, bucket))
+            problems.push_back(fmt::format(
+                "volumes: \"{}\" is not an S3 bucket name (letters, digits, '.', '-', '_')",
+                s3.bucket));
+        if (has_control_char(s3.prefix))
+            problems.push_back(fmt::format("{}prefix has a control character", at));
+        if (!s3.region.empty() && !std::regex_match(s3.region, region))
+            problems.push_back(fmt::format("{}\"{}\" is not a region name", at, s3.region));
+        if (!s3.endpoint.empty()) {
+            try {
+                check_endpoint_security(
+                    s3.endpoint,
+                    {.provider = "S3Volume",
+                     .source = fmt::format("the endpoint of volume {}", volume_name(vol)),
+                     .secrets = "the access key id, the session token",
+                     .payload = "the volume's files"});
+            } catch (const ConfigError& e) {
+                problems.push_back(fmt::format("{}{}", at, e.what()));
+            }
+            if (has_control_char(s3.endpoint))
+                problems.push_back(fmt::format("{}the endpoint has a control character", at));
+        }
+        std::string path = s3.mount_path;
+        while (path.size() > 1 && path.back() == '/') path.pop_back();
+        for (const auto& p : paths)
+            if (p == path || path.starts_with(p + "/") || p.starts_with(path + "/"))
+                problems.push_back(fmt::format(
+                    "{}two volumes cannot be mounted at {} and {} (one inside the other)", at, p,
+                    path));
+        paths.push_back(path);
+    }
+}
+
+void refuse_volumes_on_this_machine(const std::vector<Volume>& volumes,
+                                    std::string_view provider_name,
+                                    std::vector<std::string>& problems) {
+    if (volumes.empty()) return;
+    const auto& s3 = std::get<S3Volume>(volumes.front());
+    problems.push_back(fmt::format(
+        "volumes: {} runs its nodes as processes on this machine and does not mount volumes: "
+        "{} at {} would not be there (use sky::SSH or a cloud, or mount it on this machine "
+        "yourself and drop it from the pool)",
+        provider_name, volume_name(volumes.front()), s3.mount_path));
+}
+
+std::optional<VolumeCredentials> volume_credentials(const PoolSpec& spec) {
+    std::string profile;
+    if (const auto* a = spec.provider.get<AWS>()) profile = a->profile;
+    auto c = aws::load_default_credentials(profile);
+    if (!c) return std::nullopt;
+    return VolumeCredentials{c->access_key_id, c->secret_access_key, c->session_token};
+}
+
+std::vector<std::string> s3fs_arguments(const S3Volume& v) {
+    const std::string p = trimmed_prefix(v.prefix);
+    std::vector<std::string> a = {p.empty() ? v.bucket : v.bucket + ":/" + p, v.mount_path};
+    // Foreground: mount.sh keeps its pid, sees it exit on a failed check and reads its log; a
+    // failed mount then leaves no dead mount behind (a daemonized s3fs leaves one).
+    a.emplace_back("-f");
+    auto opt = [&](std::string o) {
+        a.emplace_back("-o");
+        a.push_back(std::move(o));
+    };
+    opt("dbglevel=err");
+    if (v.read_only) opt("ro");
+    if (!v.endpoint.empty()) {
+        std::string url = v.endpoint;
+        while (!url.empty() && url.back() == '/') url.pop_back();
+        opt("url=" + url);
+        // Other S3 services rarely serve bucket.host names: address the bucket in the path.
+        opt("use_path_request_style");
+    } else if (!v.region.empty()) {
+        opt("url=https://s3." + v.region + ".amazonaws.com");
+    }
+    if (!v.region.empty()) opt("endpoint=" + v.region);
+    return a;
+}
+
+std::string volumes_dir(const std::string& run_dir) { return run_dir + "/volumes"; }
+
+std::string unmount_command(const std::string& run_dir) {
+    const std::string script = shell_quote(volumes_dir(run_dir) + "/unmount.sh");
+    return fmt::format("[ -f {0} ] && bash {0} > /dev/null 2>&1; ", script);
+}
+
+std::string unmount_after_worker(const std::string& run_dir, long idle_seconds) {
+    return fmt::format(
+        "; while :; do now=$(date +%s); hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo 0); "
+        "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then {unmount}exit 0; fi; "
+        "sleep 1; done",
+        fmt::arg("run", shell_quote(run_dir)), fmt::arg("idle", idle_seconds),
+        fmt::arg("unmount", unmount_command(run_dir)));
+}
+
+VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& dir,
+                        const VolumeCredentials& credentials) {
+    VolumePlan plan;
+    // Shell assignments, sourced by the subshell that becomes s3fs: the keys reach s3fs through
+    // its environment (readable by its owner and root only), never through its command line.
+    plan.credentials = fmt::format("export AWS_ACCESS_KEY_ID={}\nexport AWS_SECRET_ACCESS_KEY={}\n",
+                                   shell_quote(credentials.access_key_id),
+                                   shell_quote(credentials.secret_access_key));
+    if (!credentials.session_token.empty())
+        plan.credentials +=
+            fmt::format("export AWS_SESSION_TOKEN={}\n", shell_quote(credentials.session_token));
+
+    const std::string qdir = shell_quote(dir);
+    std::string m;
+    m += "#!/usr/bin/env bash\n";
+    m += "# sky volumes: mounts this pool's volumes with s3fs (one foreground process each, its\n";
+    m += "# pid and log in this directory); unmount.sh undoes it.\n";
+    m += "set -u\n";
+    m += "umask 077\n";
+    m += "export DEBIAN_FRONTEND=noninteractive\n";
+    m += fmt::format("dir={}\n", qdir);
+    m += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO='sudo -n'\n";
+    m += "failed() { echo \"::sky-volume-failed $*\"; rm -f \"$dir/credentials\"; exit 1; }\n";
+    // s3fs where it is missing, as the image's apt phase installs packages.
+    m += "if ! command -v s3fs > /dev/null 2>&1; then\n";
+    m += "  if ! (umask 022; $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "
+         "--no-install-recommends s3fs) > \"$dir/apt.log\" 2>&1; then\n";
+    m += "    tail -n 20 \"$dir/apt.log\"\n";
+    m += "    failed - s3fs is not installed on the node and apt-get could not install it\n";
+    m += "  fi\n";
+    m += "fi\n";
+    m += "[ -c /dev/fuse ] || failed - /dev/fuse is missing: this node cannot mount FUSE file "
+         "systems\n";
+    // mount_one INDEX MOUNT_PATH S3FS_ARGS...: starts s3fs and waits until the mount answers
+    // (three looks in a row: a bucket that fails s3fs's own check ends it just after mounting).
+    m += "mount_one() {\n";
+    m += "  local i=$1 mp=$2; shift 2\n";
+    m += "  if [ ! -d \"$mp\" ]; then\n";
+    m += "    (umask 022; $SUDO mkdir -p \"$mp\") || failed \"$i\" cannot create the mount point "
+         "\"$mp\"\n";
+    m +=
+        "    [ -z \"$SUDO\" ] || $SUDO chown \"$(id -u):$(id -g)\" \"$mp\" || failed \"$i\" cannot "
+        "give \"$mp\" to $(id -un)\n";
+    m += "  fi\n";
+    m += "  ! mountpoint -q \"$mp\" || failed \"$i\" \"$mp\" is already a mount point\n";
+    m += "  (\n";
+    m += "    unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWSACCESSKEYID "
+         "AWSSECRETACCESSKEY AWSSESSIONTOKEN AWS_CREDENTIAL_FILE\n";
+    m += "    . \"$dir/credentials\" || exit 99\n";
+    m += "    exec setsid s3fs \"$@\"\n";
+    m += "  ) > \"$dir/$i.log\" 2>&1 < /dev/null &\n";
+    m += "  local pid=$! ok=0 t\n";
+    m += "  echo \"$pid\" > \"$dir/$i.pid\"\n";
+    m += fmt::format("  for t in $(seq {}); do\n", kMountWaitSeconds * 10);
+    m += "    kill -0 \"$pid\" 2> /dev/null || break\n";
+    m += "    if mountpoint -q \"$mp\"; then\n";
+    m += "      ok=$((ok + 1)); [ \"$ok\" -lt 3 ] || return 0\n";
+    m += "    else ok=0; fi\n";
+    m += "    sleep 0.1\n";
+    m += "  done\n";
+    m += "  tail -n 20 \"$dir/$i.log\"\n";
+    m += "  if kill -0 \"$pid\" 2> /dev/null; then\n";
+    m += fmt::format("    failed \"$i\" s3fs did not mount \"$mp\" within {} s\n",
+                     kMountWaitSeconds);
+    m += "  fi\n";
+    m += "  failed \"$i\" s3fs exited\n";
+    m += "}\n";
+    for (std::size_t i = 0; i < volumes.size(); ++i) {
+        const auto& v = std::get<S3Volume>(volumes[i]);
+        m += fmt::format("mount_one {} {}", i, shell_quote(v.mount_path));
+        for (const auto& arg : s3fs_arguments(v)) m += " " + shell_quote(arg);
+        m += "\n";
+    }
+    // s3fs has read its keys: the file goes now (unmount.sh removes it too, after a failure).
+    m += "rm -f \"$dir/credentials\"\n";
+    m += "echo ::sky-volumes-mounted\n";
+    plan.mount_script = std::move(m);
+
+    std::string u;
+    u += "#!/usr/bin/env bash\n";
+    u +=
+        "# sky volumes: unmounts what mount.sh mounted and removes the credentials (idempotent).\n";
+    u += "set -u\n";
+    u += fmt::format("dir={}\n", qdir);
+    u += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO='sudo -n'\n";
+    u += "rm -f \"$dir/credentials\"\n";
+    // Only a volume whose s3fs mount.sh started (its pid file) is unmounted: never a mount of
+    // someone else's at the same path. s3fs exits once its mount is gone; a busy mount is
+    // detached lazily and s3fs ended.
+    u += "is_s3fs() { [ -n \"$1\" ] && [ \"$(cat /proc/$1/comm 2> /dev/null)\" = s3fs ]; }\n";
+    u += "unmount_one() {\n";
+    u += "  local i=$1 mp=$2 pid t\n";
+    u += "  [ -f \"$dir/$i.pid\" ] || return 0\n";
+    u += "  pid=$(cat \"$dir/$i.pid\")\n";
+    u += "  fusermount -u \"$mp\" 2> /dev/null || $SUDO umount \"$mp\" 2> /dev/null\n";
+    u += "  for t in $(seq 30); do is_s3fs \"$pid\" || break; sleep 0.1; done\n";
+    u += "  if is_s3fs \"$pid\"; then\n";
+    u += "    fusermount -u -z \"$mp\" 2> /dev/null || $SUDO umount -l \"$mp\" 2> /dev/null\n";
+    u += "    kill -TERM \"$pid\" 2> /dev/null\n";
+    u += "    for t in $(seq 10); do is_s3fs \"$pid\" || break; sleep 0.1; done\n";
+    u += "    is_s3fs \"$pid\" && kill -KILL \"$pid\" 2> /dev/null\n";
+    u += "  fi\n";
+    // A mount whose s3fs died is left dangling ("Transport endpoint is not connected").
+    u += "  if grep -qF \" $mp fuse.s3fs \" /proc/self/mounts 2> /dev/null; then\n";
+    u += "    fusermount -u -z \"$mp\" 2> /dev/null || $SUDO umount -l \"$mp\" 2> /dev/null\n";
+    u += "  fi\n";
+    u += "  rm -f \"$dir/$i.pid\"\n";
+    u += "}\n";
+    for (std::size_t i = volumes.size(); i-- > 0;) {
+        const auto& v = std::get<S3Volume>(volumes[i]);
+        u += fmt::format("unmount_one {} {}\n", i, shell_quote(v.mount_path));
+    }
+    u += "true\n";
+    plan.unmount_script = std::move(u);
+    return plan;
+}
+
+namespace {
+
+// s3fs's own reason in its log: the last critical or error line, without its timestamp.
+std::string reason_in(const std::vector<std::string>& lines) {
+    static const std::regex stamp(R"(^\S+Z \[(CRT|ERR)\] (\S+:\s*)?)");
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        const std::string& l = *it;
+        if (l.find("[CRT]") != std::string::npos && l.find("LowSetLogLevel") == std::string::npos)
+            return std::regex_replace(l, stamp, "");
+        if (l.rfind("s3fs:", 0) == 0 || l.rfind("fuse:", 0) == 0 || l.rfind("fusermount:", 0) == 0)
+            return l;
+    }
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        const std::string& l = *it;
+        if (l.find("[ERR]") != std::string::npos &&
+            l.find("s3fs_exit_fuseloop") == std::string::npos)
+            return std::regex_replace(l, stamp, "");
+    }
+    return {};
+}
+
+}  // namespace
+
+void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& run_dir) {
+    if (spec.volumes.empty()) return;
+    auto credentials = volume_credentials(spec);
+    if (!credentials)
+        throw VolumeFailure(
+            fmt::format("cannot mount {}: no AWS credentials for the volumes (set "
+                        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and AWS_SESSION_TOKEN for "
+                        "temporary ones, or configure ~/.aws/credentials)",
+                        volume_name(spec.volumes.front())),
+            {});
+    const std::string dir = volumes_dir(run_dir);
+    const VolumePlan plan = plan_volumes(spec.volumes, dir, *credentials);
+    auto mk = s.exec(fmt::format("umask 077; mkdir -p {0} && chmod 700 {0}", shell_quote(dir)),
+                     {.timeout = std::chrono::seconds(30)});
+    if (mk.exit_status != 0)
+        throw VolumeFailure(fmt::format("cannot mount {}: cannot create {} on the node",
+                                        volume_name(spec.volumes.front()), dir),
+                            {mk.err});
+    // unmount.sh first: whatever happens from here, stop() finds it and undoes what was done.
+    s.upload(std::string_view(plan.unmount_script), dir + "/unmount.sh", 0700);
+    s.upload(std::string_view(plan.credentials), dir + "/credentials", 0600);
+    s.upload(std::string_view(plan.mount_script), dir + "/mount.sh", 0700);
+
+    std::vector<std::string> secrets = {credentials->secret_access_key};
+    if (!credentials->session_token.empty()) secrets.push_back(credentials->session_token);
+    auto scrub = [&](std::string line) {
+        for (const auto& secret : secrets) {
+            if (secret.empty()) continue;
+            for (std::size_t at; (at = line.find(secret)) != std::string::npos;)
+                line.replace(at, secret.size(), "[REDACTED]");
+        }
+        return line;
+    };
+    std::vector<std::string> lines;
+    std::string failed;  // "::sky-volume-failed" line's rest
+    bool mounted = false;
+    ssh::ExecOptions eo;
+    // apt-get may run first; each mount waits at most kMountWaitSeconds.
+    eo.timeout = std::chrono::minutes(10) +
+                 std::chrono::seconds(kMountWaitSeconds) * static_cast<int>(spec.volumes.size());
+    auto keep = [&](std::string_view line) {
+        if (line.rfind("::sky-volume-failed ", 0) == 0) {
+            failed = std::string(line.substr(20));
+        } else if (line == "::sky-volumes-mounted") {
+            mounted = true;
+        } else {
+            lines.push_back(scrub(std::string(line)));
+            if (lines.size() > 40) lines.erase(lines.begin());
+        }
+    };
+    eo.on_stdout = keep;
+    eo.on_stderr = keep;
+    auto r = s.exec(fmt::format("bash {}", shell_quote(dir + "/mount.sh")), eo);
+    if (r.exit_status == 0 && mounted) return;
+
+    // Which volume: the index mount.sh named ("-" when it failed before any).
+    const Volume* which = &spec.volumes.front();
+    std::string what = failed;
+    if (!failed.empty() && failed[0] != '-') {
+        std::size_t used = 0;
+        try {
+            const auto i = std::stoul(failed, &used);
+            if (i < spec.volumes.size()) which = &spec.volumes[i];
+        } catch (const std::exception&) {
+        }
+        what = failed.substr(used);
+    } else if (!failed.empty()) {
+        what = failed.substr(1);
+    }
+    while (!what.empty() && what.front() == ' ') what.erase(0, 1);
+    if (failed.empty())
+        what = fmt::format("the mount script ended with exit status {}", r.exit_status);
+    const auto& s3 = std::get<S3Volume>(*which);
+    std::string reason = reason_in(lines);
+    throw VolumeFailure(
+        fmt::format("cannot mount {} (bucket {}) at {}: {}{}", volume_name(*which), s3.bucket,
+                    s3.mount_path, scrub(what), reason.empty() ? "" : ": " + reason),
+        std::move(lines));
+}
+
+}  // namespace sky::detail

@@ -1,0 +1,92 @@
+#pragma once
+// Volumes (api.md §12) on a node: S3 buckets mounted with s3fs (a FUSE client from Debian)
+// during bootstrap, in a phase of its own, and unmounted at teardown. The node gets three files
+// in its pool's private run directory (0700): mount.sh and unmount.sh, which name no
+// credential, and a 0600 credentials file that mount.sh hands to s3fs through its environment
+// (never a command line) and removes once every volume is mounted. unmount.sh undoes only what
+// mount.sh started and removes the credentials file too; RemoteNode::stop and the node's
+// watchdog both run it.
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sky/pool.hpp"
+#include "sky/volume.hpp"
+
+namespace sky::ssh {
+class Session;
+}
+
+namespace sky::detail {
+
+/// "s3://bucket/prefix", how messages and errors name a volume.
+[[nodiscard]] std::string volume_name(const Volume& volume);
+
+/// PoolSpec::validate's checks of the volumes: one message per problem, each naming the volume.
+/// Also refuses a plain-http endpoint to another machine (as every provider endpoint) unless
+/// SKY_ALLOW_INSECURE_ENDPOINT=1.
+void check_volumes(const std::vector<Volume>& volumes, std::vector<std::string>& problems);
+
+/// Providers whose nodes are worker processes on this machine (Local, Simulated) do not mount:
+/// a pool with volumes there is refused (ConfigError naming the volume) rather than run without
+/// them. Appends that message when `provider_name` is such a provider and there are volumes.
+void refuse_volumes_on_this_machine(const std::vector<Volume>& volumes,
+                                    std::string_view provider_name,
+                                    std::vector<std::string>& problems);
+
+/// What s3fs on a node authenticates with: the pool's AWS credentials.
+struct VolumeCredentials {
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;  ///< empty unless temporary (STS) credentials
+};
+
+/// The pool's AWS credentials, resolved as sky::AWS resolves them (AWS_ACCESS_KEY_ID /
+/// AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the shared credentials file with the AWS
+/// provider's profile, else AWS_PROFILE, else "default"); nullopt when there are none.
+[[nodiscard]] std::optional<VolumeCredentials> volume_credentials(const PoolSpec& spec);
+
+/// The files that mount and unmount a pool's volumes on a node, all kept in `dir`.
+struct VolumePlan {
+    std::string mount_script;    ///< names no credential
+    std::string unmount_script;  ///< idempotent; touches only what mount_script started
+    std::string credentials;     ///< the 0600 file mount_script reads (shell assignments)
+};
+
+/// The plan for `volumes` in `dir` (an absolute path in the pool's private run directory).
+[[nodiscard]] VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& dir,
+                                      const VolumeCredentials& credentials);
+
+/// The s3fs arguments for one volume (source, mount point, options): what mount_script runs.
+[[nodiscard]] std::vector<std::string> s3fs_arguments(const S3Volume& volume);
+
+/// Where a node keeps its volume files, inside the pool's run directory.
+[[nodiscard]] std::string volumes_dir(const std::string& run_dir);
+
+/// A shell fragment (ends with "; ") that runs the node's unmount script when the volume phase
+/// left one: for RemoteNode::stop and the watchdog, after the worker is ended and before the run
+/// directory is removed.
+[[nodiscard]] std::string unmount_command(const std::string& run_dir);
+
+/// A shell fragment for the end of the watchdog (starts with "; "), run when the worker ended on
+/// its own (the client went away, or it crashed): unless a restart replaces this watchdog
+/// first, the volumes are unmounted once the node has not heard from the client for
+/// `idle_seconds` (the age of the heartbeat file) or the pool's deadline (`$deadline`) passed.
+[[nodiscard]] std::string unmount_after_worker(const std::string& run_dir, long idle_seconds);
+
+/// Why the volume phase failed: the message names the volume (its bucket); the output is s3fs's
+/// own words, with no credential in them.
+class VolumeFailure : public std::runtime_error {
+public:
+    VolumeFailure(const std::string& message, std::vector<std::string> output)
+        : std::runtime_error(message), output(std::move(output)) {}
+    std::vector<std::string> output;
+};
+
+/// The volume phase on a node reached by `session`: installs s3fs where it is missing, mounts
+/// every volume of `spec` and waits (bounded) until each is really there. Throws VolumeFailure.
+void mount_volumes(ssh::Session& session, const PoolSpec& spec, const std::string& run_dir);
+
+}  // namespace sky::detail
