@@ -19,6 +19,7 @@
 
 #include "pool/ledger.hpp"
 #include "providers/local/local_worker.hpp"
+#include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"
 #include "util/digest.hpp"
 #include "util/shell.hpp"
@@ -55,7 +56,7 @@ RunResult run_bash(const std::string& script, const std::atomic<bool>& cancelled
     for (char** e = environ; e && *e; ++e) {
         const std::string_view entry(*e);
         const std::string_view name = entry.substr(0, entry.find('='));
-        if (!is_provider_credential(name) && name.rfind("SKY_WORKER_", 0) != 0)
+        if (!is_provider_credential(name) && !WorkerLaunch::is_launch_variable(entry))
             env.emplace_back(entry);
     }
     std::vector<char*> envp;
