@@ -17,14 +17,16 @@ using namespace sky::detail::ssh;
 
 namespace {
 // One file per process, rewritten for every input; removed at exit.
+// The name lives in a plain array: the exit handler runs after `p` below is destroyed (it was
+// registered before `p` finished construction), so it must not read `p`.
+char scratch_name[] = "/tmp/sky-fuzz-known-hosts-XXXXXX";
 const std::filesystem::path& scratch() {
     static const std::filesystem::path p = [] {
-        char name[] = "/tmp/sky-fuzz-known-hosts-XXXXXX";
-        const int fd = ::mkstemp(name);
+        const int fd = ::mkstemp(scratch_name);
         if (fd < 0) sky::fuzz::finding("cannot create a temporary file");
         ::close(fd);
-        std::atexit([] { ::unlink(scratch().c_str()); });
-        return std::filesystem::path(name);
+        std::atexit([] { ::unlink(scratch_name); });
+        return std::filesystem::path(scratch_name);
     }();
     return p;
 }

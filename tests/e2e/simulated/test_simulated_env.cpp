@@ -138,18 +138,27 @@ TEST_CASE("sky gc: a killed client's simulated machines are gone with it", "[sim
     struct Reap {
         pid_t pid;
         std::filesystem::path dir;
+        std::string pool_id{};
         ~Reap() {
             ::kill(pid, SIGKILL);
             int st = 0;
             ::waitpid(pid, &st, 0);
             std::error_code ec;
             std::filesystem::remove_all(dir, ec);
+            // The killed client's key directory, which `sky gc` removes for a collected pool.
+            if (pool_id.empty()) return;
+            const std::string prefix = "sky-simulated-" + pool_id + "-";
+            for (auto& e :
+                 std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec))
+                if (e.path().filename().string().rfind(prefix, 0) == 0)
+                    std::filesystem::remove_all(e.path(), ec);
         }
     } reap{child, dir};
     REQUIRE(eventually([&] { return std::filesystem::exists(file); }, 60s));
     std::ifstream in(file);
     std::string pool_id;
     std::getline(in, pool_id);
+    reap.pool_id = pool_id;
     std::vector<std::string> ids;
     for (std::string l; std::getline(in, l);) ids.push_back(l);
     REQUIRE(ids.size() == 2);
