@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
 
@@ -310,12 +311,7 @@ TEST_CASE("a worker process that crashes takes its node down, and the pool repla
 
 namespace dist {
 sky::PoolSpec ssh_spec(const sky::test::TestHosts& h) {
-    sky::SSH ssh;
-    for (int i = 0; i < h.size(); ++i) ssh.hosts.push_back(h.address(i));
-    ssh.user = h.user();
-    ssh.port = h.port(0);
-    ssh.identity_file = h.client_key_path().string();
-    ssh.known_hosts = h.known_hosts_file().string();
+    sky::SSH ssh = sky::test::ssh_provider(h);
     return {.provider = ssh, .nodes = h.size(), .display = sky::Display::quiet};
 }
 // Puts the stand-in `which` at /root/bin/nvidia-smi on host i.

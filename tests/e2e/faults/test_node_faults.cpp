@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
 
@@ -27,12 +28,7 @@ int sleep_ms(int ms) {
 long worker_pid() { return static_cast<long>(::getpid()); }
 
 sky::PoolSpec ssh_spec(const TestHosts& h, int nodes) {
-    sky::SSH ssh;
-    for (int i = 0; i < h.size(); ++i) ssh.hosts.push_back(h.address(i));
-    ssh.user = h.user();
-    ssh.port = h.port(0);
-    ssh.identity_file = h.client_key_path().string();
-    ssh.known_hosts = h.known_hosts_file().string();
+    sky::SSH ssh = sky::test::ssh_provider(h);
     sky::PoolSpec spec{.provider = ssh, .nodes = nodes, .display = sky::Display::quiet};
     // Heartbeats every second; a node silent for 4 x 1 s + 5 s = 9 s is lost.
     spec.idle_timeout = 4s;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
 
@@ -42,12 +43,7 @@ TEST_CASE(
         return;
     }
     TestHosts hosts(2);
-    sky::SSH ssh;
-    for (int i = 0; i < hosts.size(); ++i) ssh.hosts.push_back(hosts.address(i));
-    ssh.user = hosts.user();
-    ssh.port = hosts.port(0);
-    ssh.identity_file = hosts.client_key_path().string();
-    ssh.known_hosts = hosts.known_hosts_file().string();
+    sky::SSH ssh = sky::test::ssh_provider(hosts);
     {
         sky::ComputePool pool{{.provider = ssh,
                                .nodes = 2,

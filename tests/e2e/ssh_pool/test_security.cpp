@@ -10,6 +10,7 @@
 #include <future>
 #include <sstream>
 
+#include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
 
@@ -62,11 +63,7 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
         }));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the attackers are watching
 
-    sky::SSH ssh;
-    for (int i = 0; i < hosts.size(); ++i) ssh.hosts.push_back(hosts.address(i));
-    ssh.port = hosts.port(0);
-    ssh.identity_file = hosts.client_key_path().string();
-    ssh.known_hosts = hosts.known_hosts_file().string();
+    sky::SSH ssh = sky::test::ssh_provider(hosts);
     for (int pools = 0; pools < 2; ++pools) {  // two pools: more worker sockets to race for
         sky::ComputePool pool{{.provider = ssh,
                                .nodes = 2,

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "e2e/volumes/s3_server.hpp"
+#include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
 
@@ -102,12 +103,7 @@ void use_s3rver_credentials() {
 }
 
 sky::PoolSpec spec_for(const TestHosts& h, int nodes) {
-    sky::SSH ssh;
-    for (int i = 0; i < h.size(); ++i) ssh.hosts.push_back(h.address(i));
-    ssh.user = h.user();
-    ssh.port = h.port(0);
-    ssh.identity_file = h.client_key_path().string();
-    ssh.known_hosts = h.known_hosts_file().string();
+    sky::SSH ssh = sky::test::ssh_provider(h);
     return {.provider = ssh, .nodes = nodes, .display = sky::Display::quiet};
 }
 
