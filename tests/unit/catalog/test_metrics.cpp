@@ -112,6 +112,19 @@ TEST_CASE("metrics: real nvidia-smi output from an H100 node", "[metrics]") {
     CHECK(a->name == "H100");
     CHECK(a->memory == "80GB");
     CHECK(a->count == 1);
+    // `nvidia-smi -L` on an H100 node (driver 580.159.04, MIG disabled), and the plan the worker
+    // made there (tests/device/gpu_detect.sh printed the same).
+    const auto list = parse_nvidia_smi_list(
+        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a30ffecf-3a7e-48f8-426e-bc31025a80eb)\n");
+    REQUIRE(list.size() == 1);
+    CHECK(list[0].name == "NVIDIA H100 80GB HBM3");
+    CHECK(list[0].uuid == "GPU-a30ffecf-3a7e-48f8-426e-bc31025a80eb");
+    CHECK(list[0].slices.empty());
+    const auto plan = plan_workers(std::nullopt, a, list);
+    CHECK(plan.workers == 1);
+    CHECK(plan.devices == std::vector<std::string>{"0"});
+    REQUIRE(plan.accelerator);
+    CHECK(plan.accelerator->to_string() == "H100");
 }
 
 TEST_CASE("metrics: GPU device names map onto accelerators", "[metrics]") {
