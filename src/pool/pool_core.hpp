@@ -1,61 +1,40 @@
 #pragma once
-// The pool's engine: node connections, the scheduler (which slot runs which call), timeouts,
-// node loss and restart, and teardown. ComputePool is a thin handle on it.
+// The pool's supervisor: it starts the nodes and owns their connections (a ClientChannel each,
+// read by a thread per node), watches deadlines, heartbeats and silent nodes, replaces lost
+// nodes and tears everything down. Which call runs where is the Scheduler's (pool/scheduler.hpp),
+// consulted under the supervisor's lock. ComputePool is a thin handle on it.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "catalog/cost.hpp"
 #include "pool/backend.hpp"
 #include "pool/event_bus.hpp"
 #include "pool/ledger.hpp"
-#include "runtime/protocol.hpp"
+#include "pool/scheduler.hpp"
+#include "runtime/client_channel.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
 
-using Clock = std::chrono::steady_clock;
-
-/// One call on its way: which batch item it completes, where it may run, what it printed.
-struct Task {
-    std::shared_ptr<BatchState> batch;
-    std::size_t index = 0;
-    CallDesc call;
-    int retries_left = 0;
-    int pinned = -1;         ///< node it must run on (broadcast), or -1
-    int pinned_worker = -1;  ///< worker process (local rank) on that node, for a per-rank call
-    int lost_on = -1;        ///< node it was lost with: a retry goes to another while one lives
-    std::uint64_t seq = 0;
-    std::optional<Clock::time_point> deadline;
-    std::vector<std::string> log_tail;
-};
-
-/// Bytes to write to one node: small frames copied, large argument buffers referenced.
-struct Outgoing {
-    Buffer small;
-    std::vector<std::pair<std::size_t, std::shared_ptr<const Buffer>>> big;
-    [[nodiscard]] bool empty() const noexcept { return small.empty() && big.empty(); }
-};
-
+/// One node as the supervisor keeps it: its machine, its connection and why it ended. Its
+/// scheduling state (ready, lost, calls in flight) is the Scheduler's.
 struct NodeSlot {
-    enum class State { starting, ready, restarting, lost, closed };
     int index = 0;
-    Instance instance;
-    std::unique_ptr<Transport> transport;
-    std::unique_ptr<FrameReader> frames;  ///< on `transport`, from the handshake on
+    Instance instance;  ///< guarded by PoolCore::m_
+    /// The connection to its worker, from connect on; the pointer and every write are guarded
+    /// by write_m (the reader thread reads it without the lock).
+    std::unique_ptr<ClientChannel> channel;
     std::thread reader;
     std::mutex write_m;
-    State state = State::starting;
     int restarts = 0;
     /// When the last frame from the worker arrived (steady clock, ns): the supervisor declares
     /// a node that stays silent past the heartbeat bound lost.
@@ -66,12 +45,9 @@ struct NodeSlot {
     /// fails with it.
     NodeLostError::Reason lost_reason = NodeLostError::Reason::unreachable;
     std::string lost_detail;
-    // From the worker's ready frame; guarded by PoolCore::m_.
-    int workers = 1;                  ///< worker processes on the node (W)
-    std::vector<std::int32_t> ports;  ///< a free port per worker process (rendezvous)
-    // Guarded by PoolCore::m_.
-    std::unordered_map<std::uint64_t, Task> inflight;
-    std::deque<Task> pinned;
+    /// A free port per worker process, from the worker's ready frame (rendezvous); guarded by
+    /// PoolCore::m_.
+    std::vector<std::int32_t> ports;
 };
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
@@ -98,25 +74,12 @@ public:
     void add_handler(std::function<void(const Event&)> h) { bus_->add_handler(std::move(h)); }
 
 private:
-    struct Completion {
-        std::shared_ptr<BatchState> batch;
-        std::size_t index;
-        Buffer result;
-        std::exception_ptr error;
-        int node = -1;  ///< for a result: where it ran, and what it printed last
-        std::string instance_id{};
-        std::vector<std::string> log_tail{};
-    };
-    struct Received {
-        std::uint64_t call_id;
-        MsgType type;
-        Buffer payload;
-        ErrorMsg error;  ///< for error frames, decoded on arrival
-    };
+    using NodeState = Scheduler::NodeState;
 
     void emit(Event e) { bus_->post(std::move(e)); }
     void connect_node(int i);
-    void handshake(NodeSlot& n, const std::string& token);
+    /// Connects node i through the backend and runs the handshake (a start or a replacement).
+    void attach(NodeSlot& n, NodeStart s);
     /// Sends every node where every rank is (a layout frame): before the first call, and after
     /// a node was replaced (its ports and perhaps its address changed). With `joining` (a
     /// replacement that just finished its handshake), only that node and the ready ones get it:
@@ -130,21 +93,17 @@ private:
     void restart_node(int i);
     bool cancel_batch(BatchState* b);
 
-    // Scheduler; every *_locked function runs under m_.
+    /// Runs the scheduler's dispatch, encoding each assigned call for its node (under m_).
     void dispatch_locked(std::vector<Outgoing>& out);
-    void assign_locked(NodeSlot& n, Task&& t, Outgoing& out);
-    /// The first waiting call node i may take (not one lost with node i while another node
-    /// lives), or pending_.end().
-    std::deque<Task>::iterator pick_pending_locked(std::size_t i);
-    /// True while some node is ready or being replaced: calls can still be served.
-    [[nodiscard]] bool any_live_locked() const;
     /// The error of a call made (or left waiting) when no node is left: what ended them.
     [[nodiscard]] std::exception_ptr no_live_node_locked(Clock::time_point now) const;
-    void fail_all_pending_locked(std::vector<Completion>& done,
-                                 const std::function<std::exception_ptr()>& why);
+    /// When no node is left: every waiting call fails (under m_).
+    void fail_waiting_if_none_live_locked(std::vector<Completion>& done);
     void send(std::vector<Outgoing>& out);
     void send_control(NodeSlot& n, MsgType type, std::uint64_t call_id);
-    static void finish(std::vector<Completion>& done);
+    /// Writes on node n's connection; a failed write shuts it down (its reader sees the loss).
+    template <class Write>
+    void write_to(NodeSlot& n, Write&& write);
     std::exception_ptr error_from(const NodeSlot& n, const Task& t, ErrorMsg e);
 
     PoolSpec spec_;
@@ -158,15 +117,9 @@ private:
 
     mutable std::mutex m_;
     std::condition_variable sup_cv_;
-    std::deque<Task> pending_;
-    std::uint64_t next_call_id_ = 0;
-    std::uint64_t next_seq_ = 0;
-    std::size_t rr_ = 0;
+    std::unique_ptr<Scheduler> sched_;  // guarded by m_
     bool closing_ = false;
     bool active_ = false;
-    std::multimap<Clock::time_point, std::uint64_t> deadlines_;  // seq by deadline
-    std::unordered_map<std::uint64_t, std::pair<int, std::uint64_t>>
-        timed_inflight_;  // seq -> node, call
     std::deque<int> restart_queue_;
     std::vector<std::thread> restarters_;  ///< one per replacement; joined by close()
     std::thread supervisor_;

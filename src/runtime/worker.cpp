@@ -33,19 +33,20 @@
 #include "metrics/metrics.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/capture.hpp"
+#include "runtime/client_channel.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/rendezvous.hpp"
 #include "runtime/spawner.hpp"
 #include "runtime/worker_context.hpp"
 #include "runtime/worker_launch.hpp"
-#include "util/text.hpp"
 #include "ship/file_server.hpp"
 #include "sky/accelerator.hpp"
 #include "sky/detail/registry.hpp"
 #include "sky/detail/serialize.hpp"
 #include "sky/errors.hpp"
 #include "sky/init.hpp"
+#include "util/text.hpp"
 
 extern char** environ;
 
@@ -109,8 +110,8 @@ struct Job {
 struct Child {
     int index = 0;
     int pid = -1;
-    std::unique_ptr<FdTransport> t;
-    std::unique_ptr<FrameReader> reader;
+    /// This worker is the client of its worker processes: the same channel as the pool's.
+    std::unique_ptr<ClientChannel> channel;
     std::mutex write_m;
     std::thread thread;
     int load = 0;  // calls relayed and not answered; under Worker::m_
@@ -518,6 +519,9 @@ private:
             info.workers_per_node = std::max(1, ch.workers);
             if (requested) ::setenv("SKY_ACCELERATOR", ch.accelerator.c_str(), 1);
             ready.workers = 1;
+            // Its port was picked by the node's worker, which reports the node's ports; the
+            // entry keeps the frame as strict as any other ready frame (one port per process).
+            ready.ports = {0};
             return true;
         }
         const WorkerPlan plan = detect_worker_plan(requested);
@@ -588,20 +592,23 @@ private:
                     throw;
                 }
                 ::close(sv[1]);
-                c->t = std::make_unique<FdTransport>(
-                    sv[0], fmt::format("worker process {} (pid {})", k, c->pid));
+                const std::string name = fmt::format("worker process {} (pid {})", k, c->pid);
+                c->channel = std::make_unique<ClientChannel>(
+                    std::make_unique<FdTransport>(sv[0], name), name);
                 children_.push_back(std::move(c));
                 Child& child = *children_.back();
-                auto reader = std::make_unique<FrameReader>(*child.t, auth_max_frame);
-                client_authenticate(*child.t, *reader, token, std::chrono::seconds(60));
-                reader = std::make_unique<FrameReader>(std::move(*reader), 1 << 20);
-                Frame f;
-                if (!reader->has_buffered_frame() &&
-                    !child.t->wait_readable(std::chrono::seconds(60)))
-                    throw Error("no hello within 60 s");
-                if (!reader->next(f) || f.header.type != MsgType::hello)
-                    throw Error("it did not send its hello");
-                ClientHello sub = ch;
+                ClientChannel::Handshake h;
+                h.token = token;
+                h.hello_bound = std::chrono::seconds(60);
+                h.ready_bound = std::chrono::seconds(60);
+                h.max_frame = max_frame_;
+                h.on_log = [this](LogMsg m) {
+                    Buffer out;
+                    append_log_frame(out, 0, m.stream, m.timestamp, m.line);
+                    writer_.frame(std::move(out), true);
+                };
+                ClientHello& sub = h.hello;
+                sub = ch;
                 sub.worker = k;
                 sub.workers = plan.workers;
                 sub.accelerator = accelerator;
@@ -612,20 +619,7 @@ private:
                 sub.collect_metrics = false;  // this worker samples the whole node
                 // It lives as long as this worker (parent-death signal), which keeps the time.
                 sub.idle_timeout_s = ch.hard_timeout_s;
-                Buffer p;
-                save_to(p, sub);
-                send_to_child(child, MsgType::hello, 0, 0, p.span());
-                bool got_ready = false;
-                for (int n = 0; n < 10000 && !got_ready; ++n) {
-                    if (!reader->has_buffered_frame() &&
-                        !child.t->wait_readable(std::chrono::seconds(60)))
-                        throw Error("not ready within 60 s");
-                    if (!reader->next(f)) throw Error("it exited before it was ready");
-                    got_ready = f.header.type == MsgType::ready;
-                    if (f.header.type == MsgType::log) forward(f);
-                }
-                if (!got_ready) throw Error("no ready frame");
-                child.reader = std::make_unique<FrameReader>(std::move(*reader), max_frame_);
+                child.channel->handshake(h);
             } catch (const std::exception& e) {
                 say(fmt::format("cannot start worker process {} of {}: {}", k, plan.workers,
                                 e.what()));
@@ -638,11 +632,8 @@ private:
 
     void send_to_child(Child& c, MsgType type, std::uint64_t id, std::uint16_t flags,
                        std::span<const std::byte> payload) {
-        std::byte h[frame_header_size];
-        encode_header(h, type, id, payload.size(), flags);
-        std::span<const std::byte> parts[] = {{h, frame_header_size}, payload};
         std::lock_guard lk(c.write_m);
-        c.t->write_all(parts);
+        c.channel->write_frame(type, payload, id, flags);
     }
 
     void forward(const Frame& f) {
@@ -657,7 +648,7 @@ private:
         Frame f;
         std::string why = "closed its connection";
         try {
-            while (c->reader->next(f)) {
+            while (c->channel->next_frame(f)) {
                 switch (f.header.type) {
                     case MsgType::result:
                     case MsgType::error: {
@@ -754,7 +745,7 @@ private:
     void stop_children() {
         stopping_.store(true);
         for (auto& c : children_) {
-            if (!c->t) continue;
+            if (!c->channel) continue;
             try {
                 send_to_child(*c, MsgType::shutdown, 0, 0, {});
             } catch (...) {
@@ -776,7 +767,7 @@ private:
             c->pid = -1;
         }
         for (auto& c : children_) {
-            if (c->t) c->t->shutdown();
+            if (c->channel) c->channel->shutdown();
             if (c->thread.joinable()) c->thread.join();
         }
         children_.clear();

@@ -11,7 +11,7 @@
 #include <regex>
 #include <sstream>
 
-#include "pool/pool_core.hpp"
+#include "pool/backend.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"

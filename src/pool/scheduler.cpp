@@ -1,0 +1,279 @@
+#include "pool/scheduler.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace sky::detail {
+
+void Completion::deliver(std::vector<Completion>& done) {
+    for (auto& c : done) {
+        if (c.error)
+            c.batch->fail(c.index, c.error);
+        else
+            c.batch->complete(c.index, std::move(c.result), c.node, std::move(c.instance_id),
+                              std::move(c.log_tail));
+    }
+    done.clear();
+}
+
+std::exception_ptr timeout_error(const Task& t) {
+    return std::make_exception_ptr(
+        TimeoutError(fmt::format("{} did not finish within {} ms", t.call.function,
+                                 t.call.options.timeout ? t.call.options.timeout->count() : 0)));
+}
+
+Scheduler::Scheduler(int nodes, int concurrency, std::size_t max_pipeline_depth)
+    : nodes_(static_cast<std::size_t>(std::max(0, nodes))),
+      concurrency_(static_cast<std::size_t>(std::max(1, concurrency))),
+      max_depth_(std::max<std::size_t>(1, max_pipeline_depth)) {}
+
+void Scheduler::set_workers(int node, int workers) { at(node).workers = std::max(1, workers); }
+
+bool Scheduler::any_live() const {
+    return std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) {
+        return n.state == NodeState::ready || n.state == NodeState::restarting;
+    });
+}
+
+bool Scheduler::others_live(int node) const {
+    for (std::size_t j = 0; j < nodes_.size(); ++j)
+        if (static_cast<int>(j) != node &&
+            (nodes_[j].state == NodeState::ready || nodes_[j].state == NodeState::restarting))
+            return true;
+    return false;
+}
+
+Task Scheduler::make_task(std::shared_ptr<BatchState> batch, std::size_t index,
+                          const CallDesc& call, int pinned, Clock::time_point now) {
+    Task t;
+    t.batch = std::move(batch);
+    t.index = index;
+    t.call = call;
+    t.retries_left = call.options.retries;
+    t.pinned = pinned;
+    t.seq = ++next_seq_;
+    if (call.options.timeout) {
+        t.deadline = now + *call.options.timeout;
+        deadlines_.emplace(*t.deadline, t.seq);
+    }
+    return t;
+}
+
+void Scheduler::enqueue(Task t) { pending_.push_back(std::move(t)); }
+
+void Scheduler::pin(Task t) { at(t.pinned).pinned.push_back(std::move(t)); }
+
+void Scheduler::dispatch(const Assigned& assigned) {
+    std::size_t slots = 0;
+    for (auto& n : nodes_)
+        if (n.state == NodeState::ready)
+            slots += concurrency_ * static_cast<std::size_t>(n.workers);
+    if (slots == 0) return;
+    const std::size_t N = nodes_.size();
+    bool progress = true;
+    while (progress) {
+        progress = false;
+        // Deep pipes when a large batch waits (throughput), shallow otherwise (so that a slow
+        // call does not hold others back behind it).
+        const std::size_t depth = std::clamp<std::size_t>(pending_.size() / slots, 1, max_depth_);
+        for (std::size_t k = 0; k < N; ++k) {
+            const std::size_t i = (rr_ + k) % N;
+            auto& n = nodes_[i];
+            if (n.state != NodeState::ready) continue;
+            const std::size_t cap = concurrency_ * static_cast<std::size_t>(n.workers) * depth;
+            if (n.inflight.size() >= cap) continue;
+            if (!n.pinned.empty()) {
+                Task t = std::move(n.pinned.front());
+                n.pinned.pop_front();
+                assign(static_cast<int>(i), std::move(t), assigned);
+                progress = true;
+            } else if (!pending_.empty()) {
+                auto it = pick(static_cast<int>(i));
+                if (it == pending_.end()) continue;
+                Task t = std::move(*it);
+                pending_.erase(it);
+                assign(static_cast<int>(i), std::move(t), assigned);
+                progress = true;
+            }
+        }
+        rr_ = (rr_ + 1) % N;
+    }
+}
+
+std::deque<Task>::iterator Scheduler::pick(int node) {
+    // A retry goes to another node (api.md: .retries); on a one-node pool, to its replacement.
+    // The look-ahead is bounded: a long run of such retries waits for the other nodes.
+    const bool others = others_live(node);
+    auto it = pending_.begin();
+    for (int k = 0; it != pending_.end() && k < 64; ++it, ++k)
+        if (!others || it->lost_on != node) return it;
+    return pending_.end();
+}
+
+void Scheduler::assign(int node, Task&& t, const Assigned& assigned) {
+    const std::uint64_t id = ++next_call_id_;
+    if (t.deadline) timed_inflight_[t.seq] = {node, id};
+    auto [it, inserted] = at(node).inflight.emplace(id, std::move(t));
+    assigned(node, id, it->second);
+}
+
+std::vector<std::string>* Scheduler::log_tail(int node, std::uint64_t call_id) {
+    auto& inflight = at(node).inflight;
+    auto it = inflight.find(call_id);
+    return it == inflight.end() ? nullptr : &it->second.log_tail;
+}
+
+std::optional<Task> Scheduler::take(int node, std::uint64_t call_id) {
+    auto& inflight = at(node).inflight;
+    auto it = inflight.find(call_id);
+    if (it == inflight.end()) return std::nullopt;
+    Task t = std::move(it->second);
+    inflight.erase(it);
+    forget_deadline(t);
+    return t;
+}
+
+void Scheduler::forget_deadline(const Task& t) {
+    if (!t.deadline) return;
+    timed_inflight_.erase(t.seq);
+    auto [from, to] = deadlines_.equal_range(*t.deadline);
+    for (auto it = from; it != to; ++it)
+        if (it->second == t.seq) {
+            deadlines_.erase(it);
+            return;
+        }
+}
+
+std::vector<Task> Scheduler::node_lost(int node, NodeState now_state) {
+    auto& n = at(node);
+    n.state = now_state;
+    std::vector<Task> failed;
+    std::vector<Task> requeue;
+    // In call-id order: retries run again in the order they were first sent.
+    std::vector<std::uint64_t> ids;
+    ids.reserve(n.inflight.size());
+    for (auto& [id, t] : n.inflight) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (auto id : ids) {
+        Task& t = n.inflight.at(id);
+        if (t.deadline) timed_inflight_.erase(t.seq);  // its deadline still counts while it waits
+        if (t.retries_left > 0 && t.pinned < 0) {
+            --t.retries_left;
+            t.lost_on = node;
+            requeue.push_back(std::move(t));
+        } else {
+            forget_deadline(t);
+            failed.push_back(std::move(t));
+        }
+    }
+    n.inflight.clear();
+    for (auto it = requeue.rbegin(); it != requeue.rend(); ++it)
+        pending_.push_front(std::move(*it));
+    for (auto& t : drain_pinned(node)) failed.push_back(std::move(t));
+    return failed;
+}
+
+std::vector<Task> Scheduler::drain_pinned(int node) {
+    auto& q = at(node).pinned;
+    std::vector<Task> v;
+    for (auto& t : q) {
+        forget_deadline(t);
+        v.push_back(std::move(t));
+    }
+    q.clear();
+    return v;
+}
+
+std::vector<Task> Scheduler::drain_waiting() {
+    std::vector<Task> v;
+    for (auto& t : pending_) {
+        forget_deadline(t);
+        v.push_back(std::move(t));
+    }
+    pending_.clear();
+    return v;
+}
+
+std::vector<Task> Scheduler::drain_all() {
+    std::vector<Task> v = drain_waiting();
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        for (auto& t : drain_pinned(static_cast<int>(i))) v.push_back(std::move(t));
+        for (auto& [id, t] : nodes_[i].inflight) v.push_back(std::move(t));
+        nodes_[i].inflight.clear();
+    }
+    deadlines_.clear();
+    timed_inflight_.clear();
+    return v;
+}
+
+std::optional<Clock::time_point> Scheduler::next_deadline() const {
+    if (deadlines_.empty()) return std::nullopt;
+    return deadlines_.begin()->first;
+}
+
+Scheduler::Removed Scheduler::expire(Clock::time_point now) {
+    Removed r;
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+        const std::uint64_t seq = deadlines_.begin()->second;
+        deadlines_.erase(deadlines_.begin());
+        if (auto it = timed_inflight_.find(seq); it != timed_inflight_.end()) {
+            auto [node, call_id] = it->second;
+            timed_inflight_.erase(it);
+            auto& inflight = at(node).inflight;
+            if (auto t = inflight.find(call_id); t != inflight.end()) {
+                r.tasks.push_back(std::move(t->second));
+                inflight.erase(t);
+                r.cancels.emplace_back(node, call_id);
+            }
+            continue;
+        }
+        auto drop = [&](std::deque<Task>& q) {
+            for (auto t = q.begin(); t != q.end(); ++t)
+                if (t->seq == seq) {
+                    r.tasks.push_back(std::move(*t));
+                    q.erase(t);
+                    return true;
+                }
+            return false;
+        };
+        if (!drop(pending_))
+            for (auto& n : nodes_)
+                if (drop(n.pinned)) break;
+    }
+    return r;
+}
+
+Scheduler::Removed Scheduler::cancel(const BatchState* b) {
+    Removed r;
+    auto sweep = [&](std::deque<Task>& q) {
+        for (auto it = q.begin(); it != q.end();) {
+            if (it->batch.get() == b) {
+                forget_deadline(*it);
+                r.tasks.push_back(std::move(*it));
+                it = q.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    };
+    sweep(pending_);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        auto& n = nodes_[i];
+        sweep(n.pinned);
+        for (auto it = n.inflight.begin(); it != n.inflight.end();) {
+            if (it->second.batch.get() == b) {
+                forget_deadline(it->second);
+                r.cancels.emplace_back(static_cast<int>(i), it->first);
+                r.tasks.push_back(std::move(it->second));
+                it = n.inflight.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    return r;
+}
+
+}  // namespace sky::detail

@@ -1,0 +1,101 @@
+#pragma once
+// The client's end of the wire to one worker (the worker's end is worker.cpp): the handshake,
+// the frames the client sends (calls, controls, the layout) and the worker's frames decoded into
+// messages. It knows nothing of pools or scheduling; the pool's supervisor owns one per node and
+// serialises its writers (a write may run while the reader thread reads).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "metrics/metrics.hpp"
+#include "runtime/protocol.hpp"
+#include "runtime/transport.hpp"
+#include "sky/detail/call.hpp"
+
+namespace sky::detail {
+
+/// Bytes to write to one node: small frames copied, large argument buffers referenced (a
+/// broadcast's arguments are sent to every node from one buffer).
+struct Outgoing {
+    Buffer small;
+    std::vector<std::pair<std::size_t, std::shared_ptr<const Buffer>>> big;
+    [[nodiscard]] bool empty() const noexcept { return small.empty() && big.empty(); }
+    void clear() noexcept {
+        small.clear();
+        big.clear();
+    }
+};
+
+/// Appends the frame of call `call_id` to `out`; `worker` is the local rank a per-rank call of a
+/// distributed plugin is for (-1: any).
+void encode_call(Outgoing& out, std::uint64_t call_id, const CallDesc& call, int worker);
+
+/// A frame from a serving worker, decoded on the reader's thread.
+struct Incoming {
+    MsgType type = MsgType::heartbeat;
+    std::uint64_t call_id = 0;
+    Buffer payload;         ///< result: the encoded result
+    ErrorMsg error;         ///< error
+    LogMsg log;             ///< log (call_id 0: not printed by a call)
+    MetricsSample metrics;  ///< metrics
+};
+
+class ClientChannel {
+public:
+    /// What the handshake sends and how long it waits.
+    struct Handshake {
+        std::string token;  ///< the worker proves it holds it; it never travels
+        ClientHello hello;
+        /// How long the worker may take to authenticate and send its hello.
+        std::chrono::seconds hello_bound{60};
+        /// How long it may take to start its worker processes and answer "ready".
+        std::chrono::seconds ready_bound{120};
+        /// Lines the worker prints before it is ready (a pip install, a slow start).
+        std::function<void(LogMsg)> on_log;
+        /// The largest frame accepted once the worker is ready.
+        std::uint64_t max_frame = default_max_frame;
+    };
+
+    /// `name` prefixes every error ("node 1 (i-0abc)").
+    ClientChannel(std::unique_ptr<Transport> transport, std::string name);
+
+    /// Authenticates the worker, checks its hello (protocol and build), sends the client's
+    /// hello and waits for the worker's ready frame. Throws ProtocolError for a worker that
+    /// fails authentication or breaks the protocol, sky::Error for one that is silent past a
+    /// bound or closes the connection.
+    WorkerReady handshake(const Handshake& h);
+
+    /// The next frame of a serving worker; false on a clean end of the stream. Throws
+    /// ProtocolError on a frame that is malformed or unexpected, sky::Error when the transport
+    /// fails. One reader thread at a time, after handshake().
+    bool next(Incoming& in);
+    /// The next frame as it came, undecoded (a worker relays its worker processes' frames);
+    /// false on a clean end of the stream.
+    bool next_frame(Frame& f);
+    /// True when next() will not block (a whole frame is buffered): the reader delivers what
+    /// it has before it waits again.
+    [[nodiscard]] bool has_buffered() const noexcept;
+
+    /// Writes `out` (callers serialise writers).
+    void write(const Outgoing& out);
+    /// Writes one frame without a payload (heartbeat, cancel, shutdown).
+    void write_control(MsgType type, std::uint64_t call_id);
+    /// Writes one frame whose payload is `payload` (not copied).
+    void write_frame(MsgType type, std::span<const std::byte> payload, std::uint64_t call_id = 0,
+                     std::uint16_t flags = 0);
+    /// Ends the stream both ways: a blocked next() returns. Never throws.
+    void shutdown() noexcept { transport_->shutdown(); }
+
+private:
+    std::unique_ptr<Transport> transport_;
+    std::string name_;
+    std::unique_ptr<FrameReader> frames_;
+    Frame frame_;
+};
+
+}  // namespace sky::detail
