@@ -18,6 +18,7 @@ build=$root/build-$preset
 cd "$root"
 [ -f "$build/build.ninja" ] || cmake --preset "$preset"
 cmake --build --preset "$preset"
+"$root/scripts/install-s3rver.sh" "$build"
 rm -f "$build"/sanitizer.log.*
 rc=0
 ctest --preset "$preset" "$@" || rc=$?

@@ -52,7 +52,18 @@ void count_free(std::size_t n) {
 }  // namespace
 
 #ifdef SKY_FUZZ_ASAN
+#if __has_include(<sanitizer/allocator_interface.h>)
 #include <sanitizer/allocator_interface.h>
+#else
+// gcc ships no allocator_interface.h, but its ASan runtime exports the same hooks (the asan
+// preset builds this target with gcc).
+extern "C" {
+std::size_t __sanitizer_get_allocated_size(const volatile void* p);
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*,
+                                                                  std::size_t),
+                                              void (*free_hook)(const volatile void*));
+}
+#endif
 namespace {
 void on_malloc(const volatile void*, std::size_t n) { count_alloc(n); }
 void on_free(const volatile void* p) {
