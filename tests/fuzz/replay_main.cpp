@@ -2,7 +2,8 @@
 // found in a directory named there) to LLVMFuzzerTestOneInput once, so the corpus and every
 // crash found become regression cases. A finding aborts, which fails the test. As libFuzzer's
 // -malloc_limit_mb=256 does, one allocation larger than 256 MiB is a finding (an allocation bomb:
-// a size field believed before its bytes arrived); glibc's malloc is wrapped here to see it.
+// a size field believed before its bytes arrived); glibc's malloc is wrapped here to see it (under
+// ASan, which owns malloc, its max_allocation_size_mb does the same).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,20 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SKY_REPLAY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SKY_REPLAY_ASAN 1
+#endif
+#endif
+
+#ifdef SKY_REPLAY_ASAN
+// Built with ASan (the asan preset): ASan owns malloc, so the wrappers below would fight it.
+// Its own limit makes the same allocation a finding (a report, then a non-zero exit); options
+// from ASAN_OPTIONS come on top of these.
+extern "C" const char* __asan_default_options() { return "max_allocation_size_mb=256"; }
+#else
 // glibc's own entry points, which the wrappers below forward to.
 extern "C" void* __libc_malloc(std::size_t);
 extern "C" void* __libc_calloc(std::size_t, std::size_t);
@@ -41,6 +56,7 @@ extern "C" void* realloc(void* p, std::size_t n) noexcept {
     if (n > malloc_limit) over_limit(n);
     return __libc_realloc(p, n);
 }
+#endif
 
 int main(int argc, char** argv) {
     namespace fs = std::filesystem;

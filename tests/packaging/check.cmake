@@ -29,7 +29,10 @@ if(MODE STREQUAL "find_package")
   endif()
   run(${work}/prefix/bin/sky --version)
   run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/consumer -B ${work}/build -G Ninja
-      -DCMAKE_PREFIX_PATH=${work}/prefix -DSKY_CONSUME=find_package ${launcher})
+      -DCMAKE_PREFIX_PATH=${work}/prefix -DSKY_CONSUME=find_package ${launcher}
+      # An installed libsky built with sanitizers (the asan and tsan presets) links only into a
+      # program built with the same flags; a plain build passes empty ones.
+      "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXE_LINKER_FLAGS}")
 else()
   run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/consumer -B ${work}/build -G Ninja
       -DSKY_CONSUME=add_subdirectory -DSKY_SOURCE_DIR=${SOURCE_DIR} ${launcher})
