@@ -125,6 +125,9 @@ public:
           writer_(t),
           parent_pid_(launch.parent_pid),
           heartbeat_file_(launch.heartbeat_file) {}
+    ~Worker() { stop_background(); }
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
 
     int run() {
         // The hello goes out before output capture starts, so no log frame can come first.
@@ -138,10 +141,10 @@ public:
             });
         err_fd_ = capture_->original_stderr();
         if (!handshake()) return 3;
-        std::thread([this] { watchdog(); }).detach();
-        if (collect_metrics_) {
-            std::thread([this] { metrics_loop(); }).detach();
-        }
+        // Joined by finish(): they read this object, which ends when run() returns (a detached
+        // thread went on using its mutexes as the process exited; TSan saw it).
+        watchdog_ = std::thread([this] { watchdog(); });
+        if (collect_metrics_) metrics_ = std::thread([this] { metrics_loop(); });
         for (auto& c : children_) c->thread = std::thread([this, p = c.get()] { child_loop(p); });
         // Calls run on executor threads, never on the reading thread: the connection is read
         // all the time, so heartbeats, cancels and a vanished client are seen while calls run.
@@ -440,10 +443,26 @@ private:
 
     // Independent of the call loop: ends the worker when its client is gone or its time is up,
     // even while a call runs.
+    /// Sleeps for `d` unless the background threads are told to stop; true when they are.
+    bool background_stopped_within(std::chrono::milliseconds d) {
+        std::unique_lock lk(background_m_);
+        return background_cv_.wait_for(lk, d, [this] { return background_stop_; });
+    }
+
+    void stop_background() {
+        {
+            std::lock_guard lk(background_m_);
+            background_stop_ = true;
+        }
+        background_cv_.notify_all();
+        if (watchdog_.joinable()) watchdog_.join();
+        if (metrics_.joinable()) metrics_.join();
+    }
+
     void watchdog() {
         const double start = now_s();
         for (;;) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+            if (background_stopped_within(std::chrono::milliseconds(250))) return;
             if (parent_pid_ > 0 && ::getppid() != parent_pid_) {
                 say("the client process is gone; exiting");
                 ::_exit(0);
@@ -468,7 +487,7 @@ private:
     void metrics_loop() {
         MetricsSampler sampler;
         for (;;) {
-            std::this_thread::sleep_for(metrics_interval_);
+            if (background_stopped_within(metrics_interval_)) return;
             MetricsSample s = sampler.sample();
             Buffer p;
             save_to(p, s);
@@ -490,6 +509,7 @@ private:
         cv_.notify_all();
         for (auto& t : executors_) t.join();
         stop_children();
+        stop_background();
         try {
             writer_.flush();
         } catch (...) {
@@ -831,6 +851,13 @@ private:
     std::vector<std::unique_ptr<Child>> children_;
     std::unordered_map<std::uint64_t, int> routed_;  // call id -> worker process; under m_
     std::atomic<bool> stopping_{false};
+    /// The watchdog and the metrics sampler: they wait on background_cv_, so finish() ends them
+    /// at once.
+    std::thread watchdog_;
+    std::thread metrics_;
+    std::mutex background_m_;
+    std::condition_variable background_cv_;
+    bool background_stop_ = false;  // under background_m_
     bool is_child_ = false;
     std::mutex layout_m_;
     PoolLayout layout_;
