@@ -175,8 +175,7 @@ std::vector<Task> Scheduler::node_lost(int node, NodeState now_state) {
     return failed;
 }
 
-std::vector<Task> Scheduler::drain_pinned(int node) {
-    auto& q = at(node).pinned;
+std::vector<Task> Scheduler::drain(std::deque<Task>& q) {
     std::vector<Task> v;
     for (auto& t : q) {
         forget_deadline(t);
@@ -186,15 +185,9 @@ std::vector<Task> Scheduler::drain_pinned(int node) {
     return v;
 }
 
-std::vector<Task> Scheduler::drain_waiting() {
-    std::vector<Task> v;
-    for (auto& t : pending_) {
-        forget_deadline(t);
-        v.push_back(std::move(t));
-    }
-    pending_.clear();
-    return v;
-}
+std::vector<Task> Scheduler::drain_pinned(int node) { return drain(at(node).pinned); }
+
+std::vector<Task> Scheduler::drain_waiting() { return drain(pending_); }
 
 std::vector<Task> Scheduler::drain_all() {
     std::vector<Task> v = drain_waiting();

@@ -150,6 +150,8 @@ private:
     std::deque<Task>::iterator pick(int node);
     void assign(int node, Task&& t, const Assigned& assigned);
     void forget_deadline(const Task& t);
+    /// Every call of `q`, its deadline forgotten.
+    std::vector<Task> drain(std::deque<Task>& q);
 
     std::vector<Node> nodes_;
     std::size_t concurrency_;

@@ -441,8 +441,6 @@ private:
         return duration<double>(steady_clock::now().time_since_epoch()).count();
     }
 
-    // Independent of the call loop: ends the worker when its client is gone or its time is up,
-    // even while a call runs.
     /// Sleeps for `d` unless the background threads are told to stop; true when they are.
     bool background_stopped_within(std::chrono::milliseconds d) {
         std::unique_lock lk(background_m_);
@@ -459,6 +457,8 @@ private:
         if (metrics_.joinable()) metrics_.join();
     }
 
+    // Independent of the call loop: ends the worker when its client is gone or its time is up,
+    // even while a call runs.
     void watchdog() {
         const double start = now_s();
         for (;;) {

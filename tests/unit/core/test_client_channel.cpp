@@ -51,6 +51,12 @@ struct WorkerEnd {
         wh.build_id = build;
         send(MsgType::hello, wh);
     }
+    /// Sends a good hello and waits for the client's; false when the client ended first.
+    bool greet() {
+        hello();
+        Frame f;
+        return frames.next(f) && f.header.type == MsgType::hello;
+    }
     void ready(std::int32_t workers, std::vector<std::int32_t> ports) {
         WorkerReady r;
         r.workers = workers;
@@ -254,9 +260,7 @@ TEST_CASE("client channel: a worker that chatters and never says ready is given 
     // Heartbeats and log lines every 100 ms, for at most 20 s: each frame arrives well within
     // any per-frame wait, so only a bound on the whole wait ends it.
     ScriptedWorker w([](WorkerEnd& e) {
-        e.hello();
-        Frame f;
-        if (!e.frames.next(f)) return;
+        if (!e.greet()) return;
         for (int i = 0; i < 200; ++i) {
             if (i % 2)
                 e.send_raw(MsgType::heartbeat, {});
@@ -286,9 +290,7 @@ TEST_CASE("client channel: a worker that chatters and never says ready is given 
 TEST_CASE("client channel: a ready frame that contradicts itself is a ProtocolError",
           "[client_channel]") {
     ScriptedWorker w([](WorkerEnd& e) {
-        e.hello();
-        Frame f;
-        if (!e.frames.next(f)) return;
+        if (!e.greet()) return;
         e.ready(3, {5000});  // three worker processes, one port
         e.drain();
     });
@@ -301,9 +303,7 @@ TEST_CASE("client channel: a frame a worker never sends is a ProtocolError, not 
           "[client_channel]") {
     SECTION("before ready") {
         ScriptedWorker w([](WorkerEnd& e) {
-            e.hello();
-            Frame f;
-            if (!e.frames.next(f)) return;
+            if (!e.greet()) return;
             e.send_raw(MsgType::result, {}, 1);
             e.drain();
         });
@@ -313,9 +313,7 @@ TEST_CASE("client channel: a frame a worker never sends is a ProtocolError, not 
     }
     SECTION("while serving") {
         ScriptedWorker w([](WorkerEnd& e) {
-            e.hello();
-            Frame f;
-            if (!e.frames.next(f)) return;
+            if (!e.greet()) return;
             e.ready(1, {0});
             e.send_raw(MsgType::call, {}, 1);
             Buffer junk;
@@ -351,11 +349,10 @@ TEST_CASE(
         std::uint64_t signature = 0, call_id = 0;
         std::vector<std::byte> received;
         ScriptedWorker w([&](WorkerEnd& e) {
-            e.hello();
-            Frame f;
-            if (!e.frames.next(f)) return;
+            if (!e.greet()) return;
             e.ready(1, {0});
             FrameReader big(std::move(e.frames), 8u << 20);
+            Frame f;
             if (!big.next(f) || f.header.type != MsgType::call) return;
             call_id = f.header.call_id;
             const auto h = decode_call(f.payload);
