@@ -29,6 +29,8 @@ const std::set<std::string> cloud_adapter = {
 const std::map<std::string, std::set<std::string>>& allowed() {
     static const std::map<std::string, std::set<std::string>> table = {
         {"util", {}},
+        // The client's I/O core: the io_context and the async stream interface.
+        {"io", {"util"}},
         {"catalog", {"util"}},
         {"http", {"util"}},
         {"bootstrap", {"util"}},
