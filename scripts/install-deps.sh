@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sky needs to build and test, only those that are missing.
 set -euo pipefail
-packages=(build-essential cmake ninja-build pkg-config libboost1.81-dev nlohmann-json3-dev
-  libcurl4-openssl-dev libssl-dev libssh2-1-dev libboost-stacktrace1.81-dev libfmt-dev libspdlog-dev catch2 libcereal-dev
+# Boost 1.81 (Asio's per-operation cancellation, as_tuple, deferred, parallel_group need >= 1.80;
+# libboost1.81-dev replaces Debian's default 1.74), Boost.Stacktrace for crash reports.
+packages=(build-essential cmake ninja-build pkg-config libboost1.81-dev libboost-stacktrace1.81-dev
+  nlohmann-json3-dev libcurl4-openssl-dev libssl-dev libssh2-1-dev libfmt-dev libspdlog-dev catch2 libcereal-dev
   openssh-server openssh-client python3 python3-boto3 iproute2 procps ccache libzstd-dev zstd
   libtorch-dev libgloo-dev  # these two: examples/ddp_libtorch and its tests
-  python3-venv slurm-wlm munge)  # slurm-wlm, munge: the Slurm test cluster  # an image's pip environment on Local and on test hosts
+  python3-venv  # an image's pip environment on Local and on test hosts
+  slurm-wlm munge)  # a real Slurm cluster of test hosts (tests/hosts/slurm)
 # Volumes: s3fs (the FUSE client nodes mount buckets with; test hosts use this machine's), and
 # node + npm for tests/e2e/volumes' S3 server (s3rver, which scripts/test.sh installs from npm);
 # Debian's npm only where no npm is installed (another node distribution may bring its own).
