@@ -7,6 +7,7 @@
 #include <sys/utsname.h>
 
 #include <atomic>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <regex>
@@ -188,6 +189,7 @@ public:
                                      0.0, std::nullopt});
             emit(BootstrapStarting{n.instance_id});
             emit(BootstrapProgress{n.instance_id, "program " + placement_});
+            bootstrap_image(i, n, emit);
         }
         emit(BootstrapProgress{n.instance_id, "worker"});
         const std::uint16_t port = start_worker(i, n);
@@ -592,6 +594,43 @@ private:
                                    prog.total_bytes()});
     }
 
+    // The image's bootstrap script (Image::bootstrap: env, python, pip, files, setup...) as a
+    // step on the node, phase by phase; its results (env.sh, a venv) stay in the node's
+    // ~/.sky/image-<hash>. Nodes that share a home take turns (a lock file), so one of them
+    // builds the venv and the others find it made.
+    void bootstrap_image(int i, const Node& n, const std::function<void(Event)>& emit) {
+        const std::string hash = spec_.image.content_hash();
+        const std::string wrapper = fmt::format(
+            "umask 077; mkdir -p \"$HOME/.sky\" && chmod 700 \"$HOME/.sky\" || exit 90; "
+            "exec 9>>\"$HOME/.sky/image-{0}.lock\"; flock 9; "
+            "SKY_HOME=\"$HOME/.sky/image-{0}\" bash -s 2>&1",
+            hash);
+        std::deque<std::string> tail;
+        std::string phase = "bootstrap";
+        auto r = login_->run(srun_argv(job_id_, {n.name}, {"bash", "-c", wrapper}),
+                             std::chrono::minutes(30), spec_.image.bootstrap(spec_.timeout));
+        for (const auto& l : lines_of(r.out)) {
+            if (l.rfind("::sky-phase ", 0) == 0) {
+                phase = l.substr(12);
+                emit(BootstrapProgress{n.instance_id, phase});
+                continue;
+            }
+            tail.push_back(l);
+            if (tail.size() > kTailLines) tail.pop_front();
+        }
+        for (const auto& l : lines_of(r.err)) {
+            tail.push_back(l);
+            if (tail.size() > kTailLines) tail.pop_front();
+        }
+        if (r.status != 0)
+            throw BootstrapError(i, n.instance_id, phase,
+                                 r.timed_out ? std::string("the bootstrap script timed out")
+                                             : fmt::format("the bootstrap script failed on {} "
+                                                           "with exit status {}",
+                                                           n.name, r.status),
+                                 std::vector<std::string>(tail.begin(), tail.end()));
+    }
+
     std::string out_file(int i, int generation) const {
         return fmt::format("{}/node-{}-{}.out", pool_dir_, i, generation);
     }
@@ -618,6 +657,7 @@ private:
         const std::string launcher = fmt::format(
             "umask 077; run={run}; mkdir -p \"$run\" && cd \"$run\" || exit 90; rm -f port; "
             "IFS= read -r t || exit 91; printf '%s\\n' \"$t\" > token; unset t; "
+            "[ -f {img}/env.sh ] && . {img}/env.sh; "
             "eval \"$(cat)\"; touch heartbeat; "
             "{exe} --sky-worker < /dev/null & w=$!; "
             "trap 'kill -TERM $w 2>/dev/null' TERM INT HUP; "
@@ -631,6 +671,8 @@ private:
             "scancel \"$SLURM_JOB_ID\"; fi; "
             "cd /; rm -rf \"$run\"; rmdir \"${{run%/*}}\" 2>/dev/null; exit $s",
             fmt::arg("run", shell_quote(run)),
+            fmt::arg("img",
+                     shell_quote(n.home + "/.sky/image-" + spec_.image.content_hash())),
             fmt::arg("exe", shell_quote(n.prog + "/" + prog.program().name)),
             fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)));
         const std::string out = out_file(i, n.generation);

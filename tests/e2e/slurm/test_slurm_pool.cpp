@@ -46,6 +46,14 @@ std::string env_of(std::string k) {
     const char* v = std::getenv(k.c_str());
     return v ? v : "-";
 }
+// Kills its own worker the first time it runs on a node (a crash), returns the node after.
+int die_once(std::string marker) {
+    if (!fs::exists(marker)) {
+        std::ofstream(marker) << "crashed once\n";
+        ::raise(SIGKILL);
+    }
+    return sky::instance_info().node;
+}
 // What a distributed call sees: rank variables, its GPU, where it runs.
 std::string rendezvous() {
     const auto i = sky::instance_info();
@@ -482,5 +490,44 @@ TEST_CASE("slurm pool: on the login node itself, sbatch and friends run locally"
     CHECK(r.output.find("ready ") != std::string::npos);
     CHECK(r.output.find(" RUNNING") != std::string::npos);
     CHECK(r.output.find("exit 130") != std::string::npos);
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: the image's environment, the pool's env kept off command lines, and a "
+          "crashed worker restarted in the allocation",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    spec.image.env = {{"SKY_IMAGE_VAR", "from-image"}};
+    spec.image.setup = {"echo set up > \"$HOME/setup-ran\""};
+    spec.env = {{"SKY_POOL_SECRET", "s3cr3t-value"}};
+    {
+        sky::ComputePool pool{spec};
+        INFO(ev.dump());
+        CHECK(ev.has_step("setup"));
+        const auto img = sky::compute<env_of>("SKY_IMAGE_VAR") | pool;
+        CHECK(img == std::vector<std::string>{"from-image", "from-image"});
+        CHECK((sky::compute<env_of>("SKY_POOL_SECRET") >> pool) == "s3cr3t-value");
+        for (int i = 0; i < 2; ++i) CHECK(fs::exists(c.host_path(i, "/root/setup-ran")));
+        // Never on a command line that `ps` shows on the login node or a compute node.
+        CHECK(c.on_login("ps -eo args").output.find("s3cr3t") == std::string::npos);
+        for (int i = 0; i < 2; ++i)
+            CHECK(c.on_node(i, "ps -eo args").output.find("s3cr3t") == std::string::npos);
+
+        const auto job = c.queue();
+        REQUIRE(job.size() == 1);
+        // The worker dies mid-call; the call runs again on the other node, whose worker dies
+        // too (its /tmp has no mark yet); fresh workers start as new steps of the same job and
+        // the second retry runs on one of them.
+        const int node = sky::compute<die_once>("/tmp/sky-die-once").retries(2) >> pool;
+        CHECK((node == 0 || node == 1));
+        CHECK(c.queue() == job);
+        CHECK(sky::test::wait_until([&] { return pool.instance_count() == 2; }, 30s));
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+    }
+    INFO(ev.dump());
     check_nothing_left(c);
 }
