@@ -610,14 +610,16 @@ std::vector<std::string> SlurmCluster::queue() const {
     return ids;
 }
 
-std::vector<std::string> SlurmCluster::job_processes(int i) const {
-    const Host& h = nodes_.at(static_cast<std::size_t>(i));
+std::vector<std::string> SlurmCluster::job_processes(int host) const {
+    const Host& h = host < 0 ? login_ : nodes_.at(static_cast<std::size_t>(host));
     std::vector<std::string> out;
     for (pid_t p : pids_in(h.netns)) {
         if (p == h.holder) continue;
         std::string comm = read_file("/proc/" + std::to_string(p) + "/comm");
         while (!comm.empty() && comm.back() == '\n') comm.pop_back();
-        if (comm == "munged" || comm == "slurmd" || comm.empty()) continue;
+        static const std::set<std::string> daemons = {"munged", "slurmd", "slurmctld",
+                                                      "slurmscriptd", "sshd"};
+        if (comm.empty() || daemons.count(comm)) continue;
         std::string args = read_file("/proc/" + std::to_string(p) + "/cmdline");
         for (auto& c : args)
             if (c == '\0') c = ' ';

@@ -70,9 +70,10 @@ public:
                           std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
     /// The ids of every job in squeue (any user, any state squeue shows by default).
     [[nodiscard]] std::vector<std::string> queue() const;
-    /// Processes on compute node i other than the cluster's own (its holder, munged, slurmd),
-    /// one "pid comm args" line each: what a job left.
-    [[nodiscard]] std::vector<std::string> job_processes(int i) const;
+    /// Processes on host `host` (-1: login, else compute node i) other than the cluster's own
+    /// (its holder, munged, slurmctld, slurmd, sshd), one "pid comm args" line each: what a
+    /// job or a pool left.
+    [[nodiscard]] std::vector<std::string> job_processes(int host) const;
     /// Where `path` of host `host` (-1: login, else compute node i) lies in this machine's file
     /// system, for /root, /home and /tmp.
     [[nodiscard]] std::filesystem::path host_path(int host, const std::filesystem::path& path) const;

@@ -4,6 +4,8 @@
 #include <string>
 #include <thread>
 
+#include "util/shell.hpp"
+
 namespace sky::detail::slurm {
 
 namespace {
@@ -66,6 +68,17 @@ std::string cancel_job(LoginShell& login, const std::string& job_id,
         r.err.find("Invalid job id") != std::string::npos)
         return {};
     return "scancel on " + login.describe() + " failed: " + r.summary();
+}
+
+std::string pool_dir(const LoginShell& login, const std::string& pool_id) {
+    return login.home() + "/.sky/slurm/" + pool_id;
+}
+
+void remove_pool_files(LoginShell& login, const std::string& pool_id) {
+    if (pool_id.empty() || pool_id.find('/') != std::string::npos) return;
+    login.script("d=" + shell_quote(pool_dir(login, pool_id)) +
+                     "; kill $(cat \"$d/watchdog.pid\" 2>/dev/null) 2>/dev/null; rm -rf \"$d\"",
+                 kQueryLimit);
 }
 
 std::optional<JobState> wait_gone(LoginShell& login, const std::string& job_id,

@@ -26,6 +26,13 @@ std::vector<JobState> query_sky_jobs(LoginShell& login);
 /// was never seen). Returns scancel's failure, empty on success.
 std::string cancel_job(LoginShell& login, const std::string& job_id, const std::string& job_name);
 
+/// The pool's private directory on the login node: its srun outputs, its watchdog's files.
+std::string pool_dir(const LoginShell& login, const std::string& pool_id);
+
+/// Ends the pool's watchdog on the login node and removes the pool's directory there. Never
+/// throws for the command's failure (a lost connection throws ssh::SshError).
+void remove_pool_files(LoginShell& login, const std::string& pool_id);
+
 /// Waits (polling, at most `limit`) until the job has ended or the cluster forgets it; returns
 /// its last state when it did not (still completing: its processes are not dead yet).
 std::optional<JobState> wait_gone(LoginShell& login, const std::string& job_id,

@@ -11,7 +11,6 @@
 #include "providers/slurm/login.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "util/env.hpp"
-#include "util/shell.hpp"
 
 namespace sky::detail {
 
@@ -96,12 +95,8 @@ public:
             auto& login = login_for(*ref);
             const std::string e = cancel_job(login, ref->job_id, ref->job_name);
             if (!e.empty()) failures += (failures.empty() ? "" : "; ") + e;
-            // The pool's files on the login node (its srun outputs).
-            const std::string pool = pool_of(ref->job_name);
-            if (!pool.empty())
-                login.script(fmt::format("rm -rf {}", shell_quote(login.home() + "/.sky/slurm/" +
-                                                                   pool)),
-                             std::chrono::seconds(60));
+            // The pool's files on the login node (its srun outputs, its watchdog).
+            remove_pool_files(login, pool_of(ref->job_name));
         }
         if (!failures.empty()) throw Error(failures);
     }

@@ -5,6 +5,7 @@
 // Leaving the pool cancels the job (scancel) and waits until Slurm has ended it.
 #include <fmt/format.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <deque>
@@ -104,7 +105,7 @@ public:
         }
         auto& login = *login_;
         check_tools(login);
-        pool_dir_ = login.home() + "/.sky/slurm/" + pool_id_;
+        pool_dir_ = pool_dir(login, pool_id_);
         auto mk = login.script(fmt::format("umask 077; mkdir -p {0} && chmod 700 {1}/.sky "
                                            "{1}/.sky/slurm {0}",
                                            shell_quote(pool_dir_), shell_quote(login.home())),
@@ -166,6 +167,7 @@ public:
             job_id_ = id;
         }
         record(ref(id));
+        start_watchdog(login);
         event_id_ = "slurm-job-" + id;
         emit(BootstrapProgress{event_id_, fmt::format("submitted as job {} ({})", id,
                                                       fmt::join(sbatch_argv(req), " "))});
@@ -308,10 +310,9 @@ public:
                                       kCancelLimit.count());
             else
                 trouble.clear();
-            // The pool's files on the login node (srun outputs); each node's launcher removed
-            // its own run directory when its worker ended.
-            if (!pool_dir_.empty())
-                login_->script(fmt::format("rm -rf {}", shell_quote(pool_dir_)), kCommandLimit);
+            // The pool's files on the login node (srun outputs, the watchdog); each node's
+            // launcher removed its own run directory when its worker ended.
+            remove_pool_files(*login_, pool_id_);
         } catch (const std::exception& e) {
             if (trouble.empty()) trouble = e.what();
         }
@@ -352,6 +353,33 @@ private:
         const std::string s = r.to_string();
         if (ledger_) ledger_->instance(s);
         recorded_.push_back(s);
+    }
+
+    // The job must not outlive a client that dies without its teardown (kill -9, a crash, a
+    // lost link) by more than idle_timeout: a small process on the login node watches this
+    // client's connection there (the sshd process that serves it; here, the client itself) and
+    // cancels the job idle_timeout after it is gone. Teardown ends it.
+    void start_watchdog(LoginShell& login) {
+        const std::string who =
+            cfg_.login.empty()
+                ? std::to_string(::getpid())
+                : std::string("$(p=$PPID; while [ \"$p\" -gt 1 ] && [ \"$(ps -o comm= -p \"$p\")\" "
+                              "!= sshd ]; do p=$(ps -o ppid= -p \"$p\" | tr -d ' '); done; "
+                              "echo \"$p\")");
+        auto r = login.script(
+            fmt::format("umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
+                        "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
+                        "done; sleep \"$2\"; scancel \"$3\"' sky-watchdog \"$w\" {idle} {job} "
+                        "> watchdog.log 2>&1 < /dev/null & echo $! > watchdog.pid",
+                        fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("who", who),
+                        fmt::arg("idle", spec_.idle_timeout.count()),
+                        fmt::arg("job", shell_quote(job_id_))),
+            kCommandLimit);
+        if (r.status != 0)
+            throw ProvisionError(fmt::format(
+                "slurm: cannot start the pool's watchdog on {} (it cancels the job if this "
+                "client dies): {}",
+                login.describe(), r.summary()));
     }
 
     void check_tools(LoginShell& login) {
@@ -641,7 +669,10 @@ private:
         n.token = random_hex(32);
         ++n.generation;
         const auto& prog = ship::this_program();
-        const std::string run = fmt::format("{}/.sky/run/{}/{}", n.home, pool_id_, i);
+        // One directory per worker step: a restarted worker's launcher never meets the files
+        // of the one before, which removes its own when it ends.
+        const std::string run =
+            fmt::format("{}/.sky/run/{}/{}.{}", n.home, pool_id_, i, n.generation);
         // What the worker's environment gets, on the step's stdin with the token (never on a
         // command line that ps shows on the login and compute nodes).
         std::string env;

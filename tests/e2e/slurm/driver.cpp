@@ -1,5 +1,5 @@
 // A program written from api.md §5b that owns a Slurm pool and is interrupted by the tests:
-//   sky_slurm_driver LOGIN KEY KNOWN_HOSTS PARTITION NODES
+//   sky_slurm_driver LOGIN KEY KNOWN_HOSTS PARTITION NODES [IDLE_SECONDS]
 // LOGIN "-" means this machine is the login node (sbatch and friends run here). It prints
 // "ready <pool id>" once the pool runs, then blocks in a long remote call on every node until
 // a signal ends it.
@@ -17,8 +17,9 @@ int nap(int seconds) {
 
 int main(int argc, char** argv) {
     sky::init(argc, argv);  // first: in a worker this serves calls and exits
-    if (argc != 6) {
-        std::fprintf(stderr, "usage: %s LOGIN|- KEY KNOWN_HOSTS PARTITION NODES\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        std::fprintf(stderr, "usage: %s LOGIN|- KEY KNOWN_HOSTS PARTITION NODES [IDLE_SECONDS]\n",
+                     argv[0]);
         return 2;
     }
     const std::string login = argv[1];
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
                                .identity_file = argv[2],
                                .known_hosts = argv[3]},
         .nodes = std::atoi(argv[5]),
+        .idle_timeout = std::chrono::seconds(argc == 7 ? std::atoi(argv[6]) : 600),
         .display = sky::Display::quiet,
         .collect_metrics = false,
     }};

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "hosts/slurm_cluster.hpp"
+#include "support/scoped_env.hpp"
 #include "sky/sky.hpp"
 
 extern char** environ;
@@ -103,16 +104,19 @@ sky::PoolSpec spec_for(const SlurmCluster& c, int nodes, Events& ev) {
             .collect_metrics = false};
 }
 
-// Nothing of the pool left: no job in the queue, no job process on any compute node.
+// Nothing of the pool left: no job in the queue, no job process on any compute node, nothing
+// of sky's on the login node (srun, the watchdog).
 void check_nothing_left(const SlurmCluster& c) {
     CHECK(sky::test::wait_until([&] { return c.queue().empty(); }, 30s));
     INFO("queue: " << c.on_login("squeue").output);
     CHECK(c.queue().empty());
-    for (int i = 0; i < c.size(); ++i) {
+    for (int i = -1; i < c.size(); ++i) {
         CHECK(sky::test::wait_until([&] { return c.job_processes(i).empty(); }, 30s));
         std::string left;
         for (const auto& p : c.job_processes(i)) left += p + "\n";
-        INFO("node " << c.node_name(i) << " still runs:\n" << left);
+        INFO((i < 0 ? std::string("the login node") : "node " + c.node_name(i))
+             << " still runs:\n"
+             << left);
         CHECK(left.empty());
     }
 }
@@ -419,7 +423,7 @@ TEST_CASE("slurm pool: past queue_timeout, a ProvisionError quoting the reason, 
     check_nothing_left(c);
 }
 
-TEST_CASE("slurm pool: SIGINT cancels the job; nothing is left", "[slurm_pool]") {
+TEST_CASE("slurm pool: SIGINT cancels the job, nothing is left", "[slurm_pool]") {
     SKIP_WITHOUT_SLURM();
     TempHome home;
     SlurmCluster c({.shared_home = true});
@@ -454,11 +458,21 @@ TEST_CASE("slurm pool: kill -9, then sky gc with nothing but the ledger", "[slur
     // The job outlives its client until someone collects it.
     std::this_thread::sleep_for(1s);
     REQUIRE(jobs_of(c, pool_id).size() == 1);
-    // `sky ls` shows the dead pool with its job.
-    auto ls = sky::test::run_command({SKY_CLI_PATH, "ls"}, 60s);
-    INFO("sky ls: " << ls.output);
-    CHECK(ls.output.find(pool_id) != std::string::npos);
-    CHECK(ls.output.find("slurm:") != std::string::npos);
+    {
+        // `sky ls` shows the dead pool with its job, from the ledger, and sky's jobs at the
+        // cluster it is pointed at.
+        sky::test::ScopedEnv env({{"SKY_SLURM_LOGIN", c.login()},
+                                  {"SKY_SLURM_IDENTITY_FILE", c.client_key_path().string()},
+                                  {"SKY_SLURM_KNOWN_HOSTS", c.known_hosts_file().string()}});
+        auto ls = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "slurm"}, 60s);
+        INFO("sky ls: " << ls.output);
+        CHECK(ls.status == 0);
+        CHECK(ls.output.find(pool_id + "  slurm") != std::string::npos);
+        CHECK(ls.output.find("owner gone") != std::string::npos);
+        // The tag listing: the job by its name, running, its pool's ledger here.
+        CHECK(ls.output.find("sky-" + pool_id + "@" + c.login()) != std::string::npos);
+        CHECK(ls.output.find("running") != std::string::npos);
+    }
     auto gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 240s);
     INFO("sky gc: " << gc.output);
     CHECK(gc.status == 0);
@@ -529,5 +543,25 @@ TEST_CASE("slurm pool: the image's environment, the pool's env kept off command 
         CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
     }
     INFO(ev.dump());
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.shared_home = true});
+    auto args = driver_args(c);
+    args.push_back("5");  // idle_timeout
+    Child driver(args);
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    REQUIRE(jobs_of(c, pool_id).size() == 1);
+    // Nobody runs sky gc: the workers hear nothing for idle_timeout, end, and cancel the job.
+    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 60s));
     check_nothing_left(c);
 }
