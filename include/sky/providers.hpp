@@ -133,9 +133,8 @@ struct CustomCloud {
 /// copyable type derived from sky::CloudAdapter.
 class Provider {
 public:
-    using Config =
-        std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated, Slurm,
-                     CustomCloud>;
+    using Config = std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated,
+                                Slurm, CustomCloud>;
 
     Provider() = default;
     Provider(Local c) : config_(std::move(c)) {}
@@ -162,8 +161,9 @@ public:
     /// or a custom adapter's name().
     [[nodiscard]] std::string_view name() const noexcept {
         if (auto* c = std::get_if<CustomCloud>(&config_)) return c->name;
-        constexpr std::string_view names[] = {"local", "ssh",          "aws",       "runpod", "vastai",
-                                              "verda", "digitalocean", "simulated", "slurm"};
+        constexpr std::string_view names[] = {"local",        "ssh",       "aws",
+                                              "runpod",       "vastai",    "verda",
+                                              "digitalocean", "simulated", "slurm"};
         return names[config_.index()];
     }
     /// The config if it is a C, else null.

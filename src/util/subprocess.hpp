@@ -28,6 +28,7 @@ struct SubprocessResult {
 SubprocessResult run_subprocess(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env,
                                 std::chrono::milliseconds timeout,
-                                std::size_t output_cap = 4u << 20, std::string_view stdin_data = {});
+                                std::size_t output_cap = 4u << 20,
+                                std::string_view stdin_data = {});
 
 }  // namespace sky::detail

@@ -63,7 +63,9 @@ long pid_of(const std::string& name, std::size_t prefix) {
     return v;
 }
 
-bool alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+bool alive(long pid) {
+    return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
 
 void write_file(const fs::path& p, const std::string& text, int mode = 0644) {
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -202,8 +204,8 @@ bool SlurmCluster::available(std::string* why) {
         return false;
     };
     if (::geteuid() != 0) return no("a Slurm test cluster needs root (namespaces, daemons)");
-    for (const char* tool : {"ip", "nsenter", "sshd", "ssh-keygen", "slurmctld", "slurmd",
-                             "munged", "sbatch", "squeue", "srun", "sleep"})
+    for (const char* tool : {"ip", "nsenter", "sshd", "ssh-keygen", "slurmctld", "slurmd", "munged",
+                             "sbatch", "squeue", "srun", "sleep"})
         if (!on_path(tool))
             return no(std::string("a Slurm test cluster needs ") + tool +
                       " (slurm-wlm, munge, openssh-server, util-linux, iproute2)");
@@ -274,38 +276,41 @@ void SlurmCluster::setup() {
     for (const auto& h : all)
         spawn(h, {"/usr/sbin/munged", "-F", "--force"}, (h.dir / "munged.out").string());
     for (const auto& h : all)
-        if (!wait_until([&] { return on_host(h, "test -S /run/munge/munge.socket.2", seconds(10))
-                                         .status == 0; },
-                        seconds(15)))
+        if (!wait_until(
+                [&] {
+                    return on_host(h, "test -S /run/munge/munge.socket.2", seconds(10)).status == 0;
+                },
+                seconds(15)))
             throw std::runtime_error("slurm cluster: munged did not start on " + h.name + ": " +
                                      read_file(h.dir / "munged.out"));
     spawn(login_, {"/usr/sbin/slurmctld", "-D", "-i"}, (login_.dir / "slurmctld.out").string());
-    if (!wait_until([&] {
-            return on_login("scontrol ping", seconds(10)).output.find("is UP") !=
-                   std::string::npos;
-        },
-                    seconds(30)))
+    if (!wait_until(
+            [&] {
+                return on_login("scontrol ping", seconds(10)).output.find("is UP") !=
+                       std::string::npos;
+            },
+            seconds(30)))
         throw std::runtime_error("slurm cluster: slurmctld did not come up: " + logs());
     for (const auto& n : nodes_)
         spawn(n, {"/usr/sbin/slurmd", "-D", "-N", n.name}, (n.dir / "slurmd.out").string());
-    if (!wait_until([&] {
-            auto r = on_login("sinfo --noheader --Node --format='%N %T'", seconds(10));
-            int idle = 0;
-            std::istringstream is(r.output);
-            for (std::string name, state; is >> name >> state;) idle += state == "idle";
-            return idle == options_.compute_nodes;
-        },
-                    seconds(60)))
+    if (!wait_until(
+            [&] {
+                auto r = on_login("sinfo --noheader --Node --format='%N %T'", seconds(10));
+                int idle = 0;
+                std::istringstream is(r.output);
+                for (std::string name, state; is >> name >> state;) idle += state == "idle";
+                return idle == options_.compute_nodes;
+            },
+            seconds(60)))
         throw std::runtime_error("slurm cluster: the nodes did not become idle: " +
                                  on_login("sinfo -N").output + logs());
     spawn(login_, {"/usr/sbin/sshd", "-D", "-e", "-f", "/etc/ssh/sshd_config"},
           (login_.dir / "sshd.log").string());
     if (!wait_until(
             [&] {
-                auto r = run_command({"bash", "-c",
-                                      "exec 3<>/dev/tcp/" + login_address_ +
-                                          "/22 && head -c 4 <&3"},
-                                     seconds(3));
+                auto r = run_command(
+                    {"bash", "-c", "exec 3<>/dev/tcp/" + login_address_ + "/22 && head -c 4 <&3"},
+                    seconds(3));
                 return r.output == "SSH-";
             },
             seconds(15)))
@@ -336,8 +341,8 @@ void SlurmCluster::make_network() {
     login_.address = std::string(kClusterNet) + "1";
     veth_ = kVethPrefix + tag_;
     ip_or_throw({"netns", "add", login_.netns});
-    ip_or_throw({"link", "add", veth_, "type", "veth", "peer", "name", "eth0", "netns",
-                 login_.netns});
+    ip_or_throw(
+        {"link", "add", veth_, "type", "veth", "peer", "name", "eth0", "netns", login_.netns});
     ip_or_throw({"link", "set", veth_, "master", bridge_});
     ip_or_throw({"link", "set", veth_, "up"});
     ip_or_throw({"-n", login_.netns, "addr", "add", login_address_ + "/24", "dev", "eth0"});
@@ -345,8 +350,8 @@ void SlurmCluster::make_network() {
     ip_or_throw({"-n", login_.netns, "link", "set", "lo", "up"});
     // The cluster's network: a bridge inside the login host, which the compute hosts hang on.
     // Nothing routes it to the client's side.
-    ip_or_throw({"-n", login_.netns, "link", "add", "cluster", "type", "bridge", "forward_delay",
-                 "0"});
+    ip_or_throw(
+        {"-n", login_.netns, "link", "add", "cluster", "type", "bridge", "forward_delay", "0"});
     ip_or_throw({"-n", login_.netns, "addr", "add", login_.address + "/24", "dev", "cluster"});
     ip_or_throw({"-n", login_.netns, "link", "set", "cluster", "up"});
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
@@ -367,9 +372,9 @@ void SlurmCluster::write_config() {
     auto all = nodes_;
     all.insert(all.begin(), login_);
     for (const auto& h : all) {
-        for (const char* d : {"root/.ssh", "home", "tmp", "lib-munge", "log-munge",
-                              "lib-slurm/slurmctld", "lib-slurm/slurmd", "lib-slurm/gpu",
-                              "log-slurm", "etc-ssh"})
+        for (const char* d :
+             {"root/.ssh", "home", "tmp", "lib-munge", "log-munge", "lib-slurm/slurmctld",
+              "lib-slurm/slurmd", "lib-slurm/gpu", "log-slurm", "etc-ssh"})
             fs::create_directories(h.dir / d);
         ::chmod((h.dir / "root").c_str(), 0700);
         ::chmod((h.dir / "tmp").c_str(), 01777);
@@ -398,13 +403,14 @@ void SlurmCluster::write_config() {
     write_file(dir_ / "hosts", hosts);
 
     const std::string last = std::to_string(options_.compute_nodes - 1);
-    const std::string gres =
-        options_.gpus_per_node > 0
-            ? "gpu:" + options_.gpu_type + ":" + std::to_string(options_.gpus_per_node)
-            : "";
+    const std::string gres = options_.gpus_per_node > 0 ? "gpu:" + options_.gpu_type + ":" +
+                                                              std::to_string(options_.gpus_per_node)
+                                                        : "";
     std::string conf =
         "ClusterName=skytest\n"
-        "SlurmctldHost=login(" + login_.address + ")\n"
+        "SlurmctldHost=login(" +
+        login_.address +
+        ")\n"
         "SlurmUser=root\n"
         "SlurmdUser=root\n"
         "AuthType=auth/munge\n"
@@ -474,8 +480,9 @@ void SlurmCluster::start_holder(Host& h, const Host& home_from) {
     std::vector<Mount> mounts;
     // The build tree first: it may lie inside the sources, hidden next.
     for (const char* d : {SKY_TEST_BINARY_DIR, SKY_TEST_SOURCE_DIR})
-        if (*d) mounts.push_back({"tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
-                                  "size=4k,mode=755"});
+        if (*d)
+            mounts.push_back(
+                {"tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=755"});
     mounts.push_back({"tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=16m"});
     auto bind = [&](const fs::path& from, const char* to) {
         mounts.push_back({from.string(), to, "", MS_BIND, ""});
@@ -508,8 +515,9 @@ void SlurmCluster::start_holder(Host& h, const Host& home_from) {
         int k = 0;
         for (const auto& m : mounts) {
             ++k;
-            if (::mount(m.source.c_str(), m.target.c_str(), m.type.empty() ? nullptr : m.type.c_str(),
-                        m.flags, m.data.empty() ? nullptr : m.data.c_str()) != 0)
+            if (::mount(m.source.c_str(), m.target.c_str(),
+                        m.type.empty() ? nullptr : m.type.c_str(), m.flags,
+                        m.data.empty() ? nullptr : m.data.c_str()) != 0)
                 ::_exit(k);
             if (m.target == "/run") {
                 ::mkdir("/run/munge", 0755);
@@ -539,8 +547,8 @@ void SlurmCluster::start_holder(Host& h, const Host& home_from) {
         char exe[256] = {};
         const ssize_t n =
             ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
-        if (n > 0 && std::string(exe, static_cast<std::size_t>(n)).find("sleep") !=
-                         std::string::npos)
+        if (n > 0 &&
+            std::string(exe, static_cast<std::size_t>(n)).find("sleep") != std::string::npos)
             return;
         if (Clock::now() > until)
             throw std::runtime_error("slurm cluster: host " + h.name + " did not start");
@@ -579,7 +587,8 @@ int SlurmCluster::spawn(const Host& h, const std::vector<std::string>& argv,
     }
     for (int fd : {net, mnt, uts, out})
         if (fd >= 0) ::close(fd);
-    if (pid < 0) throw std::runtime_error("slurm cluster: cannot start " + argv[0] + " on " + h.name);
+    if (pid < 0)
+        throw std::runtime_error("slurm cluster: cannot start " + argv[0] + " on " + h.name);
     children_.push_back(pid);
     return pid;
 }

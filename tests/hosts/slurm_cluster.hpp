@@ -76,7 +76,8 @@ public:
     [[nodiscard]] std::vector<std::string> job_processes(int host) const;
     /// Where `path` of host `host` (-1: login, else compute node i) lies in this machine's file
     /// system, for /root, /home and /tmp.
-    [[nodiscard]] std::filesystem::path host_path(int host, const std::filesystem::path& path) const;
+    [[nodiscard]] std::filesystem::path host_path(int host,
+                                                  const std::filesystem::path& path) const;
     /// The tails of slurmctld's and each slurmd's log (for failure messages).
     [[nodiscard]] std::string logs() const;
 

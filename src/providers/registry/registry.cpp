@@ -19,9 +19,9 @@ ProviderDescriptor slurm_provider();         // providers/slurm
 
 const std::vector<ProviderDescriptor>& providers() {
     static const std::vector<ProviderDescriptor> all = {
-        local_provider(),  ssh_provider(),   aws_provider(),          runpod_provider(),
-        vastai_provider(), verda_provider(), digitalocean_provider(), simulated_provider(),
-        slurm_provider(),
+        local_provider(),        ssh_provider(),       aws_provider(),
+        runpod_provider(),       vastai_provider(),    verda_provider(),
+        digitalocean_provider(), simulated_provider(), slurm_provider(),
     };
     return all;
 }

@@ -15,7 +15,6 @@ constexpr auto kQueryLimit = std::chrono::seconds(60);
 
 bool live(const JobState& j) { return j.phase != JobPhase::ended; }
 
-
 // squeue's answer, or an exception when it gave none (the controller did not answer): an
 // unanswered question must never read as "the job is gone".
 CommandOutcome squeue(LoginShell& login, const std::vector<std::string>& argv) {
@@ -57,11 +56,10 @@ std::vector<JobState> query_sky_jobs(LoginShell& login) {
     return out;
 }
 
-std::string cancel_job(LoginShell& login, const std::string& job_id,
-                       const std::string& job_name) {
-    auto r = login.run(job_id.empty() ? scancel_name_argv(job_name, login.user())
-                                      : scancel_argv({job_id}),
-                       kQueryLimit);
+std::string cancel_job(LoginShell& login, const std::string& job_id, const std::string& job_name) {
+    auto r = login.run(
+        job_id.empty() ? scancel_name_argv(job_name, login.user()) : scancel_argv({job_id}),
+        kQueryLimit);
     // A job that already ended is not an error ("Job/step already completing or completed",
     // "Invalid job id specified" once it is forgotten).
     if (r.status == 0 || r.err.find("already complet") != std::string::npos ||

@@ -1,13 +1,13 @@
 #include "providers/slurm/login.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
-#include <fmt/format.h>
 #include <mutex>
 #include <sstream>
 
@@ -88,8 +88,7 @@ public:
     const std::string& home() const override { return home_; }
     const std::string& user() const override { return user_; }
 
-    std::unique_ptr<Transport> open_channel(const std::string& host,
-                                            std::uint16_t port) override {
+    std::unique_ptr<Transport> open_channel(const std::string& host, std::uint16_t port) override {
         return session_->open_tunnel(host, port, std::chrono::seconds(30));
     }
 
@@ -171,8 +170,7 @@ public:
     const std::string& home() const override { return home_; }
     const std::string& user() const override { return user_; }
 
-    std::unique_ptr<Transport> open_channel(const std::string& host,
-                                            std::uint16_t port) override {
+    std::unique_ptr<Transport> open_channel(const std::string& host, std::uint16_t port) override {
         const int fd = connect_tcp(host, port, std::chrono::seconds(30));
         return std::make_unique<FdTransport>(fd, fmt::format("tcp to {}:{}", host, port));
     }

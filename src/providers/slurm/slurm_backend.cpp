@@ -84,8 +84,8 @@ public:
           pool_id_(std::move(pool_id)),
           job_name_("sky-" + pool_id_),
           ledger_(ledger) {
-        instance_type_ = "slurm:" + (cfg_.partition.empty() ? std::string("default")
-                                                             : cfg_.partition);
+        instance_type_ =
+            "slurm:" + (cfg_.partition.empty() ? std::string("default") : cfg_.partition);
         event_id_ = "slurm-" + pool_id_;
     }
     ~SlurmBackend() override { stop_all(); }
@@ -129,8 +129,8 @@ public:
         if (spec_.accelerator) {
             auto g = login.run(sinfo_gres_argv(cfg_.partition), kCommandLimit);
             if (g.status != 0)
-                throw ProvisionError(fmt::format("slurm: sinfo failed on {}: {}",
-                                                 login.describe(), g.summary()));
+                throw ProvisionError(
+                    fmt::format("slurm: sinfo failed on {}: {}", login.describe(), g.summary()));
             const GresChoice c = choose_gres(*spec_.accelerator, g.out, cfg_.partition);
             req.gres = c.gres;
             emit(BootstrapProgress{event_id_, "gres " + c.note});
@@ -141,16 +141,15 @@ public:
         try {
             prog_on_login_ = login.ship_program(event_id_, pool_dir_, emit);
         } catch (const ship::ShipFailure& e) {
-            throw BootstrapError(0, event_id_, e.phase,
-                                 "cannot put the program on the login node: " +
-                                     std::string(e.what()),
-                                 e.output);
+            throw BootstrapError(
+                0, event_id_, e.phase,
+                "cannot put the program on the login node: " + std::string(e.what()), e.output);
         } catch (const ssh::SshError&) {
             throw;
         } catch (const std::exception& e) {
-            throw BootstrapError(0, event_id_, "upload",
-                                 "cannot put the program on the login node: " +
-                                     std::string(e.what()));
+            throw BootstrapError(
+                0, event_id_, "upload",
+                "cannot put the program on the login node: " + std::string(e.what()));
         }
 
         // In the ledger before sbatch runs: how to reach the cluster and the job's name, so
@@ -205,10 +204,10 @@ public:
         try {
             s.transport = login_->open_channel(n.address, port);
         } catch (const std::exception& e) {
-            throw BootstrapError(i, n.instance_id, "connect",
-                                 fmt::format("cannot reach the worker on {} ({}:{}) from {}: {}",
-                                             n.name, n.address, port, login_->describe(),
-                                             e.what()));
+            throw BootstrapError(
+                i, n.instance_id, "connect",
+                fmt::format("cannot reach the worker on {} ({}:{}) from {}: {}", n.name, n.address,
+                            port, login_->describe(), e.what()));
         }
         if (!n.announced) emit(BootstrapCompleted{n.instance_id});
         std::lock_guard lk(m_);
@@ -228,8 +227,7 @@ public:
         job_running_ = false;
         if (!login_ || !login_->alive())
             return {NodeLostError::Reason::unreachable,
-                    fmt::format("the SSH connection to the login node {} was lost",
-                                cfg_.login)};
+                    fmt::format("the SSH connection to the login node {} was lost", cfg_.login)};
         try {
             auto j = settled_state();
             if (!j)
@@ -258,8 +256,7 @@ public:
             std::string detail =
                 status > 128 ? fmt::format("the worker on {} was killed by signal {} ({})", where,
                                            status - 128, strsignal(status - 128))
-                             : fmt::format("the worker on {} exited with status {}", where,
-                                           status);
+                             : fmt::format("the worker on {} exited with status {}", where, status);
             if (status != 0 && !before.empty()) detail += "; its last output: " + before.back();
             return {status == 0 ? NodeLostError::Reason::unreachable
                                 : NodeLostError::Reason::worker_crashed,
@@ -317,10 +314,9 @@ public:
             if (trouble.empty()) trouble = e.what();
         }
         if (!trouble.empty()) {
-            leftovers_.push_back(fmt::format("slurm job {} of pool {} on {}: {}",
-                                             id.empty() ? job_name_ : id, pool_id_,
-                                             cfg_.login.empty() ? "this machine" : cfg_.login,
-                                             trouble));
+            leftovers_.push_back(
+                fmt::format("slurm job {} of pool {} on {}: {}", id.empty() ? job_name_ : id,
+                            pool_id_, cfg_.login.empty() ? "this machine" : cfg_.login, trouble));
         } else if (ledger_) {
             for (const auto& r : recorded_) ledger_->instance_gone(r);
         }
@@ -363,9 +359,10 @@ private:
         const std::string who =
             cfg_.login.empty()
                 ? std::to_string(::getpid())
-                : std::string("$(p=$PPID; while [ \"$p\" -gt 1 ] && [ \"$(ps -o comm= -p \"$p\")\" "
-                              "!= sshd ]; do p=$(ps -o ppid= -p \"$p\" | tr -d ' '); done; "
-                              "echo \"$p\")");
+                : std::string(
+                      "$(p=$PPID; while [ \"$p\" -gt 1 ] && [ \"$(ps -o comm= -p \"$p\")\" "
+                      "!= sshd ]; do p=$(ps -o ppid= -p \"$p\" | tr -d ' '); done; "
+                      "echo \"$p\")");
         auto r = login.script(
             fmt::format("umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
                         "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
@@ -427,9 +424,9 @@ private:
                 const std::string now = fmt::format("{} {}", j->state, j->reason);
                 if (now != last) {
                     last = now;
-                    emit(BootstrapProgress{
-                        event_id_, fmt::format("{}: {} ({})", to_lower(j->state), j->reason,
-                                               explain_reason(j->reason))});
+                    emit(BootstrapProgress{event_id_,
+                                           fmt::format("{}: {} ({})", to_lower(j->state), j->reason,
+                                                       explain_reason(j->reason))});
                 }
                 if (j->phase == JobPhase::pending && reason_never_clears(j->reason))
                     give_up(fmt::format("job {} cannot start: it is pending with reason {} ({})",
@@ -445,7 +442,8 @@ private:
                         explain_reason(j->reason)));
             }
             const auto until = Clock::now() + delay;
-            while (Clock::now() < until && !stopping_) std::this_thread::sleep_for(milliseconds(50));
+            while (Clock::now() < until && !stopping_)
+                std::this_thread::sleep_for(milliseconds(50));
             delay = std::min(delay * 2, milliseconds(3000));
         }
     }
@@ -455,7 +453,8 @@ private:
         std::string after = "; the job was cancelled";
         try {
             const std::string e = cancel_job(*login_, job_id_, job_name_);
-            if (!e.empty()) after = "; cancelling it failed: " + e;
+            if (!e.empty())
+                after = "; cancelling it failed: " + e;
             else if (auto left = wait_gone(*login_, job_id_, job_name_, kCancelLimit))
                 after = fmt::format("; cancelled, but it is still {}", left->state);
         } catch (const std::exception& e) {
@@ -518,8 +517,8 @@ private:
             const int node = static_cast<int>(k);
             if (!seen.count(n.name))
                 throw BootstrapError(node, n.instance_id, "check",
-                                     fmt::format("could not run a step on {} of job {}: {}",
-                                                 n.name, job_id_, p.summary()),
+                                     fmt::format("could not run a step on {} of job {}: {}", n.name,
+                                                 job_id_, p.summary()),
                                      last_lines(p));
             const Seen& s = seen[n.name];
             if (s.arch != u.machine)
@@ -527,8 +526,9 @@ private:
                                      fmt::format("{} is {} but this program is built for {}",
                                                  n.name, s.arch, u.machine));
             const auto dot = s.glibc.find('.');
-            ship::GlibcVersion have{std::atoi(s.glibc.c_str()),
-                                    dot == std::string::npos ? 0 : std::atoi(s.glibc.c_str() + dot + 1)};
+            ship::GlibcVersion have{
+                std::atoi(s.glibc.c_str()),
+                dot == std::string::npos ? 0 : std::atoi(s.glibc.c_str() + dot + 1)};
             if (s.glibc == "-" || have < prog.glibc)
                 throw BootstrapError(
                     node, n.instance_id, "check",
@@ -591,8 +591,8 @@ private:
         const std::string dest = fmt::format("/tmp/sky-{}-program.tar", pool_id_);
         for (const auto& n : nodes)
             emit(BootstrapProgress{n.instance_id, "sbcast", 0, prog.total_bytes()});
-        auto t = login.script(fmt::format("umask 077; tar -C {} -cf {} .", shell_quote(prog_on_login_),
-                                          shell_quote(tar)),
+        auto t = login.script(fmt::format("umask 077; tar -C {} -cf {} .",
+                                          shell_quote(prog_on_login_), shell_quote(tar)),
                               seconds(300));
         auto fail = [&](const std::string& what, const CommandOutcome& r) {
             throw BootstrapError(0, nodes.front().instance_id, "upload",
@@ -613,13 +613,13 @@ private:
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
         for (std::size_t k = 0; k < nodes.size(); ++k)
             if (u.out.find("::sky-placed " + nodes[k].name + "\n") == std::string::npos)
-                throw BootstrapError(static_cast<int>(k), nodes[k].instance_id, "upload",
-                                     fmt::format("the program did not arrive on {}: {}",
-                                                 nodes[k].name, u.summary()),
-                                     last_lines(u));
+                throw BootstrapError(
+                    static_cast<int>(k), nodes[k].instance_id, "upload",
+                    fmt::format("the program did not arrive on {}: {}", nodes[k].name, u.summary()),
+                    last_lines(u));
         for (const auto& n : nodes)
-            emit(BootstrapProgress{n.instance_id, "sbcast", prog.total_bytes(),
-                                   prog.total_bytes()});
+            emit(
+                BootstrapProgress{n.instance_id, "sbcast", prog.total_bytes(), prog.total_bytes()});
     }
 
     // The image's bootstrap script (Image::bootstrap: env, python, pip, files, setup...) as a
@@ -676,7 +676,8 @@ private:
         // What the worker's environment gets, on the step's stdin with the token (never on a
         // command line that ps shows on the login and compute nodes).
         std::string env;
-        for (const auto& [k, v] : spec_.env) env += fmt::format("export {}={}\n", k, shell_quote(v));
+        for (const auto& [k, v] : spec_.env)
+            env += fmt::format("export {}={}\n", k, shell_quote(v));
         env += fmt::format("export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n",
                            shell_quote(n.prog + "/lib"));
         env += WorkerLaunch{.listen = n.address + ":0",
@@ -702,8 +703,7 @@ private:
             "scancel \"$SLURM_JOB_ID\"; fi; "
             "cd /; rm -rf \"$run\"; rmdir \"${{run%/*}}\" 2>/dev/null; exit $s",
             fmt::arg("run", shell_quote(run)),
-            fmt::arg("img",
-                     shell_quote(n.home + "/.sky/image-" + spec_.image.content_hash())),
+            fmt::arg("img", shell_quote(n.home + "/.sky/image-" + spec_.image.content_hash())),
             fmt::arg("exe", shell_quote(n.prog + "/" + prog.program().name)),
             fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)));
         const std::string out = out_file(i, n.generation);
@@ -753,9 +753,9 @@ private:
     std::unique_ptr<LoginShell> login_;
     std::string job_id_;
     std::vector<Node> nodes_;
-    std::string pool_dir_;       // the pool's private directory on the login node
-    std::string prog_on_login_;  // the program's directory in the login node's store
-    std::string placement_;      // how the program reached the nodes, for events
+    std::string pool_dir_;               // the pool's private directory on the login node
+    std::string prog_on_login_;          // the program's directory in the login node's store
+    std::string placement_;              // how the program reached the nodes, for events
     std::vector<std::string> recorded_;  // ledger ids
     std::vector<std::string> leftovers_;
     std::atomic<bool> submitted_{false};
@@ -781,9 +781,9 @@ ProviderDescriptor slurm_provider() {
             }
         }
         if (s->queue_timeout.count() <= 0)
-            problems.push_back(fmt::format(
-                "provider: sky::Slurm queue_timeout must be positive, got {} s",
-                s->queue_timeout.count()));
+            problems.push_back(
+                fmt::format("provider: sky::Slurm queue_timeout must be positive, got {} s",
+                            s->queue_timeout.count()));
         if (!spec.volumes.empty())
             problems.push_back(
                 "volumes: sky::Slurm pools mount no volumes in this build (use the cluster's "
@@ -792,8 +792,7 @@ ProviderDescriptor slurm_provider() {
             problems.push_back(
                 "machine: a Slurm cluster has no machine types; use sky::Slurm's partition or "
                 "constraint");
-        for (const auto* v : {&s->partition, &s->account, &s->qos, &s->constraint,
-                              &s->reservation})
+        for (const auto* v : {&s->partition, &s->account, &s->qos, &s->constraint, &s->reservation})
             if (v->find_first_of("\n\r") != std::string::npos)
                 problems.push_back("provider: a sky::Slurm option holds a line break");
     };

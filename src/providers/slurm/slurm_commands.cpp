@@ -21,30 +21,18 @@ struct StateRow {
     JobPhase phase;
 };
 constexpr std::array<StateRow, 24> kStates{{
-    {"PD", "PENDING", JobPhase::pending},
-    {"CF", "CONFIGURING", JobPhase::pending},
-    {"RQ", "REQUEUED", JobPhase::pending},
-    {"RH", "REQUEUE_HOLD", JobPhase::pending},
-    {"RF", "REQUEUE_FED", JobPhase::pending},
-    {"RD", "RESV_DEL_HOLD", JobPhase::pending},
-    {"R", "RUNNING", JobPhase::running},
-    {"RS", "RESIZING", JobPhase::running},
-    {"S", "SUSPENDED", JobPhase::suspended},
-    {"ST", "STOPPED", JobPhase::suspended},
-    {"CG", "COMPLETING", JobPhase::completing},
-    {"SI", "SIGNALING", JobPhase::completing},
-    {"SO", "STAGE_OUT", JobPhase::completing},
-    {"CD", "COMPLETED", JobPhase::ended},
-    {"CA", "CANCELLED", JobPhase::ended},
-    {"F", "FAILED", JobPhase::ended},
-    {"TO", "TIMEOUT", JobPhase::ended},
-    {"NF", "NODE_FAIL", JobPhase::ended},
-    {"PR", "PREEMPTED", JobPhase::ended},
-    {"BF", "BOOT_FAIL", JobPhase::ended},
-    {"DL", "DEADLINE", JobPhase::ended},
-    {"OOM", "OUT_OF_MEMORY", JobPhase::ended},
-    {"RV", "REVOKED", JobPhase::ended},
-    {"SE", "SPECIAL_EXIT", JobPhase::ended},
+    {"PD", "PENDING", JobPhase::pending},       {"CF", "CONFIGURING", JobPhase::pending},
+    {"RQ", "REQUEUED", JobPhase::pending},      {"RH", "REQUEUE_HOLD", JobPhase::pending},
+    {"RF", "REQUEUE_FED", JobPhase::pending},   {"RD", "RESV_DEL_HOLD", JobPhase::pending},
+    {"R", "RUNNING", JobPhase::running},        {"RS", "RESIZING", JobPhase::running},
+    {"S", "SUSPENDED", JobPhase::suspended},    {"ST", "STOPPED", JobPhase::suspended},
+    {"CG", "COMPLETING", JobPhase::completing}, {"SI", "SIGNALING", JobPhase::completing},
+    {"SO", "STAGE_OUT", JobPhase::completing},  {"CD", "COMPLETED", JobPhase::ended},
+    {"CA", "CANCELLED", JobPhase::ended},       {"F", "FAILED", JobPhase::ended},
+    {"TO", "TIMEOUT", JobPhase::ended},         {"NF", "NODE_FAIL", JobPhase::ended},
+    {"PR", "PREEMPTED", JobPhase::ended},       {"BF", "BOOT_FAIL", JobPhase::ended},
+    {"DL", "DEADLINE", JobPhase::ended},        {"OOM", "OUT_OF_MEMORY", JobPhase::ended},
+    {"RV", "REVOKED", JobPhase::ended},         {"SE", "SPECIAL_EXIT", JobPhase::ended},
 }};
 
 const StateRow* find_state(std::string_view s) {
@@ -96,9 +84,8 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
 }
 
 bool all_digits(std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
-        return std::isdigit(c) != 0;
-    });
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
 // The value of `key=` in scontrol's one-line output ("NodeName=c0 Arch=x86_64 ...").
@@ -158,7 +145,8 @@ std::vector<JobState> parse_squeue(std::string_view text) {
         // A job name may hold '|': the fields around it are fixed.
         JobState j = make_state(std::string(f[0]), std::string(f[f.size() - 3]));
         std::string name;
-        for (std::size_t i = 1; i + 3 < f.size(); ++i) name += (i > 1 ? "|" : "") + std::string(f[i]);
+        for (std::size_t i = 1; i + 3 < f.size(); ++i)
+            name += (i > 1 ? "|" : "") + std::string(f[i]);
         j.name = name;
         j.reason = std::string(trim(f[f.size() - 2]));
         j.nodes = std::string(trim(f.back()));
@@ -206,18 +194,12 @@ std::vector<std::string> scancel_name_argv(const std::string& job_name, const st
 }
 
 std::vector<std::string> sbatch_argv(const BatchRequest& r) {
-    std::vector<std::string> a{"sbatch",
-                               "--parsable",
-                               "--job-name=" + r.job_name,
-                               fmt::format("--nodes={}", r.nodes),
-                               "--ntasks-per-node=1",
-                               "--time=" + format_time_limit(r.time_limit),
-                               // A node failure ends the pool's job: requeued, it would come
-                               // back on other nodes without the pool's workers.
-                               "--no-requeue",
-                               "--chdir=/tmp",
-                               "--output=/dev/null",
-                               "--error=/dev/null"};
+    std::vector<std::string> a{
+        "sbatch", "--parsable", "--job-name=" + r.job_name, fmt::format("--nodes={}", r.nodes),
+        "--ntasks-per-node=1", "--time=" + format_time_limit(r.time_limit),
+        // A node failure ends the pool's job: requeued, it would come
+        // back on other nodes without the pool's workers.
+        "--no-requeue", "--chdir=/tmp", "--output=/dev/null", "--error=/dev/null"};
     if (r.gres) a.push_back("--gres=" + *r.gres);
     if (r.min_cpus) a.push_back(fmt::format("--mincpus={}", *r.min_cpus));
     if (r.memory_mb) a.push_back(fmt::format("--mem={}M", *r.memory_mb));
@@ -285,9 +267,9 @@ GresChoice choose_gres(const Accelerator& acc, std::string_view out, std::string
                                      ? std::string("nothing")
                                      : fmt::format("'{}'", std::string(trim(out)));
     if (gpus.empty())
-        throw ProvisionError(fmt::format(
-            "slurm: the pool asks for {} but {} declares no GPUs (sinfo -o %G says {})",
-            acc.to_string(), where, declared));
+        throw ProvisionError(
+            fmt::format("slurm: the pool asks for {} but {} declares no GPUs (sinfo -o %G says {})",
+                        acc.to_string(), where, declared));
     const int count = std::max(1, acc.count);
     GresChoice c;
     auto typed = [&](const std::string& type, std::string_view how) {
@@ -309,8 +291,7 @@ GresChoice choose_gres(const Accelerator& acc, std::string_view out, std::string
     }
     std::vector<std::string> types;
     for (const auto& g : gpus)
-        if (!g.type.empty() &&
-            std::find(types.begin(), types.end(), g.type) == types.end())
+        if (!g.type.empty() && std::find(types.begin(), types.end(), g.type) == types.end())
             types.push_back(g.type);
     c.gres = fmt::format("gpu:{}", count);
     c.note = types.empty()
@@ -447,8 +428,7 @@ constexpr std::array<ReasonRow, 36> kReasons{{
     {"AssocMaxJobsLimit", "its account has as many jobs running as allowed", false},
     {"AssocGrpJobsLimit", "its account's group has as many jobs running as allowed", false},
     {"QOSMaxWallDurationPerJobLimit", "its time limit is longer than its QOS allows", true},
-    {"AssocMaxWallDurationPerJobLimit", "its time limit is longer than its account allows",
-     true},
+    {"AssocMaxWallDurationPerJobLimit", "its time limit is longer than its account allows", true},
     {"QOSMaxNodePerJobLimit", "it asks for more nodes than its QOS allows a job", true},
     {"AssocMaxNodesPerJobLimit", "it asks for more nodes than its account allows a job", true},
     {"QOSMaxGRESPerJob", "it asks for more GPUs than its QOS allows a job", true},

@@ -65,8 +65,8 @@ struct BatchRequest {
     int nodes = 1;
     std::optional<std::string> gres;  ///< "gpu:h100:8", "gpu:8"
     std::chrono::seconds time_limit{3600};
-    std::optional<int> min_cpus;        ///< per node (PoolSpec::cpu)
-    std::optional<long> memory_mb;      ///< per node (PoolSpec::memory)
+    std::optional<int> min_cpus;                                   ///< per node (PoolSpec::cpu)
+    std::optional<long> memory_mb;                                 ///< per node (PoolSpec::memory)
     std::string partition, account, qos, constraint, reservation;  ///< as given, when set
 };
 /// sbatch with the request's options; the batch script comes on its stdin (batch_script()).

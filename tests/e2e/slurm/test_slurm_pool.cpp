@@ -22,8 +22,8 @@
 #include <thread>
 
 #include "hosts/slurm_cluster.hpp"
-#include "support/scoped_env.hpp"
 #include "sky/sky.hpp"
+#include "support/scoped_env.hpp"
 
 extern char** environ;
 namespace fs = std::filesystem;
@@ -114,9 +114,8 @@ void check_nothing_left(const SlurmCluster& c) {
         CHECK(sky::test::wait_until([&] { return c.job_processes(i).empty(); }, 30s));
         std::string left;
         for (const auto& p : c.job_processes(i)) left += p + "\n";
-        INFO((i < 0 ? std::string("the login node") : "node " + c.node_name(i))
-             << " still runs:\n"
-             << left);
+        INFO((i < 0 ? std::string("the login node") : "node " + c.node_name(i)) << " still runs:\n"
+                                                                                << left);
         CHECK(left.empty());
     }
 }
@@ -194,15 +193,16 @@ namespace slurm_pool {
 // Submits a job that holds `gres` on every node (a user beside the pool) and waits until it
 // runs; returns its id.
 std::string blocker(const SlurmCluster& c, const std::string& gres) {
-    auto r = c.on_login("sbatch --parsable --job-name=other-user --nodes=" +
-                        std::to_string(c.size()) + " --ntasks-per-node=1 --gres=" + gres +
-                        " --output=/dev/null --chdir=/tmp --wrap 'exec sleep 600'");
+    auto r =
+        c.on_login("sbatch --parsable --job-name=other-user --nodes=" + std::to_string(c.size()) +
+                   " --ntasks-per-node=1 --gres=" + gres +
+                   " --output=/dev/null --chdir=/tmp --wrap 'exec sleep 600'");
     REQUIRE(r.status == 0);
     std::string id = r.output.substr(0, r.output.find_first_of(";\n"));
     REQUIRE(sky::test::wait_until(
         [&] {
-            return c.on_login("squeue --noheader --format=%T --jobs=" + id).output.find(
-                       "RUNNING") != std::string::npos;
+            return c.on_login("squeue --noheader --format=%T --jobs=" + id)
+                       .output.find("RUNNING") != std::string::npos;
         },
         30s));
     return id;
@@ -308,8 +308,12 @@ struct TempHome {
 };
 
 std::vector<std::string> driver_args(const SlurmCluster& c) {
-    return {SKY_SLURM_DRIVER, c.login(), c.client_key_path().string(),
-            c.known_hosts_file().string(), c.options().partition, std::to_string(c.size())};
+    return {SKY_SLURM_DRIVER,
+            c.login(),
+            c.client_key_path().string(),
+            c.known_hosts_file().string(),
+            c.options().partition,
+            std::to_string(c.size())};
 }
 
 }  // namespace slurm_pool
@@ -483,8 +487,7 @@ TEST_CASE("slurm pool: kill -9, then sky gc with nothing but the ledger", "[slur
     CHECK(gc.status == 0);
 }
 
-TEST_CASE("slurm pool: on the login node itself, sbatch and friends run locally",
-          "[slurm_pool]") {
+TEST_CASE("slurm pool: on the login node itself, sbatch and friends run locally", "[slurm_pool]") {
     SKIP_WITHOUT_SLURM();
     SlurmCluster c({.shared_home = true});
     // The driver as a user on the login node runs it: copied into the login host (which does
@@ -507,9 +510,10 @@ TEST_CASE("slurm pool: on the login node itself, sbatch and friends run locally"
     check_nothing_left(c);
 }
 
-TEST_CASE("slurm pool: the image's environment, the pool's env kept off command lines, and a "
-          "crashed worker restarted in the allocation",
-          "[slurm_pool]") {
+TEST_CASE(
+    "slurm pool: the image's environment, the pool's env kept off command lines, and a "
+    "crashed worker restarted in the allocation",
+    "[slurm_pool]") {
     SKIP_WITHOUT_SLURM();
     SlurmCluster c({.shared_home = false});
     Events ev;

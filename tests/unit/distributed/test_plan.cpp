@@ -100,7 +100,8 @@ TEST_CASE("worker plan: detected from nvidia-smi when the spec names nothing",
     CHECK(trn.devices.empty());
 }
 
-TEST_CASE("plan: per-GPU workers take the GPUs a scheduler gave the job", "[distributed][metrics]") {
+TEST_CASE("plan: per-GPU workers take the GPUs a scheduler gave the job",
+          "[distributed][metrics]") {
     const auto plan = plan_workers(sky::Accelerator::parse("H100:2"), std::nullopt, {});
     REQUIRE(plan.devices == std::vector<std::string>{"0", "1"});
     // Slurm gave this job GPUs 2 and 3 of the node.

@@ -23,10 +23,18 @@ TEST_CASE("slurm: sbatch's command line carries the pool's request", "[slurm]") 
     r.partition = "gpu";
     r.account = "proj42";
     const auto a = sbatch_argv(r);
-    const Strings want{"sbatch",          "--parsable",        "--job-name=sky-abc123",
-                       "--nodes=4",       "--ntasks-per-node=1", "--time=0-02:00:00",
-                       "--no-requeue",    "--chdir=/tmp",      "--output=/dev/null",
-                       "--error=/dev/null", "--gres=gpu:h100:8", "--partition=gpu",
+    const Strings want{"sbatch",
+                       "--parsable",
+                       "--job-name=sky-abc123",
+                       "--nodes=4",
+                       "--ntasks-per-node=1",
+                       "--time=0-02:00:00",
+                       "--no-requeue",
+                       "--chdir=/tmp",
+                       "--output=/dev/null",
+                       "--error=/dev/null",
+                       "--gres=gpu:h100:8",
+                       "--partition=gpu",
                        "--account=proj42"};
     CHECK(a == want);
     // Unset options are not passed; set ones as given.
@@ -68,9 +76,8 @@ TEST_CASE("slurm: sbatch --parsable output gives the job id", "[slurm]") {
 }
 
 TEST_CASE("slurm: the other command lines", "[slurm]") {
-    CHECK(squeue_argv({"12", "13"}) ==
-          Strings{"squeue", "--noheader", "--states=all", "--jobs=12,13",
-                  "--format=%i|%j|%T|%r|%N"});
+    CHECK(squeue_argv({"12", "13"}) == Strings{"squeue", "--noheader", "--states=all",
+                                               "--jobs=12,13", "--format=%i|%j|%T|%r|%N"});
     CHECK(sacct_argv({"12"}) == Strings{"sacct", "--noheader", "--parsable2", "--allocations",
                                         "--jobs=12",
                                         "--format=JobID,State,Reason,NodeList,ExitCode"});
@@ -120,15 +127,15 @@ TEST_CASE("slurm: squeue lines, every state code and odd ones", "[slurm]") {
         JobPhase phase;
     };
     const Row rows[] = {
-        {"PD", "PENDING", JobPhase::pending},       {"CF", "CONFIGURING", JobPhase::pending},
-        {"RQ", "REQUEUED", JobPhase::pending},      {"RH", "REQUEUE_HOLD", JobPhase::pending},
-        {"R", "RUNNING", JobPhase::running},        {"S", "SUSPENDED", JobPhase::suspended},
-        {"ST", "STOPPED", JobPhase::suspended},     {"CG", "COMPLETING", JobPhase::completing},
-        {"SI", "SIGNALING", JobPhase::completing},  {"SO", "STAGE_OUT", JobPhase::completing},
-        {"CD", "COMPLETED", JobPhase::ended},       {"CA", "CANCELLED", JobPhase::ended},
-        {"F", "FAILED", JobPhase::ended},           {"TO", "TIMEOUT", JobPhase::ended},
-        {"NF", "NODE_FAIL", JobPhase::ended},       {"PR", "PREEMPTED", JobPhase::ended},
-        {"BF", "BOOT_FAIL", JobPhase::ended},       {"DL", "DEADLINE", JobPhase::ended},
+        {"PD", "PENDING", JobPhase::pending},      {"CF", "CONFIGURING", JobPhase::pending},
+        {"RQ", "REQUEUED", JobPhase::pending},     {"RH", "REQUEUE_HOLD", JobPhase::pending},
+        {"R", "RUNNING", JobPhase::running},       {"S", "SUSPENDED", JobPhase::suspended},
+        {"ST", "STOPPED", JobPhase::suspended},    {"CG", "COMPLETING", JobPhase::completing},
+        {"SI", "SIGNALING", JobPhase::completing}, {"SO", "STAGE_OUT", JobPhase::completing},
+        {"CD", "COMPLETED", JobPhase::ended},      {"CA", "CANCELLED", JobPhase::ended},
+        {"F", "FAILED", JobPhase::ended},          {"TO", "TIMEOUT", JobPhase::ended},
+        {"NF", "NODE_FAIL", JobPhase::ended},      {"PR", "PREEMPTED", JobPhase::ended},
+        {"BF", "BOOT_FAIL", JobPhase::ended},      {"DL", "DEADLINE", JobPhase::ended},
         {"OOM", "OUT_OF_MEMORY", JobPhase::ended},
     };
     for (const auto& r : rows) {
