@@ -75,7 +75,9 @@ std::string pool_dir(const LoginShell& login, const std::string& pool_id) {
 void remove_pool_files(LoginShell& login, const std::string& pool_id) {
     if (pool_id.empty() || pool_id.find('/') != std::string::npos) return;
     login.script("d=" + shell_quote(pool_dir(login, pool_id)) +
-                     "; kill $(cat \"$d/watchdog.pid\" 2>/dev/null) 2>/dev/null; rm -rf \"$d\"",
+                     // The watchdog leads a session of its own: its group goes, its sleep too.
+                     "; w=$(cat \"$d/watchdog.pid\" 2>/dev/null); [ -n \"$w\" ] && "
+                     "kill -- \"-$w\" 2>/dev/null; rm -rf \"$d\"",
                  kQueryLimit);
 }
 

@@ -92,17 +92,25 @@ public:
 
     void provision(int count, const std::function<void(Event)>& emit) override {
         emit(InstanceLaunching{count, instance_type_, "slurm"});
-        LoginOptions lo;
-        lo.login = cfg_.login;
-        lo.identity_file = absolute(cfg_.identity_file);
-        lo.known_hosts = absolute(cfg_.known_hosts);
         try {
+            auto fresh = open_login(login_options());
             std::lock_guard lk(m_);
-            login_ = open_login(lo);
+            login_ = std::move(fresh);
         } catch (const ssh::SshError& e) {
             throw ProvisionError(
                 fmt::format("slurm: cannot reach the login node {}: {}", cfg_.login, e.what()));
         }
+        try {
+            submit_and_wait(count, emit);
+        } catch (const ssh::SshError& e) {
+            // The login node's connection broke (sshd restarted, the link cut) while the pool
+            // started; stop_all() connects again to end the job.
+            throw ProvisionError(fmt::format(
+                "slurm: the connection to the login node {} failed: {}", cfg_.login, e.what()));
+        }
+    }
+
+    void submit_and_wait(int count, const std::function<void(Event)>& emit) {
         auto& login = *login_;
         check_tools(login);
         pool_dir_ = pool_dir(login, pool_id_);
@@ -289,19 +297,16 @@ public:
             id = job_id_;
         }
         std::string trouble;
+        std::unique_ptr<LoginShell> fresh;
         try {
-            if (!login_ || !login_->alive()) {
+            LoginShell* login = login_.get();
+            if (!login || !login->alive()) {
                 // The connection died (a cut link, a restarted sshd): one new one to end the job.
-                LoginOptions lo;
-                lo.login = cfg_.login;
-                lo.identity_file = absolute(cfg_.identity_file);
-                lo.known_hosts = absolute(cfg_.known_hosts);
-                auto fresh = open_login(lo);
-                std::lock_guard lk(m_);
-                login_ = std::move(fresh);
+                fresh = open_login(login_options());
+                login = fresh.get();
             }
-            trouble = cancel_job(*login_, id, job_name_);
-            const auto left = wait_gone(*login_, id, job_name_, kCancelLimit);
+            trouble = cancel_job(*login, id, job_name_);
+            const auto left = wait_gone(*login, id, job_name_, kCancelLimit);
             if (left)
                 trouble = fmt::format("job {} is still {} after {} s", left->id, left->state,
                                       kCancelLimit.count());
@@ -309,10 +314,11 @@ public:
                 trouble.clear();
             // The pool's files on the login node (srun outputs, the watchdog); each node's
             // launcher removed its own run directory when its worker ended.
-            remove_pool_files(*login_, pool_id_);
+            remove_pool_files(*login, pool_id_);
         } catch (const std::exception& e) {
             if (trouble.empty()) trouble = e.what();
         }
+        if (fresh) fresh->close();
         if (!trouble.empty()) {
             leftovers_.push_back(
                 fmt::format("slurm job {} of pool {} on {}: {}", id.empty() ? job_name_ : id,
@@ -326,6 +332,14 @@ public:
     std::vector<std::string> leftovers() const override { return leftovers_; }
 
 private:
+    LoginOptions login_options() const {
+        LoginOptions lo;
+        lo.login = cfg_.login;
+        lo.identity_file = absolute(cfg_.identity_file);
+        lo.known_hosts = absolute(cfg_.known_hosts);
+        return lo;
+    }
+
     static std::string absolute(const std::string& path) {
         if (path.empty()) return path;
         std::error_code ec;
