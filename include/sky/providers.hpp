@@ -104,6 +104,24 @@ struct Simulated {
     std::uint64_t seed = 0;     ///< makes any randomness reproducible
 };
 
+/// A Slurm cluster you already use (api.md §5b): a pool is one job of `nodes` nodes, its
+/// workers are steps of that job, and leaving the pool cancels it.
+struct Slurm {
+    /// "user@host[:port]" of a login node reached over SSH; empty: this machine is a login node
+    /// (sbatch and friends run here).
+    std::string login;
+    std::string partition;    ///< --partition, as given (empty: the cluster's default)
+    std::string account;      ///< --account, as given
+    std::string qos;          ///< --qos, as given
+    std::string constraint;   ///< --constraint, as given
+    std::string reservation;  ///< --reservation, as given
+    /// How long the job may wait in the queue before the pool gives up (ProvisionError quoting
+    /// Slurm's pending reason; the job is cancelled).
+    std::chrono::seconds queue_timeout = std::chrono::hours(1);
+    std::string identity_file;  ///< private key for the login node (empty: ~/.ssh/id_ed25519)
+    std::string known_hosts;    ///< known_hosts pinning its key (empty: ~/.ssh/known_hosts)
+};
+
 /// A user's own cloud: made from a type that implements sky::CloudAdapter (sky/cloud.hpp) by
 /// Provider's converting constructor. Each pool gets its own copy of the adapter.
 struct CustomCloud {
@@ -115,8 +133,8 @@ struct CustomCloud {
 /// copyable type derived from sky::CloudAdapter.
 class Provider {
 public:
-    using Config =
-        std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated, CustomCloud>;
+    using Config = std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated,
+                                Slurm, CustomCloud>;
 
     Provider() = default;
     Provider(Local c) : config_(std::move(c)) {}
@@ -127,6 +145,7 @@ public:
     Provider(Verda c) : config_(std::move(c)) {}
     Provider(DigitalOcean c) : config_(std::move(c)) {}
     Provider(Simulated c) : config_(std::move(c)) {}
+    Provider(Slurm c) : config_(std::move(c)) {}
     Provider(CustomCloud c) : config_(std::move(c)) {}
     /// A user's adapter (include sky/cloud.hpp to define one): `.provider = MyCloud{...}`.
     template <class A>
@@ -138,12 +157,13 @@ public:
                               }};
     }
 
-    /// "local", "ssh", "aws", "runpod", "vastai", "verda", "digitalocean", "simulated", or a
-    /// custom adapter's name().
+    /// "local", "ssh", "aws", "runpod", "vastai", "verda", "digitalocean", "simulated", "slurm",
+    /// or a custom adapter's name().
     [[nodiscard]] std::string_view name() const noexcept {
         if (auto* c = std::get_if<CustomCloud>(&config_)) return c->name;
-        constexpr std::string_view names[] = {"local",  "ssh",   "aws",          "runpod",
-                                              "vastai", "verda", "digitalocean", "simulated"};
+        constexpr std::string_view names[] = {"local",        "ssh",       "aws",
+                                              "runpod",       "vastai",    "verda",
+                                              "digitalocean", "simulated", "slurm"};
         return names[config_.index()];
     }
     /// The config if it is a C, else null.

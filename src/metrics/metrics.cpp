@@ -376,7 +376,37 @@ WorkerPlan detect_worker_plan(const std::optional<Accelerator>& requested,
                 listed = parse_nvidia_smi_list(*out);
         }
     }
-    return plan_workers(requested, detected, listed);
+    WorkerPlan plan = plan_workers(requested, detected, listed);
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
+        plan = pin_to_visible(std::move(plan), visible);
+    return plan;
+}
+
+WorkerPlan pin_to_visible(WorkerPlan plan, std::string_view visible) {
+    std::vector<std::string> list;
+    for (std::size_t start = 0; start <= visible.size();) {
+        const auto comma = std::min(visible.find(',', start), visible.size());
+        const auto entry = trim_ws(visible.substr(start, comma - start));
+        if (!entry.empty()) list.emplace_back(entry);
+        start = comma + 1;
+    }
+    const bool indices = !plan.devices.empty() &&
+                         std::all_of(plan.devices.begin(), plan.devices.end(), [](const auto& d) {
+                             return !d.empty() && d.size() < 7 &&
+                                    std::all_of(d.begin(), d.end(), [](unsigned char c) {
+                                        return std::isdigit(c) != 0;
+                                    });
+                         });
+    if (list.empty() || !indices) return plan;
+    std::vector<std::string> pinned;
+    for (const auto& d : plan.devices) {
+        const auto k = static_cast<std::size_t>(std::stoul(d));
+        if (k < list.size()) pinned.push_back(list[k]);
+    }
+    if (pinned.empty()) return plan;
+    plan.devices = std::move(pinned);
+    plan.workers = static_cast<int>(plan.devices.size());
+    return plan;
 }
 
 MetricsSampler::MetricsSampler(Options options) : options_(std::move(options)) {

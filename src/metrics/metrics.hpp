@@ -134,7 +134,14 @@ WorkerPlan plan_workers(const std::optional<Accelerator>& requested,
                         const std::optional<Accelerator>& detected,
                         const std::vector<NvidiaGpu>& listed);
 
-/// Runs nvidia-smi where needed (not at all for a plain GPU request) and plans.
+/// The plan on the GPUs a scheduler gave this process, as `visible` (CUDA_VISIBLE_DEVICES,
+/// e.g. Slurm's "2,3" for a job with two of a node's GPUs) lists them: worker k gets the list's
+/// k-th entry, and there are no more workers than entries. A plan of MIG slices (UUIDs) or
+/// without devices, or an empty list, stays as it is.
+WorkerPlan pin_to_visible(WorkerPlan plan, std::string_view visible);
+
+/// Runs nvidia-smi where needed (not at all for a plain GPU request) and plans; on the GPUs of
+/// CUDA_VISIBLE_DEVICES when this process's environment has it (pin_to_visible).
 WorkerPlan detect_worker_plan(const std::optional<Accelerator>& requested,
                               std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 

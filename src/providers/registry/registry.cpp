@@ -15,11 +15,13 @@ ProviderDescriptor verda_provider();         // providers/verda
 ProviderDescriptor vastai_provider();        // providers/vastai
 ProviderDescriptor runpod_provider();        // providers/runpod
 ProviderDescriptor digitalocean_provider();  // providers/digitalocean
+ProviderDescriptor slurm_provider();         // providers/slurm
 
 const std::vector<ProviderDescriptor>& providers() {
     static const std::vector<ProviderDescriptor> all = {
-        local_provider(),  ssh_provider(),   aws_provider(),          runpod_provider(),
-        vastai_provider(), verda_provider(), digitalocean_provider(), simulated_provider(),
+        local_provider(),        ssh_provider(),       aws_provider(),
+        runpod_provider(),       vastai_provider(),    verda_provider(),
+        digitalocean_provider(), simulated_provider(), slurm_provider(),
     };
     return all;
 }

@@ -99,3 +99,26 @@ TEST_CASE("worker plan: detected from nvidia-smi when the spec names nothing",
     CHECK(trn.workers == 1);
     CHECK(trn.devices.empty());
 }
+
+TEST_CASE("plan: per-GPU workers take the GPUs a scheduler gave the job",
+          "[distributed][metrics]") {
+    const auto plan = plan_workers(sky::Accelerator::parse("H100:2"), std::nullopt, {});
+    REQUIRE(plan.devices == std::vector<std::string>{"0", "1"});
+    // Slurm gave this job GPUs 2 and 3 of the node.
+    auto p = pin_to_visible(plan, "2,3");
+    CHECK(p.devices == std::vector<std::string>{"2", "3"});
+    CHECK(p.workers == 2);
+    // Fewer GPUs visible than asked for: one worker per GPU there is.
+    p = pin_to_visible(plan_workers(sky::Accelerator::parse("H100:4"), std::nullopt, {}), "5");
+    CHECK(p.devices == std::vector<std::string>{"5"});
+    CHECK(p.workers == 1);
+    // Nothing to pin: an empty list, MIG slices (UUIDs), a CPU node.
+    CHECK(pin_to_visible(plan, "").devices == plan.devices);
+    CHECK(pin_to_visible(plan, " , ").devices == plan.devices);
+    const auto mig = plan_workers(sky::Accelerator::parse("A100@3g.40gb"), std::nullopt,
+                                  parse_nvidia_smi_list(mig_a100));
+    CHECK(pin_to_visible(mig, "0,1").devices == mig.devices);
+    const auto cpu = plan_workers(std::nullopt, std::nullopt, {});
+    CHECK(pin_to_visible(cpu, "0").workers == 1);
+    CHECK(pin_to_visible(cpu, "0").devices.empty());
+}

@@ -65,6 +65,9 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"providers/simulated",
          {"catalog", "pool", "providers/cloud", "providers/local", "providers/registry", "runtime",
           "util"}},
+        // A Slurm pool is one job: the login node over SSH (ssh), the program into its store
+        // (ship), workers started with the runtime's launch variables; no cloud layer.
+        {"providers/slurm", {"pool", "providers/registry", "runtime", "ship", "ssh", "util"}},
         // The tool reaches providers through the registry. Debt: `sky ls --provider aws` keeps
         // EC2's own table (region, --all) through the EC2 client.
         {"cli", {"catalog", "http", "pool", "providers/aws", "providers/registry", "util"}},

@@ -1,0 +1,820 @@
+// sky::Slurm: a pool is one Slurm job. sbatch asks for the pool's nodes with a batch script
+// that only holds the allocation; each node's worker is a step of that job started from the
+// login node (srun --overlap), listening on the node's cluster address; the client reaches it
+// through the login node (an SSH direct-tcpip channel) and the usual authenticated handshake.
+// Leaving the pool cancels the job (scancel) and waits until Slurm has ended it.
+#include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "pool/backend.hpp"
+#include "pool/ledger.hpp"
+#include "providers/registry/registry.hpp"
+#include "providers/slurm/jobs.hpp"
+#include "providers/slurm/login.hpp"
+#include "providers/slurm/slurm_adapter.hpp"
+#include "providers/slurm/slurm_commands.hpp"
+#include "runtime/worker_launch.hpp"
+#include "ship/closure.hpp"
+#include "ship/shipment.hpp"
+#include "ssh/session.hpp"
+#include "util/random.hpp"
+#include "util/shell.hpp"
+#include "util/text.hpp"
+
+namespace sky::detail {
+
+namespace {
+
+using namespace slurm;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kCommandLimit = seconds(60);
+// scancel sends SIGTERM, then SIGKILL after the cluster's KillWait (30 s by default): the job
+// is gone well within this.
+constexpr auto kCancelLimit = seconds(120);
+constexpr std::size_t kTailLines = 20;
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream is(text);
+    for (std::string l; std::getline(is, l);) out.push_back(l);
+    return out;
+}
+
+std::vector<std::string> last_lines(const CommandOutcome& r, std::size_t n = kTailLines) {
+    auto out = lines_of(r.out);
+    for (auto& l : lines_of(r.err)) out.push_back(l);
+    if (out.size() > n) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(n));
+    return out;
+}
+
+bool is_ipv4(const std::string& s) {
+    static const std::regex re(R"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})");
+    return std::regex_match(s, re);
+}
+
+// One compute node of the pool's job.
+struct Node {
+    std::string name;     // Slurm's node name
+    std::string address;  // IPv4 address on the cluster's network (workers listen there)
+    std::string home;     // $HOME there
+    std::string prog;     // the program's directory there
+    std::string instance_id;
+    bool announced = false;  // InstanceProvisioned and its bootstrap events sent
+    int generation = 0;      // worker steps started on it
+    std::string token;
+};
+
+class SlurmBackend final : public Backend {
+public:
+    SlurmBackend(const PoolSpec& spec, std::string pool_id, Ledger* ledger)
+        : spec_(spec),
+          cfg_(*spec.provider.get<Slurm>()),
+          pool_id_(std::move(pool_id)),
+          job_name_("sky-" + pool_id_),
+          ledger_(ledger) {
+        instance_type_ =
+            "slurm:" + (cfg_.partition.empty() ? std::string("default") : cfg_.partition);
+        event_id_ = "slurm-" + pool_id_;
+    }
+    ~SlurmBackend() override { stop_all(); }
+
+    void provision(int count, const std::function<void(Event)>& emit) override {
+        emit(InstanceLaunching{count, instance_type_, "slurm"});
+        try {
+            auto fresh = open_login(login_options());
+            std::lock_guard lk(m_);
+            login_ = std::move(fresh);
+        } catch (const ssh::SshError& e) {
+            throw ProvisionError(
+                fmt::format("slurm: cannot reach the login node {}: {}", cfg_.login, e.what()));
+        }
+        try {
+            submit_and_wait(count, emit);
+        } catch (const ssh::SshError& e) {
+            // The login node's connection broke (sshd restarted, the link cut) while the pool
+            // started; stop_all() connects again to end the job.
+            throw ProvisionError(fmt::format(
+                "slurm: the connection to the login node {} failed: {}", cfg_.login, e.what()));
+        }
+    }
+
+    void submit_and_wait(int count, const std::function<void(Event)>& emit) {
+        auto& login = *login_;
+        check_tools(login);
+        pool_dir_ = pool_dir(login, pool_id_);
+        auto mk = login.script(fmt::format("umask 077; mkdir -p {0} && chmod 700 {1}/.sky "
+                                           "{1}/.sky/slurm {0}",
+                                           shell_quote(pool_dir_), shell_quote(login.home())),
+                               kCommandLimit);
+        if (mk.status != 0)
+            throw ProvisionError(fmt::format("slurm: cannot make {} on {}: {}", pool_dir_,
+                                             login.describe(), mk.summary()));
+
+        BatchRequest req;
+        req.job_name = job_name_;
+        req.nodes = count;
+        req.time_limit = spec_.timeout;
+        req.partition = cfg_.partition;
+        req.account = cfg_.account;
+        req.qos = cfg_.qos;
+        req.constraint = cfg_.constraint;
+        req.reservation = cfg_.reservation;
+        if (spec_.cpu) req.min_cpus = *spec_.cpu;
+        if (spec_.memory)
+            req.memory_mb = static_cast<long>(parse_memory_gb(*spec_.memory) * 1024.0 + 0.5);
+        if (spec_.accelerator) {
+            auto g = login.run(sinfo_gres_argv(cfg_.partition), kCommandLimit);
+            if (g.status != 0)
+                throw ProvisionError(
+                    fmt::format("slurm: sinfo failed on {}: {}", login.describe(), g.summary()));
+            const GresChoice c = choose_gres(*spec_.accelerator, g.out, cfg_.partition);
+            req.gres = c.gres;
+            emit(BootstrapProgress{event_id_, "gres " + c.note});
+        }
+
+        // The program reaches the login node's store before the job is queued: an allocation
+        // never waits for an upload.
+        try {
+            prog_on_login_ = login.ship_program(event_id_, pool_dir_, emit);
+        } catch (const ship::ShipFailure& e) {
+            throw BootstrapError(
+                0, event_id_, e.phase,
+                "cannot put the program on the login node: " + std::string(e.what()), e.output);
+        } catch (const ssh::SshError&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw BootstrapError(
+                0, event_id_, "upload",
+                "cannot put the program on the login node: " + std::string(e.what()));
+        }
+
+        // In the ledger before sbatch runs: how to reach the cluster and the job's name, so
+        // that `sky gc` finds the job even when this client dies before sbatch answers.
+        record(ref(""));
+        submitted_ = true;
+        auto sb = login.run(sbatch_argv(req), kCommandLimit, batch_script(pool_id_));
+        const std::string id = parse_sbatch(sb.out);
+        if (sb.status != 0 || id.empty())
+            throw ProvisionError(fmt::format("slurm: sbatch refused the pool's job on {}: {}",
+                                             login.describe(), sb.summary()));
+        {
+            std::lock_guard lk(m_);
+            job_id_ = id;
+        }
+        record(ref(id));
+        start_watchdog(login);
+        event_id_ = "slurm-job-" + id;
+        emit(BootstrapProgress{event_id_, fmt::format("submitted as job {} ({})", id,
+                                                      fmt::join(sbatch_argv(req), " "))});
+        const JobState running = wait_running(emit);
+        place_nodes(running, count, emit);
+    }
+
+    std::string head_address() const override {
+        std::lock_guard lk(m_);
+        return nodes_.empty() ? std::string("127.0.0.1") : nodes_.front().address;
+    }
+
+    NodeStart connect(int i, const std::function<void(Event)>& emit) override {
+        Node n;
+        {
+            std::lock_guard lk(m_);
+            n = nodes_.at(static_cast<std::size_t>(i));
+        }
+        if (!n.announced) {
+            emit(InstanceProvisioned{n.instance_id, i, false, "slurm", n.address, instance_type_,
+                                     0.0, std::nullopt});
+            emit(BootstrapStarting{n.instance_id});
+            emit(BootstrapProgress{n.instance_id, "program " + placement_});
+            bootstrap_image(i, n, emit);
+        }
+        emit(BootstrapProgress{n.instance_id, "worker"});
+        const std::uint16_t port = start_worker(i, n);
+        NodeStart s;
+        s.instance.id = n.instance_id;
+        s.instance.node = i;
+        s.instance.provider = "slurm";
+        s.instance.instance_type = instance_type_;
+        s.instance.private_ip = n.address;
+        s.token = n.token;
+        try {
+            s.transport = login_->open_channel(n.address, port);
+        } catch (const std::exception& e) {
+            throw BootstrapError(
+                i, n.instance_id, "connect",
+                fmt::format("cannot reach the worker on {} ({}:{}) from {}: {}", n.name, n.address,
+                            port, login_->describe(), e.what()));
+        }
+        if (!n.announced) emit(BootstrapCompleted{n.instance_id});
+        std::lock_guard lk(m_);
+        auto& kept = nodes_.at(static_cast<std::size_t>(i));
+        kept.announced = true;
+        kept.generation = n.generation;
+        kept.token = n.token;
+        return s;
+    }
+
+    NodeExit exit_reason(int i) override {
+        Node n;
+        {
+            std::lock_guard lk(m_);
+            n = nodes_.at(static_cast<std::size_t>(i));
+        }
+        job_running_ = false;
+        if (!login_ || !login_->alive())
+            return {NodeLostError::Reason::unreachable,
+                    fmt::format("the SSH connection to the login node {} was lost", cfg_.login)};
+        try {
+            auto j = settled_state();
+            if (!j)
+                return {NodeLostError::Reason::unreachable,
+                        fmt::format("the Slurm job {} is no longer known to the cluster", job_id_)};
+            if (j->phase != JobPhase::running) return {loss_kind(*j), end_words(*j)};
+            job_running_ = true;
+            // The job runs: the worker's step ended. Its launcher's last words are in the
+            // srun output on the login node.
+            auto r = login_->script(
+                fmt::format("tail -n 40 {} 2>/dev/null", shell_quote(out_file(i, n.generation))),
+                kCommandLimit);
+            std::string code;
+            std::vector<std::string> before;
+            for (const auto& l : lines_of(r.out)) {
+                if (l.rfind("::sky-exit ", 0) == 0)
+                    code = l.substr(11);
+                else if (l.rfind("::sky-", 0) != 0)
+                    before.push_back(l);
+            }
+            const std::string where = fmt::format("node {} of job {}", n.name, job_id_);
+            if (code.empty())
+                return {NodeLostError::Reason::unreachable,
+                        fmt::format("the channel to the worker on {} closed", where)};
+            const int status = std::atoi(code.c_str());
+            std::string detail =
+                status > 128 ? fmt::format("the worker on {} was killed by signal {} ({})", where,
+                                           status - 128, strsignal(status - 128))
+                             : fmt::format("the worker on {} exited with status {}", where, status);
+            if (status != 0 && !before.empty()) detail += "; its last output: " + before.back();
+            return {status == 0 ? NodeLostError::Reason::unreachable
+                                : NodeLostError::Reason::worker_crashed,
+                    detail};
+        } catch (const std::exception& e) {
+            return {NodeLostError::Reason::unreachable, e.what()};
+        }
+    }
+
+    bool can_restart(int) const override {
+        // A fresh worker step needs the job's allocation: a job Slurm ended is not replaced (a
+        // new one would wait in the queue again).
+        return job_running_ && !stopping_ && login_ && login_->alive();
+    }
+
+    void begin_stop() noexcept override { stopping_ = true; }
+
+    void stop_all() noexcept override {
+        std::unique_lock stop_lk(stop_m_);
+        if (stopped_) return;
+        stopped_ = true;
+        stopping_ = true;
+        if (!submitted_) {
+            if (login_) login_->close();
+            return;
+        }
+        std::string id;
+        {
+            std::lock_guard lk(m_);
+            id = job_id_;
+        }
+        std::string trouble;
+        std::unique_ptr<LoginShell> fresh;
+        try {
+            LoginShell* login = login_.get();
+            if (!login || !login->alive()) {
+                // The connection died (a cut link, a restarted sshd): one new one to end the job.
+                fresh = open_login(login_options());
+                login = fresh.get();
+            }
+            trouble = cancel_job(*login, id, job_name_);
+            const auto left = wait_gone(*login, id, job_name_, kCancelLimit);
+            if (left)
+                trouble = fmt::format("job {} is still {} after {} s", left->id, left->state,
+                                      kCancelLimit.count());
+            else
+                trouble.clear();
+            // The pool's files on the login node (srun outputs, the watchdog); each node's
+            // launcher removed its own run directory when its worker ended.
+            remove_pool_files(*login, pool_id_);
+        } catch (const std::exception& e) {
+            if (trouble.empty()) trouble = e.what();
+        }
+        if (fresh) fresh->close();
+        if (!trouble.empty()) {
+            leftovers_.push_back(
+                fmt::format("slurm job {} of pool {} on {}: {}", id.empty() ? job_name_ : id,
+                            pool_id_, cfg_.login.empty() ? "this machine" : cfg_.login, trouble));
+        } else if (ledger_) {
+            for (const auto& r : recorded_) ledger_->instance_gone(r);
+        }
+        if (login_) login_->close();
+    }
+
+    std::vector<std::string> leftovers() const override { return leftovers_; }
+
+private:
+    LoginOptions login_options() const {
+        LoginOptions lo;
+        lo.login = cfg_.login;
+        lo.identity_file = absolute(cfg_.identity_file);
+        lo.known_hosts = absolute(cfg_.known_hosts);
+        return lo;
+    }
+
+    static std::string absolute(const std::string& path) {
+        if (path.empty()) return path;
+        std::error_code ec;
+        auto p = std::filesystem::absolute(path, ec);
+        return ec ? path : p.string();
+    }
+
+    JobRef ref(const std::string& id) const {
+        JobRef r;
+        r.login = cfg_.login.empty() ? std::string() : login_->describe();
+        if (!cfg_.login.empty()) {
+            r.identity_file = absolute(cfg_.identity_file);
+            r.known_hosts = absolute(cfg_.known_hosts);
+        }
+        r.job_name = job_name_;
+        r.job_id = id;
+        return r;
+    }
+
+    void record(const JobRef& r) {
+        const std::string s = r.to_string();
+        if (ledger_) ledger_->instance(s);
+        recorded_.push_back(s);
+    }
+
+    // The job must not outlive a client that dies without its teardown (kill -9, a crash, a
+    // lost link) by more than idle_timeout: a small process on the login node watches this
+    // client's connection there (the sshd process that serves it; here, the client itself) and
+    // cancels the job idle_timeout after it is gone. Teardown ends it.
+    void start_watchdog(LoginShell& login) {
+        const std::string who =
+            cfg_.login.empty()
+                ? std::to_string(::getpid())
+                : std::string(
+                      "$(p=$PPID; while [ \"$p\" -gt 1 ] && [ \"$(ps -o comm= -p \"$p\")\" "
+                      "!= sshd ]; do p=$(ps -o ppid= -p \"$p\" | tr -d ' '); done; "
+                      "echo \"$p\")");
+        auto r = login.script(
+            fmt::format("umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
+                        "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
+                        "done; sleep \"$2\"; scancel \"$3\"' sky-watchdog \"$w\" {idle} {job} "
+                        "> watchdog.log 2>&1 < /dev/null & echo $! > watchdog.pid",
+                        fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("who", who),
+                        fmt::arg("idle", spec_.idle_timeout.count()),
+                        fmt::arg("job", shell_quote(job_id_))),
+            kCommandLimit);
+        if (r.status != 0)
+            throw ProvisionError(fmt::format(
+                "slurm: cannot start the pool's watchdog on {} (it cancels the job if this "
+                "client dies): {}",
+                login.describe(), r.summary()));
+    }
+
+    void check_tools(LoginShell& login) {
+        auto r = login.script(
+            "for c in sbatch squeue scancel srun sinfo scontrol sbcast; do command -v \"$c\" "
+            ">/dev/null 2>&1 || printf '%s ' \"$c\"; done; echo",
+            kCommandLimit);
+        const std::string missing(trim(r.out));
+        if (r.status != 0 || !missing.empty())
+            throw ProvisionError(fmt::format(
+                "slurm: {} not found on {} (on the PATH of a non-interactive shell there)",
+                missing.empty() ? r.summary() : missing, login.describe()));
+    }
+
+    // The job's state; a job that is completing is given a few seconds to end, so that the
+    // state says why it ended (CANCELLED, TIMEOUT, NODE_FAIL...).
+    std::optional<JobState> settled_state() {
+        std::optional<JobState> j;
+        for (int i = 0; i < 20; ++i) {
+            j = query_job(*login_, job_id_);
+            if (!j || j->phase != JobPhase::completing) return j;
+            std::this_thread::sleep_for(milliseconds(250));
+        }
+        return j;
+    }
+
+    JobState wait_running(const std::function<void(Event)>& emit) {
+        const auto start = Clock::now();
+        std::string last;
+        auto delay = milliseconds(300);
+        int unknown = 0;
+        for (;;) {
+            if (stopping_) throw ProvisionError("slurm: the pool was closed while its job waited");
+            auto j = query_job(*login_, job_id_);
+            if (!j) {
+                // Just submitted: squeue may not list it for a moment.
+                if (++unknown > 10)
+                    throw ProvisionError(fmt::format(
+                        "slurm: job {} vanished from the queue before it started", job_id_));
+            } else if (j->phase == JobPhase::running) {
+                return *j;
+            } else if (j->phase == JobPhase::ended || j->phase == JobPhase::completing) {
+                throw ProvisionError("slurm: " + end_words(*j) + ", before the pool could start");
+            } else {
+                const std::string now = fmt::format("{} {}", j->state, j->reason);
+                if (now != last) {
+                    last = now;
+                    emit(BootstrapProgress{event_id_,
+                                           fmt::format("{}: {} ({})", to_lower(j->state), j->reason,
+                                                       explain_reason(j->reason))});
+                }
+                if (j->phase == JobPhase::pending && reason_never_clears(j->reason))
+                    give_up(fmt::format("job {} cannot start: it is pending with reason {} ({})",
+                                        job_id_, j->reason, explain_reason(j->reason)));
+                const auto waited = std::chrono::duration_cast<seconds>(Clock::now() - start);
+                if (waited >= cfg_.queue_timeout)
+                    give_up(fmt::format(
+                        "job {} waited {} s in the queue{} (queue_timeout {} s), {} with reason "
+                        "{} ({})",
+                        job_id_, waited.count(),
+                        cfg_.partition.empty() ? "" : " of partition " + cfg_.partition,
+                        cfg_.queue_timeout.count(), to_lower(j->state), j->reason,
+                        explain_reason(j->reason)));
+            }
+            const auto until = Clock::now() + delay;
+            while (Clock::now() < until && !stopping_)
+                std::this_thread::sleep_for(milliseconds(50));
+            delay = std::min(delay * 2, milliseconds(3000));
+        }
+    }
+
+    // Cancels the job, confirms it is gone, and fails provisioning with `why`.
+    [[noreturn]] void give_up(const std::string& why) {
+        std::string after = "; the job was cancelled";
+        try {
+            const std::string e = cancel_job(*login_, job_id_, job_name_);
+            if (!e.empty())
+                after = "; cancelling it failed: " + e;
+            else if (auto left = wait_gone(*login_, job_id_, job_name_, kCancelLimit))
+                after = fmt::format("; cancelled, but it is still {}", left->state);
+        } catch (const std::exception& e) {
+            after = std::string("; cancelling it failed: ") + e.what();
+        }
+        throw ProvisionError("slurm: " + why + after);
+    }
+
+    // The running job's nodes: names, addresses, homes, and the program placed on each.
+    void place_nodes(const JobState& job, int count, const std::function<void(Event)>& emit) {
+        auto& login = *login_;
+        const auto names = expand_hostlist(job.nodes);
+        if (static_cast<int>(names.size()) != count)
+            give_up(fmt::format("job {} runs on {} node(s) ({}), the pool asked for {}", job_id_,
+                                names.size(), job.nodes, count));
+        auto sc = login.run(scontrol_nodes_argv(names), kCommandLimit);
+        std::map<std::string, NodeInfo> info;
+        for (auto& n : parse_scontrol_nodes(sc.out)) info[n.name] = n;
+        std::vector<Node> nodes(names.size());
+        for (std::size_t k = 0; k < names.size(); ++k) {
+            nodes[k].name = names[k];
+            nodes[k].address = info.count(names[k]) ? info[names[k]].address : names[k];
+            nodes[k].instance_id = fmt::format("slurm-{}-{}", job_id_, names[k]);
+        }
+        resolve_addresses(login, nodes);
+
+        // One step on every node: its architecture, C library, home, whether it sees the
+        // login node's files (a shared home) and whether its own store has the program.
+        const auto& prog = ship::this_program();
+        const std::string nonce = random_hex(32);
+        const std::string probe_file = pool_dir_ + "/probe";
+        login.script(fmt::format("umask 077; cat > {}", shell_quote(probe_file)), kCommandLimit,
+                     nonce + "\n");
+        const std::string probe = fmt::format(
+            "n=${{SLURMD_NODENAME:-$(hostname -s)}}; a=$(uname -m); "
+            "g=$( (ldd --version 2>&1 || true) | head -n1 | grep -oE '[0-9]+\\.[0-9]+$'); "
+            "s=$(cat {probe} 2>/dev/null || echo -); c=-; "
+            "[ -f \"$HOME/.sky/prog/{id}/.complete\" ] && c=cached; "
+            "echo \"::sky-probe $n $a ${{g:--}} $s $c $HOME\"",
+            fmt::arg("probe", shell_quote(probe_file)), fmt::arg("id", prog.id));
+        auto p = login.run(srun_argv(job_id_, names, {"bash", "-c", probe}), kCommandLimit * 2);
+        struct Seen {
+            std::string arch, glibc, nonce, cached, home;
+        };
+        std::map<std::string, Seen> seen;
+        for (const auto& l : lines_of(p.out)) {
+            if (l.rfind("::sky-probe ", 0) != 0) continue;
+            std::istringstream is(l.substr(12));
+            std::string name;
+            Seen s;
+            is >> name >> s.arch >> s.glibc >> s.nonce >> s.cached;
+            std::getline(is >> std::ws, s.home);
+            seen[name] = s;
+        }
+        utsname u{};
+        ::uname(&u);
+        bool shared = true, cached = true;
+        for (std::size_t k = 0; k < nodes.size(); ++k) {
+            auto& n = nodes[k];
+            const int node = static_cast<int>(k);
+            if (!seen.count(n.name))
+                throw BootstrapError(node, n.instance_id, "check",
+                                     fmt::format("could not run a step on {} of job {}: {}", n.name,
+                                                 job_id_, p.summary()),
+                                     last_lines(p));
+            const Seen& s = seen[n.name];
+            if (s.arch != u.machine)
+                throw BootstrapError(node, n.instance_id, "check",
+                                     fmt::format("{} is {} but this program is built for {}",
+                                                 n.name, s.arch, u.machine));
+            const auto dot = s.glibc.find('.');
+            ship::GlibcVersion have{
+                std::atoi(s.glibc.c_str()),
+                dot == std::string::npos ? 0 : std::atoi(s.glibc.c_str() + dot + 1)};
+            if (s.glibc == "-" || have < prog.glibc)
+                throw BootstrapError(
+                    node, n.instance_id, "check",
+                    fmt::format("{}'s C library is glibc {}, but this program needs glibc {}.{} "
+                                "or newer",
+                                n.name, s.glibc, prog.glibc.major, prog.glibc.minor));
+            n.home = s.home;
+            shared = shared && s.nonce == nonce;
+            cached = cached && s.cached == "cached";
+        }
+        login.script(fmt::format("rm -f {}", shell_quote(probe_file)), kCommandLimit);
+        if (shared) {
+            placement_ = "on the cluster's shared file system (" + prog_on_login_ + ")";
+            for (auto& n : nodes) n.prog = prog_on_login_;
+        } else {
+            if (!cached) broadcast_program(names, nodes, emit);
+            placement_ = cached ? "cached in each node's store" : "copied to each node by sbcast";
+            for (auto& n : nodes) n.prog = ship::program_dir(n.home, prog);
+        }
+        std::lock_guard lk(m_);
+        nodes_ = std::move(nodes);
+    }
+
+    // Names that are not IPv4 addresses, resolved as the login node resolves them (the worker
+    // listens on, and the peers dial, an address).
+    void resolve_addresses(LoginShell& login, std::vector<Node>& nodes) {
+        std::string names;
+        for (const auto& n : nodes)
+            if (!is_ipv4(n.address)) names += " " + shell_quote(n.address);
+        if (names.empty()) return;
+        auto r = login.script(
+            "for h in" + names +
+                "; do echo \"$h $(getent ahostsv4 \"$h\" | awk 'NR==1{print $1}')\"; done",
+            kCommandLimit);
+        std::map<std::string, std::string> ip;
+        for (const auto& l : lines_of(r.out)) {
+            std::istringstream is(l);
+            std::string h, a;
+            is >> h >> a;
+            if (is_ipv4(a)) ip[h] = a;
+        }
+        for (std::size_t k = 0; k < nodes.size(); ++k) {
+            auto& n = nodes[k];
+            if (is_ipv4(n.address)) continue;
+            if (!ip.count(n.address))
+                throw BootstrapError(static_cast<int>(k), n.instance_id, "check",
+                                     fmt::format("the login node cannot resolve {}'s address {}",
+                                                 n.name, n.address));
+            n.address = ip[n.address];
+        }
+    }
+
+    // Nodes that see neither the login node's files nor the program in their own store get it
+    // by sbcast: one archive of the program's directory, unpacked into each node's store.
+    void broadcast_program(const std::vector<std::string>& names, const std::vector<Node>& nodes,
+                           const std::function<void(Event)>& emit) {
+        auto& login = *login_;
+        const auto& prog = ship::this_program();
+        const std::string tar = pool_dir_ + "/program.tar";
+        const std::string dest = fmt::format("/tmp/sky-{}-program.tar", pool_id_);
+        for (const auto& n : nodes)
+            emit(BootstrapProgress{n.instance_id, "sbcast", 0, prog.total_bytes()});
+        auto t = login.script(fmt::format("umask 077; tar -C {} -cf {} .",
+                                          shell_quote(prog_on_login_), shell_quote(tar)),
+                              seconds(300));
+        auto fail = [&](const std::string& what, const CommandOutcome& r) {
+            throw BootstrapError(0, nodes.front().instance_id, "upload",
+                                 fmt::format("{}: {}", what, r.summary()), last_lines(r));
+        };
+        if (t.status != 0) fail("cannot archive the program on the login node", t);
+        auto b = login.run(sbcast_argv(job_id_, tar, dest), seconds(600));
+        if (b.status != 0) fail("sbcast could not copy the program to the job's nodes", b);
+        const std::string unpack = fmt::format(
+            "umask 077; d=\"$HOME/.sky/prog/{id}\"; t={tar}; "
+            "if [ ! -f \"$d/.complete\" ]; then mkdir -p \"$HOME/.sky/prog\" && "
+            "chmod 700 \"$HOME/.sky\"; x=\"$d.tmp-$$\"; rm -rf \"$x\"; "
+            "mkdir -p \"$x\" && tar -xf \"$t\" -C \"$x\" && "
+            "{{ mv -T \"$x\" \"$d\" 2>/dev/null || rm -rf \"$x\"; }}; fi; rm -f \"$t\"; "
+            "[ -f \"$d/.complete\" ] && echo \"::sky-placed ${{SLURMD_NODENAME:-$(hostname -s)}}\"",
+            fmt::arg("id", prog.id), fmt::arg("tar", shell_quote(dest)));
+        auto u = login.run(srun_argv(job_id_, names, {"bash", "-c", unpack}), seconds(300));
+        login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
+        for (std::size_t k = 0; k < nodes.size(); ++k)
+            if (u.out.find("::sky-placed " + nodes[k].name + "\n") == std::string::npos)
+                throw BootstrapError(
+                    static_cast<int>(k), nodes[k].instance_id, "upload",
+                    fmt::format("the program did not arrive on {}: {}", nodes[k].name, u.summary()),
+                    last_lines(u));
+        for (const auto& n : nodes)
+            emit(
+                BootstrapProgress{n.instance_id, "sbcast", prog.total_bytes(), prog.total_bytes()});
+    }
+
+    // The image's bootstrap script (Image::bootstrap: env, python, pip, files, setup...) as a
+    // step on the node, phase by phase; its results (env.sh, a venv) stay in the node's
+    // ~/.sky/image-<hash>. Nodes that share a home take turns (a lock file), so one of them
+    // builds the venv and the others find it made.
+    void bootstrap_image(int i, const Node& n, const std::function<void(Event)>& emit) {
+        const std::string hash = spec_.image.content_hash();
+        const std::string wrapper = fmt::format(
+            "umask 077; mkdir -p \"$HOME/.sky\" && chmod 700 \"$HOME/.sky\" || exit 90; "
+            "exec 9>>\"$HOME/.sky/image-{0}.lock\"; flock 9; "
+            "SKY_HOME=\"$HOME/.sky/image-{0}\" bash -s 2>&1",
+            hash);
+        std::deque<std::string> tail;
+        std::string phase = "bootstrap";
+        auto r = login_->run(srun_argv(job_id_, {n.name}, {"bash", "-c", wrapper}),
+                             std::chrono::minutes(30), spec_.image.bootstrap(spec_.timeout));
+        for (const auto& l : lines_of(r.out)) {
+            if (l.rfind("::sky-phase ", 0) == 0) {
+                phase = l.substr(12);
+                emit(BootstrapProgress{n.instance_id, phase});
+                continue;
+            }
+            tail.push_back(l);
+            if (tail.size() > kTailLines) tail.pop_front();
+        }
+        for (const auto& l : lines_of(r.err)) {
+            tail.push_back(l);
+            if (tail.size() > kTailLines) tail.pop_front();
+        }
+        if (r.status != 0)
+            throw BootstrapError(i, n.instance_id, phase,
+                                 r.timed_out ? std::string("the bootstrap script timed out")
+                                             : fmt::format("the bootstrap script failed on {} "
+                                                           "with exit status {}",
+                                                           n.name, r.status),
+                                 std::vector<std::string>(tail.begin(), tail.end()));
+    }
+
+    std::string out_file(int i, int generation) const {
+        return fmt::format("{}/node-{}-{}.out", pool_dir_, i, generation);
+    }
+
+    // Starts node i's worker as a step of the job and returns the port it listens on. The
+    // step's launcher stays in the step (no double fork): Slurm's signals reach the worker.
+    std::uint16_t start_worker(int i, Node& n) {
+        n.token = random_hex(32);
+        ++n.generation;
+        const auto& prog = ship::this_program();
+        // One directory per worker step: a restarted worker's launcher never meets the files
+        // of the one before, which removes its own when it ends.
+        const std::string run =
+            fmt::format("{}/.sky/run/{}/{}.{}", n.home, pool_id_, i, n.generation);
+        // What the worker's environment gets, on the step's stdin with the token (never on a
+        // command line that ps shows on the login and compute nodes).
+        std::string env;
+        for (const auto& [k, v] : spec_.env)
+            env += fmt::format("export {}={}\n", k, shell_quote(v));
+        env += fmt::format("export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n",
+                           shell_quote(n.prog + "/lib"));
+        env += WorkerLaunch{.listen = n.address + ":0",
+                            .token_file = run + "/token",
+                            .port_file = run + "/port",
+                            .heartbeat_file = run + "/heartbeat",
+                            .accept_timeout = spec_.idle_timeout}
+                   .shell_exports();
+        const std::string launcher = fmt::format(
+            "umask 077; run={run}; mkdir -p \"$run\" && cd \"$run\" || exit 90; rm -f port; "
+            "IFS= read -r t || exit 91; printf '%s\\n' \"$t\" > token; unset t; "
+            "[ -f {img}/env.sh ] && . {img}/env.sh; "
+            "eval \"$(cat)\"; touch heartbeat; "
+            "{exe} --sky-worker < /dev/null & w=$!; "
+            "trap 'kill -TERM $w 2>/dev/null' TERM INT HUP; "
+            "for i in $(seq 600); do [ -s port ] && {{ echo \"::sky-port $(cat port)\"; break; }}; "
+            "kill -0 $w 2>/dev/null || break; sleep 0.1; done; "
+            "wait $w; s=$?; while kill -0 $w 2>/dev/null; do wait $w; s=$?; done; "
+            "echo \"::sky-exit $s\"; "
+            // Silent for idle_timeout: the pool's client is gone; the job is released.
+            "hb=$(stat -c %Y heartbeat 2>/dev/null || echo 0); "
+            "if [ $(( $(date +%s) - hb )) -ge {idle} ]; then echo ::sky-idle; "
+            "scancel \"$SLURM_JOB_ID\"; fi; "
+            "cd /; rm -rf \"$run\"; rmdir \"${{run%/*}}\" 2>/dev/null; exit $s",
+            fmt::arg("run", shell_quote(run)),
+            fmt::arg("img", shell_quote(n.home + "/.sky/image-" + spec_.image.content_hash())),
+            fmt::arg("exe", shell_quote(n.prog + "/" + prog.program().name)),
+            fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)));
+        const std::string out = out_file(i, n.generation);
+        const std::string pid = fmt::format("{}/node-{}.srun-pid", pool_dir_, i);
+        std::string srun;
+        for (const auto& a : srun_argv(job_id_, {n.name}, {"bash", "-c", launcher}))
+            srun += shell_quote(a) + " ";
+        // srun runs detached on the login node (its own session, immune to hangups): the
+        // worker does not depend on this client's connection. Its stdin is a file opened and
+        // removed before srun starts.
+        auto r = login_->script(
+            fmt::format("umask 077; cd {dir} || exit 1; f=node-{i}.in; cat > \"$f\"; "
+                        "exec 3< \"$f\"; rm -f \"$f\"; "
+                        "setsid nohup {srun}<&3 > {out} 2>&1 3<&- & echo $! > {pid}",
+                        fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("i", i),
+                        fmt::arg("srun", srun), fmt::arg("out", shell_quote(out)),
+                        fmt::arg("pid", shell_quote(pid))),
+            kCommandLimit, n.token + "\n" + env);
+        if (r.status != 0)
+            throw BootstrapError(i, n.instance_id, "worker",
+                                 "could not start the worker's step: " + r.summary(),
+                                 last_lines(r));
+        auto w = login_->script(
+            fmt::format("for i in $(seq 600); do l=$(grep -m1 '^::sky-port ' {out}) && "
+                        "{{ echo \"$l\"; exit 0; }}; grep -q '^::sky-exit ' {out} && break; "
+                        "kill -0 $(cat {pid}) 2>/dev/null || break; sleep 0.1; done; "
+                        "tail -n 20 {out}; exit 1",
+                        fmt::arg("out", shell_quote(out)), fmt::arg("pid", shell_quote(pid))),
+            seconds(90));
+        const int port = w.status == 0 ? std::atoi(w.out.c_str() + 11) : 0;
+        if (port <= 0 || port > 65535)
+            throw BootstrapError(i, n.instance_id, "worker",
+                                 fmt::format("the worker on {} did not start listening", n.name),
+                                 last_lines(w));
+        return static_cast<std::uint16_t>(port);
+    }
+
+    PoolSpec spec_;
+    Slurm cfg_;
+    std::string pool_id_;
+    std::string job_name_;
+    Ledger* ledger_ = nullptr;
+    std::string instance_type_;
+    std::string event_id_;  // job-level events: "slurm-<pool>", then "slurm-job-<id>"
+
+    mutable std::mutex m_;
+    std::unique_ptr<LoginShell> login_;
+    std::string job_id_;
+    std::vector<Node> nodes_;
+    std::string pool_dir_;               // the pool's private directory on the login node
+    std::string prog_on_login_;          // the program's directory in the login node's store
+    std::string placement_;              // how the program reached the nodes, for events
+    std::vector<std::string> recorded_;  // ledger ids
+    std::vector<std::string> leftovers_;
+    std::atomic<bool> submitted_{false};
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> job_running_{false};
+    std::mutex stop_m_;
+    bool stopped_ = false;
+};
+
+}  // namespace
+
+ProviderDescriptor slurm_provider() {
+    ProviderDescriptor d;
+    d.name = "slurm";
+    d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
+        const Slurm* s = spec.provider.get<Slurm>();
+        if (!s) return;
+        if (!s->login.empty()) {
+            try {
+                (void)parse_login(s->login);
+            } catch (const ConfigError& e) {
+                problems.emplace_back(std::string("provider: ") + e.what());
+            }
+        }
+        if (s->queue_timeout.count() <= 0)
+            problems.push_back(
+                fmt::format("provider: sky::Slurm queue_timeout must be positive, got {} s",
+                            s->queue_timeout.count()));
+        if (!spec.volumes.empty())
+            problems.push_back(
+                "volumes: sky::Slurm pools mount no volumes in this build (use the cluster's "
+                "shared file systems)");
+        if (spec.machine)
+            problems.push_back(
+                "machine: a Slurm cluster has no machine types; use sky::Slurm's partition or "
+                "constraint");
+        for (const auto* v : {&s->partition, &s->account, &s->qos, &s->constraint, &s->reservation})
+            if (v->find_first_of("\n\r") != std::string::npos)
+                problems.push_back("provider: a sky::Slurm option holds a line break");
+    };
+    d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
+        return std::make_unique<SlurmBackend>(c.spec, c.pool_id, c.ledger);
+    };
+    d.make_adapter = [] { return make_slurm_adapter(); };
+    return d;
+}
+
+}  // namespace sky::detail

@@ -1,0 +1,571 @@
+// sky::Slurm end to end on a real Slurm cluster of test hosts: a login host (slurmctld, sshd)
+// that the client reaches and compute hosts (slurmd) that only the login host reaches, with
+// shared and with private homes. Pools run as one job; what the tests check is what a user and
+// a cluster admin see: results from the compute nodes, the job in squeue while the pool runs and
+// nothing after it, no process left on the nodes.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "hosts/slurm_cluster.hpp"
+#include "sky/sky.hpp"
+#include "support/scoped_env.hpp"
+
+extern char** environ;
+namespace fs = std::filesystem;
+using sky::test::SlurmCluster;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace slurm_pool {
+
+std::string host_name() {
+    char h[256] = {};
+    ::gethostname(h, sizeof h - 1);
+    return h;
+}
+int add(int a, int b) { return a + b; }
+int nap(int seconds) {
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    return seconds;
+}
+std::string env_of(std::string k) {
+    const char* v = std::getenv(k.c_str());
+    return v ? v : "-";
+}
+// Kills its own worker the first time it runs on a node (a crash), returns the node after.
+int die_once(std::string marker) {
+    if (!fs::exists(marker)) {
+        std::ofstream(marker) << "crashed once\n";
+        ::raise(SIGKILL);
+    }
+    return sky::instance_info().node;
+}
+// What a distributed call sees: rank variables, its GPU, where it runs.
+std::string rendezvous() {
+    const auto i = sky::instance_info();
+    std::ostringstream s;
+    s << "rank=" << env_of("RANK") << " world=" << env_of("WORLD_SIZE")
+      << " local=" << env_of("LOCAL_RANK") << " node_rank=" << env_of("NODE_RANK")
+      << " master=" << env_of("MASTER_ADDR") << " port=" << env_of("MASTER_PORT")
+      << " cuda=" << env_of("CUDA_VISIBLE_DEVICES") << " host=" << host_name()
+      << " private=" << i.private_addr << " workers=" << i.workers_per_node;
+    return s.str();
+}
+
+struct Events {
+    std::mutex m;
+    std::vector<std::string> steps;  // BootstrapProgress steps
+    std::vector<std::string> all;    // every event, described
+
+    sky::Callback callback() {
+        return [this](const sky::Event& e) -> std::optional<sky::Event> {
+            std::lock_guard lk(m);
+            all.push_back(sky::describe(e));
+            if (auto* b = std::get_if<sky::BootstrapProgress>(&e)) steps.push_back(b->step);
+            return std::nullopt;
+        };
+    }
+    bool has_step(const std::string& part) {
+        std::lock_guard lk(m);
+        for (const auto& s : steps)
+            if (s.find(part) != std::string::npos) return true;
+        return false;
+    }
+    std::string dump() {
+        std::lock_guard lk(m);
+        std::string s;
+        for (const auto& e : all) s += e + "\n";
+        return s;
+    }
+};
+
+sky::PoolSpec spec_for(const SlurmCluster& c, int nodes, Events& ev) {
+    return {.provider = sky::test::slurm_provider(c),
+            .nodes = nodes,
+            .timeout = std::chrono::minutes(10),
+            .idle_timeout = std::chrono::seconds(60),
+            .display = sky::Display::quiet,
+            .on_event = ev.callback(),
+            .collect_metrics = false};
+}
+
+// Nothing of the pool left: no job in the queue, no job process on any compute node, nothing
+// of sky's on the login node (srun, the watchdog).
+void check_nothing_left(const SlurmCluster& c) {
+    CHECK(sky::test::wait_until([&] { return c.queue().empty(); }, 30s));
+    INFO("queue: " << c.on_login("squeue").output);
+    CHECK(c.queue().empty());
+    for (int i = -1; i < c.size(); ++i) {
+        CHECK(sky::test::wait_until([&] { return c.job_processes(i).empty(); }, 30s));
+        std::string left;
+        for (const auto& p : c.job_processes(i)) left += p + "\n";
+        INFO((i < 0 ? std::string("the login node") : "node " + c.node_name(i)) << " still runs:\n"
+                                                                                << left);
+        CHECK(left.empty());
+    }
+}
+
+// The job of this pool in squeue: "<id> <name> <state>" lines.
+std::vector<std::string> jobs_of(const SlurmCluster& c, const std::string& pool_id) {
+    auto r = c.on_login("squeue --noheader --format='%i %j %T'");
+    std::vector<std::string> out;
+    std::istringstream is(r.output);
+    for (std::string l; std::getline(is, l);)
+        if (l.find("sky-" + pool_id) != std::string::npos) out.push_back(l);
+    return out;
+}
+
+void run_pool(const SlurmCluster& c, const std::string& placement) {
+    Events ev;
+    std::string pool_id;
+    {
+        sky::ComputePool pool{spec_for(c, 2, ev)};
+        pool_id = pool.id();
+        INFO(ev.dump());
+        // One job, running, named after the pool, while the pool runs.
+        const auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        CHECK(jobs[0].find("RUNNING") != std::string::npos);
+        CHECK(c.queue().size() == 1);
+        CHECK(ev.has_step(placement));
+        // Results from the compute nodes: broadcast, single calls, a gather.
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+        CHECK((sky::compute<add>(2, 3) >> pool) == 5);
+        std::vector<sky::PendingCompute<int>> many;
+        for (int i = 0; i < 50; ++i) many.push_back(sky::compute<add>(i, i));
+        const auto sums = sky::gather(std::move(many)) >> pool;
+        for (int i = 0; i < 50; ++i) CHECK(sums[static_cast<std::size_t>(i)] == 2 * i);
+        const auto inst = pool.instances();
+        REQUIRE(inst.size() == 2);
+        for (int i = 0; i < 2; ++i) {
+            CHECK(inst[static_cast<std::size_t>(i)].provider == "slurm");
+            CHECK(inst[static_cast<std::size_t>(i)].private_ip == c.node_address(i));
+            CHECK(inst[static_cast<std::size_t>(i)].id.find(c.node_name(i)) != std::string::npos);
+        }
+    }
+    INFO(ev.dump());
+    if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
+    check_nothing_left(c);
+}
+
+}  // namespace slurm_pool
+
+using namespace slurm_pool;
+
+TEST_CASE("slurm pool: shared homes, broadcast and gather, one job while it runs, none after",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    run_pool(c, "shared file system");
+    // A second pool finds the program in the store: nothing is shipped again.
+    run_pool(c, "shared file system");
+}
+
+TEST_CASE("slurm pool: private homes, the program by sbcast", "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    run_pool(c, "sbcast");
+    // The nodes' own stores keep it for the next pool.
+    run_pool(c, "cached in each node's store");
+    // Each node's launcher removed its run directory when its worker ended.
+    const auto run = c.host_path(0, "/root/.sky/run");
+    CHECK((!fs::exists(run) || fs::is_empty(run)));
+}
+
+namespace slurm_pool {
+
+// Submits a job that holds `gres` on every node (a user beside the pool) and waits until it
+// runs; returns its id.
+std::string blocker(const SlurmCluster& c, const std::string& gres) {
+    auto r =
+        c.on_login("sbatch --parsable --job-name=other-user --nodes=" + std::to_string(c.size()) +
+                   " --ntasks-per-node=1 --gres=" + gres +
+                   " --output=/dev/null --chdir=/tmp --wrap 'exec sleep 600'");
+    REQUIRE(r.status == 0);
+    std::string id = r.output.substr(0, r.output.find_first_of(";\n"));
+    REQUIRE(sky::test::wait_until(
+        [&] {
+            return c.on_login("squeue --noheader --format=%T --jobs=" + id)
+                       .output.find("RUNNING") != std::string::npos;
+        },
+        30s));
+    return id;
+}
+
+// A program of this test binary's own: a child process with its stdout on a pipe, reaped (and
+// SIGKILLed if still running) at the end whatever happens.
+class Child {
+public:
+    explicit Child(const std::vector<std::string>& argv_s,
+                   const std::vector<std::string>& extra_env = {}) {
+        int p[2];
+        REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+        std::vector<std::string> args = argv_s;
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        std::vector<std::string> env_s;
+        for (char** e = environ; e && *e; ++e) env_s.emplace_back(*e);
+        env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
+        std::vector<char*> envp;
+        for (auto& e : env_s) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        posix_spawnattr_t attr;
+        posix_spawnattr_init(&attr);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, 0);
+        const int rc = ::posix_spawnp(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
+        posix_spawnattr_destroy(&attr);
+        posix_spawn_file_actions_destroy(&fa);
+        ::close(p[1]);
+        out_ = p[0];
+        REQUIRE(rc == 0);
+    }
+    ~Child() {
+        if (!reaped_) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        ::close(out_);
+    }
+    [[nodiscard]] pid_t pid() const { return pid_; }
+    // The next line that starts with `prefix` (bounded); none at the limit or end of output.
+    std::optional<std::string> line(const std::string& prefix, std::chrono::seconds limit) {
+        const auto until = Clock::now() + limit;
+        for (;;) {
+            for (std::size_t nl; (nl = buf_.find('\n')) != std::string::npos;) {
+                std::string l = buf_.substr(0, nl);
+                buf_.erase(0, nl + 1);
+                seen_ += l + "\n";
+                if (l.rfind(prefix, 0) == 0) return l;
+            }
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+            if (left.count() <= 0) return std::nullopt;
+            pollfd p{out_, POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+            char b[4096];
+            const ssize_t n = ::read(out_, b, sizeof b);
+            if (n <= 0) return std::nullopt;
+            buf_.append(b, static_cast<std::size_t>(n));
+        }
+    }
+    // Its wait status once it ended (bounded); none if it still runs.
+    std::optional<int> wait(std::chrono::seconds limit) {
+        const auto until = Clock::now() + limit;
+        while (Clock::now() < until) {
+            int st = 0;
+            if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+                reaped_ = true;
+                return st;
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+        return std::nullopt;
+    }
+    [[nodiscard]] const std::string& seen() const { return seen_; }
+
+private:
+    pid_t pid_ = -1;
+    int out_ = -1;
+    bool reaped_ = false;
+    std::string buf_, seen_;
+};
+
+// SKY_HOME in a fresh directory (the ledgers of the driver and of `sky gc`), removed at the end.
+struct TempHome {
+    fs::path dir;
+    TempHome() {
+        char tmpl[] = "/tmp/sky-slurm-test-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        dir = tmpl;
+        ::setenv("SKY_HOME", dir.c_str(), 1);
+    }
+    ~TempHome() {
+        ::unsetenv("SKY_HOME");
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+};
+
+std::vector<std::string> driver_args(const SlurmCluster& c) {
+    return {SKY_SLURM_DRIVER,
+            c.login(),
+            c.client_key_path().string(),
+            c.known_hosts_file().string(),
+            c.options().partition,
+            std::to_string(c.size())};
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE("slurm pool: the distributed variables from the allocation, one worker per GPU",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.gpus_per_node = 4, .shared_home = true});
+    // Another user's job holds two GPUs of each node: Slurm gives the pool the other two, and
+    // says which in CUDA_VISIBLE_DEVICES.
+    const std::string other = blocker(c, "gpu:h100:2");
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    spec.accelerator = "H100:2";  // the cluster spells the type "h100"
+    {
+        sky::ComputePool pool{spec};
+        INFO(ev.dump());
+        CHECK(ev.has_step("--gres=gpu:h100:2"));
+        const auto r =
+            sky::compute<rendezvous>().with(sky::distributed::torch{.backend = "gloo"}) | pool;
+        REQUIRE(r.size() == 4);
+        std::set<std::string> ports;
+        for (int k = 0; k < 4; ++k) {
+            const int node = k / 2, local = k % 2;
+            const std::string& s = r[static_cast<std::size_t>(k)];
+            INFO("rank " << k << ": " << s);
+            CHECK(s.find("rank=" + std::to_string(k) + " ") != std::string::npos);
+            CHECK(s.find("world=4 ") != std::string::npos);
+            CHECK(s.find("local=" + std::to_string(local) + " ") != std::string::npos);
+            CHECK(s.find("node_rank=" + std::to_string(node) + " ") != std::string::npos);
+            // The head is the job's first node, at its cluster address.
+            CHECK(s.find("master=" + c.node_address(0) + " ") != std::string::npos);
+            // Each worker on one of the GPUs Slurm gave the job (2 and 3), not the other job's.
+            CHECK(s.find("cuda=" + std::to_string(2 + local) + " ") != std::string::npos);
+            CHECK(s.find("host=" + c.node_name(node) + " ") != std::string::npos);
+            CHECK(s.find("private=" + c.node_address(node) + " ") != std::string::npos);
+            CHECK(s.find("workers=2") != std::string::npos);
+            ports.insert(s.substr(s.find("port="), s.find(" cuda=") - s.find("port=")));
+        }
+        CHECK(ports.size() == 1);  // one MASTER_PORT for every rank
+        // Only while the call runs.
+        CHECK((sky::compute<env_of>("RANK") >> pool) == "-");
+    }
+    c.on_login("scancel " + other);
+    INFO(ev.dump());
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: a job Slurm cancels mid-call loses its nodes with the reason",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    Events ev;
+    std::string pool_id;
+    {
+        sky::ComputePool pool{spec_for(c, 2, ev)};
+        pool_id = pool.id();
+        auto call = pool.submit(sky::compute<nap>(120));
+        std::this_thread::sleep_for(1s);
+        // An admin (or the scheduler) ends the job.
+        const auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        const std::string id = jobs[0].substr(0, jobs[0].find(' '));
+        const auto t0 = Clock::now();
+        REQUIRE(c.on_login("scancel " + id).status == 0);
+        try {
+            call.get();
+            FAIL("the call returned although its job was cancelled");
+        } catch (const sky::NodeLostError& e) {
+            INFO(e.what());
+            CHECK(std::string(e.what()).find("CANCELLED") != std::string::npos);
+            CHECK(std::string(e.what()).find("job " + id) != std::string::npos);
+        }
+        // The workers ended at Slurm's SIGTERM, well before its KillWait (30 s) would kill them.
+        CHECK(Clock::now() - t0 < 20s);
+        // Both nodes are lost (the idle one too): the job that held them is gone.
+        CHECK(sky::test::wait_until([&] { return pool.instance_count() == 0; }, 20s));
+    }
+    INFO(ev.dump());
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: past queue_timeout, a ProvisionError quoting the reason, job gone",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    const std::string other = blocker(c, "gpu:h100:2");
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    spec.accelerator = "H100:2";
+    auto slurm = sky::test::slurm_provider(c);
+    slurm.queue_timeout = std::chrono::seconds(4);
+    spec.provider = slurm;
+    const auto t0 = Clock::now();
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("the pool started although every GPU is taken");
+    } catch (const sky::ProvisionError& e) {
+        INFO(e.what());
+        const std::string what = e.what();
+        CHECK(what.find("queue_timeout 4 s") != std::string::npos);
+        CHECK(what.find("Resources") != std::string::npos);
+        CHECK(what.find("cancelled") != std::string::npos);
+    }
+    CHECK(Clock::now() - t0 < 60s);
+    INFO(ev.dump());
+    CHECK(ev.has_step("pending: Resources"));
+    // Only the other user's job is left.
+    CHECK(c.queue() == std::vector<std::string>{other});
+    c.on_login("scancel " + other);
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: SIGINT cancels the job, nothing is left", "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.shared_home = true});
+    Child driver(driver_args(c));
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    REQUIRE(jobs_of(c, pool_id).size() == 1);
+    std::this_thread::sleep_for(1s);  // the long call runs
+    REQUIRE(::kill(driver.pid(), SIGINT) == 0);
+    const auto st = driver.wait(120s);
+    REQUIRE(st);
+    CHECK(WIFSIGNALED(*st));
+    CHECK(WTERMSIG(*st) == SIGINT);
+    // The teardown confirmed the job gone before the program died.
+    CHECK(jobs_of(c, pool_id).empty());
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: kill -9, then sky gc with nothing but the ledger", "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.shared_home = false});
+    Child driver(driver_args(c));
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    // The job outlives its client until someone collects it.
+    std::this_thread::sleep_for(1s);
+    REQUIRE(jobs_of(c, pool_id).size() == 1);
+    {
+        // `sky ls` shows the dead pool with its job, from the ledger, and sky's jobs at the
+        // cluster it is pointed at.
+        sky::test::ScopedEnv env({{"SKY_SLURM_LOGIN", c.login()},
+                                  {"SKY_SLURM_IDENTITY_FILE", c.client_key_path().string()},
+                                  {"SKY_SLURM_KNOWN_HOSTS", c.known_hosts_file().string()}});
+        auto ls = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "slurm"}, 60s);
+        INFO("sky ls: " << ls.output);
+        CHECK(ls.status == 0);
+        CHECK(ls.output.find(pool_id + "  slurm") != std::string::npos);
+        CHECK(ls.output.find("owner gone") != std::string::npos);
+        // The tag listing: the job by its name, running, its pool's ledger here.
+        CHECK(ls.output.find("sky-" + pool_id + "@" + c.login()) != std::string::npos);
+        CHECK(ls.output.find("running") != std::string::npos);
+    }
+    auto gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 240s);
+    INFO("sky gc: " << gc.output);
+    CHECK(gc.status == 0);
+    CHECK(jobs_of(c, pool_id).empty());
+    check_nothing_left(c);
+    // A second gc finds nothing to do.
+    gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 120s);
+    CHECK(gc.status == 0);
+}
+
+TEST_CASE("slurm pool: on the login node itself, sbatch and friends run locally", "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    // The driver as a user on the login node runs it: copied into the login host (which does
+    // not see this build tree), run there with an empty .login.
+    const fs::path copy = c.host_path(-1, "/root/sky_slurm_driver");
+    fs::copy_file(SKY_SLURM_DRIVER, copy, fs::copy_options::overwrite_existing);
+    auto r = c.on_login(
+        // Job control: a background job that does not ignore SIGINT, as from a terminal.
+        "set -m; export SKY_HOME=/root/.sky-test; /root/sky_slurm_driver - - - " +
+            c.options().partition + " " + std::to_string(c.size()) +
+            " > /root/driver.out 2>&1 & pid=$!; "
+            "for i in $(seq 900); do grep -q '^ready ' /root/driver.out && break; sleep 0.1; "
+            "done; cat /root/driver.out; squeue --noheader --format='%j %T'; kill -INT $pid; "
+            "wait $pid; echo \"exit $?\"",
+        150s);
+    INFO(r.output << c.logs());
+    CHECK(r.output.find("ready ") != std::string::npos);
+    CHECK(r.output.find(" RUNNING") != std::string::npos);
+    CHECK(r.output.find("exit 130") != std::string::npos);
+    check_nothing_left(c);
+}
+
+TEST_CASE(
+    "slurm pool: the image's environment, the pool's env kept off command lines, and a "
+    "crashed worker restarted in the allocation",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    spec.image.env = {{"SKY_IMAGE_VAR", "from-image"}};
+    spec.image.setup = {"echo set up > \"$HOME/setup-ran\""};
+    spec.env = {{"SKY_POOL_SECRET", "s3cr3t-value"}};
+    {
+        sky::ComputePool pool{spec};
+        INFO(ev.dump());
+        CHECK(ev.has_step("setup"));
+        const auto img = sky::compute<env_of>("SKY_IMAGE_VAR") | pool;
+        CHECK(img == std::vector<std::string>{"from-image", "from-image"});
+        CHECK((sky::compute<env_of>("SKY_POOL_SECRET") >> pool) == "s3cr3t-value");
+        for (int i = 0; i < 2; ++i) CHECK(fs::exists(c.host_path(i, "/root/setup-ran")));
+        // Never on a command line that `ps` shows on the login node or a compute node.
+        CHECK(c.on_login("ps -eo args").output.find("s3cr3t") == std::string::npos);
+        for (int i = 0; i < 2; ++i)
+            CHECK(c.on_node(i, "ps -eo args").output.find("s3cr3t") == std::string::npos);
+
+        const auto job = c.queue();
+        REQUIRE(job.size() == 1);
+        // The worker dies mid-call; the call runs again on the other node, whose worker dies
+        // too (its /tmp has no mark yet); fresh workers start as new steps of the same job and
+        // the second retry runs on one of them.
+        const int node = sky::compute<die_once>("/tmp/sky-die-once").retries(2) >> pool;
+        CHECK((node == 0 || node == 1));
+        CHECK(c.queue() == job);
+        CHECK(sky::test::wait_until([&] { return pool.instance_count() == 2; }, 30s));
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+    }
+    INFO(ev.dump());
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.shared_home = true});
+    auto args = driver_args(c);
+    args.push_back("5");  // idle_timeout
+    Child driver(args);
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    REQUIRE(jobs_of(c, pool_id).size() == 1);
+    // Nobody runs sky gc: the workers hear nothing for idle_timeout, end, and cancel the job.
+    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 60s));
+    check_nothing_left(c);
+}
