@@ -21,6 +21,55 @@ std::uint64_t frame_call_id(const Buffer& f) noexcept {
 }
 }  // namespace
 
+Outbox::~Outbox() {
+    {
+        std::lock_guard lk(m_);
+        stop_ = true;
+    }
+    soon_cv_.notify_all();
+    if (flusher_.joinable()) flusher_.join();
+}
+
+void Outbox::soon(MsgType type, std::uint64_t id) {
+    bool wake = false;
+    {
+        std::lock_guard lk(m_);
+        append_frame(buf_, type, id, {});
+        if (soon_since_ == std::chrono::steady_clock::time_point{}) {
+            soon_since_ = std::chrono::steady_clock::now();
+            wake = flusher_idle_;
+        }
+        if (!flusher_.joinable()) flusher_ = std::thread([this] { flusher(); });
+    }
+    // Only an idle flusher needs the (syscall) wake-up; a busy one sees the deadline itself.
+    if (wake) soon_cv_.notify_one();
+}
+
+void Outbox::flusher() {
+    std::unique_lock lk(m_);
+    while (!stop_) {
+        if (soon_since_ == std::chrono::steady_clock::time_point{}) {
+            flusher_idle_ = true;
+            soon_cv_.wait(lk, [&] {
+                return stop_ || soon_since_ != std::chrono::steady_clock::time_point{};
+            });
+            flusher_idle_ = false;
+            continue;
+        }
+        const auto due = soon_since_ + soon_bound;
+        if (std::chrono::steady_clock::now() < due) {
+            soon_cv_.wait_until(lk, due);
+            continue;
+        }
+        try {
+            flush_locked();
+        } catch (...) {
+            // A broken connection: the reader sees it and ends the session.
+        }
+        soon_since_ = {};  // written, or nowhere to write it
+    }
+}
+
 void Outbox::set_resumable(bool on) {
     std::lock_guard lk(m_);
     resumable_ = on;
@@ -75,6 +124,7 @@ void Outbox::flush_locked() {
     std::span<const std::byte> one[] = {buf_.span()};
     write_locked(one);
     buf_.clear();
+    soon_since_ = {};
 }
 
 void Outbox::write_locked(std::span<const std::span<const std::byte>> parts) {
@@ -95,12 +145,14 @@ void Outbox::detach() {
     std::lock_guard lk(m_);
     t_ = nullptr;
     buf_.clear();
+    soon_since_ = {};
 }
 
 void Outbox::attach(Transport& t, const std::function<std::vector<std::uint64_t>()>& running) {
     std::lock_guard lk(m_);
     t_ = &t;
     buf_.clear();
+    soon_since_ = {};
     // Under the lock: a call that starts meanwhile says so after these, on this connection.
     for (auto id : running()) append_frame(buf_, MsgType::started, id, {});
     for (auto& [seq, kept] : kept_) {

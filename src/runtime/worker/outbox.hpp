@@ -3,12 +3,15 @@
 // until flush(). In a resumable session (the client may come back after the connection drops)
 // every result and error frame is kept until the client acknowledges it, and frames written
 // while no connection is attached are dropped, except those kept.
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +24,13 @@ class Outbox {
 public:
     /// Frames go to `t` (not owned) until detach().
     explicit Outbox(Transport& t) : t_(&t) {}
+    /// Stops the flusher.
+    ~Outbox();
+    Outbox(const Outbox&) = delete;
+    Outbox& operator=(const Outbox&) = delete;
+
+    /// How long a frame appended with soon() may wait for a write that carries it anyway.
+    static constexpr std::chrono::microseconds soon_bound{1000};
 
     /// Keeps result and error frames until acknowledged, and never throws on a broken
     /// connection (the session outlives it). Set before the first call.
@@ -29,6 +39,10 @@ public:
 
     /// Appends a frame to the batch.
     void append(MsgType type, std::uint64_t id, std::span<const std::byte> payload);
+    /// Appends an empty frame that must leave within soon_bound: it goes with the next write
+    /// (a quick call's "started" with its result: one write, one wake-up of the client), or a
+    /// flusher thread writes it when none came.
+    void soon(MsgType type, std::uint64_t id);
     /// A line of output, sent at once.
     void log(std::uint64_t id, std::uint8_t stream, std::string_view line);
     /// A finished frame (header at the front); large ones are written without a copy.
@@ -54,10 +68,18 @@ private:
     /// else the error is thrown.
     void write_locked(std::span<const std::span<const std::byte>> parts);
     void flush_locked();
+    void flusher();
     /// Keeps the answer `f` of call `id`; returns the kept frame.
     const Buffer& keep_locked(std::uint64_t id, Buffer&& f);
 
     mutable std::mutex m_;
+    std::condition_variable soon_cv_;
+    /// When the oldest frame appended with soon() and not yet written was appended (epoch:
+    /// none); the flusher sleeps without a deadline (idle) while there is none.
+    std::chrono::steady_clock::time_point soon_since_{};
+    bool flusher_idle_ = false;
+    bool stop_ = false;
+    std::thread flusher_;  // started by the first soon()
     Transport* t_;
     bool resumable_ = false;
     Buffer buf_;
