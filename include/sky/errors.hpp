@@ -125,8 +125,9 @@ public:
     [[nodiscard]] Reason reason() const noexcept { return reason_; }
     /// Whether the worker had begun running the call. For a call with .at_most_once(), true
     /// also when the node was lost between the worker's "started" and the function's first
-    /// instruction: it may have run. For other calls exact, except when a machine vanished
-    /// before its "started" message left it (then false although it may have run).
+    /// instruction: it may have run. For other calls exact, except when a machine vanished (or
+    /// its worker was killed with SIGKILL) before its "started" message left it, which it does
+    /// within a millisecond of the start: then false although it may have run.
     [[nodiscard]] bool started() const noexcept { return call_.started; }
     /// The signal that killed the worker (SIGSEGV, SIGABRT, ...); 0 when none did.
     [[nodiscard]] int signal() const noexcept { return call_.signal; }
