@@ -14,6 +14,7 @@
 
 #include "e2e/local/functions.hpp"
 #include "sky/sky.hpp"
+#include "support/crash_expect.hpp"
 
 namespace forensics {
 
@@ -76,29 +77,12 @@ TEST_CASE("a segfaulting call reports the signal, its function and line, and its
         sky::compute<write_through_null>(7) >> pool;
         FAIL("no exception");
     } catch (const sky::NodeLostError& e) {
-        INFO(e.what());
-        CHECK(e.reason() == sky::NodeLostError::Reason::worker_crashed);
-        CHECK(e.signal() == SIGSEGV);
-        CHECK(e.started());
-        REQUIRE_FALSE(e.stack().empty());
-        // The innermost frame is the function, at the line of the store, in this file.
-        const sky::StackFrame& top = e.stack().front();
-        CHECK(top.function.find("forensics::write_through_null") != std::string::npos);
-        CHECK(top.file.find("test_forensics.cpp") != std::string::npos);
-        CHECK(top.line == null_write_line);
-        CHECK(top.address != 0);
+        sky::test::expect_null_write(e, "forensics::write_through_null", "test_forensics.cpp",
+                                     null_write_line, "about to write 7 through a null pointer");
         // Its callers include the worker's executor (symbolized too).
         bool executor = false;
         for (auto& f : e.stack()) executor |= f.function.find("Executor::") != std::string::npos;
         CHECK(executor);
-        REQUIRE_FALSE(e.remote_log().empty());
-        CHECK(e.remote_log().back() == "about to write 7 through a null pointer");
-        const std::string what = e.what();
-        CHECK(what.find("SIGSEGV (signal 11) while running forensics::write_through_null") !=
-              std::string::npos);
-        CHECK(what.find("test_forensics.cpp:" + std::to_string(null_write_line)) !=
-              std::string::npos);
-        CHECK(what.find("about to write 7 through a null pointer") != std::string::npos);
     }
     // The worker is restarted as before.
     CHECK(sky::compute<e2e::add>(2, 3) >> pool == 5);

@@ -126,6 +126,15 @@ struct Client {
     }
 };
 
+// Tells the worker to shut down: it exits on its own, with status 0.
+void shut_down(Client& c, ListeningWorker& w) {
+    c.control(d::MsgType::shutdown, 0);
+    wire::Exit e = w.wait(10s);
+    REQUIRE(e.exited);
+    CHECK(WIFEXITED(e.status));
+    CHECK(WEXITSTATUS(e.status) == 0);
+}
+
 int result_int(const d::Frame& f) {
     int v = 0;
     d::load_from(f.payload, v);
@@ -167,11 +176,7 @@ TEST_CASE(
     CHECK(f.header.type == d::MsgType::result);
     CHECK(f.header.call_id == 5);
     c.ack({5});
-    c.control(d::MsgType::shutdown, 0);
-    wire::Exit e = w.wait(10s);
-    REQUIRE(e.exited);
-    CHECK(WIFEXITED(e.status));
-    CHECK(WEXITSTATUS(e.status) == 0);
+    shut_down(c, w);
     CHECK(lines_in(runs) == 1);
 }
 
@@ -205,8 +210,7 @@ TEST_CASE("answers that came while the connection was down are kept until acknow
     CHECK(f.header.type == d::MsgType::error);
     CHECK(f.header.call_id == 2);
     CHECK_FALSE(c.next(f, 500ms));
-    c.control(d::MsgType::shutdown, 0);
-    REQUIRE(w.wait(10s).exited);
+    shut_down(c, w);
     CHECK(lines_in(runs) == 1);
 }
 
@@ -263,8 +267,7 @@ TEST_CASE("a connection with another session is refused while one waits to be re
     bool result = false;
     while (!result && c.next(f, 5s)) result = f.header.type == d::MsgType::result;
     CHECK(result);
-    c.control(d::MsgType::shutdown, 0);
-    REQUIRE(w.wait(10s).exited);
+    shut_down(c, w);
     CHECK(lines_in(runs) == 1);
 }
 
@@ -284,8 +287,7 @@ TEST_CASE("a call id the worker runs already is not run again", "[local][resume]
     CHECK(started == 1);
     CHECK(results == 1);
     CHECK(lines_in(runs) == 1);
-    c.control(d::MsgType::shutdown, 0);
-    REQUIRE(w.wait(10s).exited);
+    shut_down(c, w);
 }
 
 TEST_CASE("an at-most-once call runs only once the client confirms it, a cancel drops it",
@@ -321,6 +323,5 @@ TEST_CASE("an at-most-once call runs only once the client confirms it, a cancel 
     CHECK(f.header.type == d::MsgType::error);
     CHECK(f.header.call_id == 2);
     CHECK(lines_in(runs) == 1);
-    c.control(d::MsgType::shutdown, 0);
-    REQUIRE(w.wait(10s).exited);
+    shut_down(c, w);
 }

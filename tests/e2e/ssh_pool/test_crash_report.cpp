@@ -1,14 +1,14 @@
 // A worker on an SSH node killed by a segfault in a call: the node's crash report comes back
 // over the node's SSH session, and the client symbolizes it from its own copy of the program
 // (the node runs the shipped copy, at other addresses).
-#include <signal.h>
-
 #include <catch2/catch.hpp>
 #include <iostream>
 #include <string>
 
+#include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
+#include "support/crash_expect.hpp"
 
 using sky::test::TestHosts;
 
@@ -34,27 +34,15 @@ TEST_CASE(
     "[ssh_pool]") {
     SKIP_WITHOUT_HOSTS();
     TestHosts hosts(1);
-    sky::SSH ssh;
-    ssh.hosts.push_back(hosts.address(0));
-    ssh.user = hosts.user();
-    ssh.port = hosts.port(0);
-    ssh.identity_file = hosts.client_key_path().string();
-    ssh.known_hosts = hosts.known_hosts_file().string();
-    sky::ComputePool pool{{.provider = ssh, .nodes = 1, .display = sky::Display::quiet}};
+    sky::ComputePool pool{
+        {.provider = sky::test::ssh_provider(hosts), .nodes = 1, .display = sky::Display::quiet}};
     try {
         sky::compute<ssh_pool_crash::write_through_null>(3) >> pool;
         FAIL("no exception");
     } catch (const sky::NodeLostError& e) {
-        INFO(e.what());
-        CHECK(e.reason() == sky::NodeLostError::Reason::worker_crashed);
-        CHECK(e.signal() == SIGSEGV);
-        CHECK(e.started());
-        REQUIRE_FALSE(e.stack().empty());
-        const sky::StackFrame& top = e.stack().front();
-        CHECK(top.function.find("ssh_pool_crash::write_through_null") != std::string::npos);
-        CHECK(top.file.find("test_crash_report.cpp") != std::string::npos);
-        CHECK(top.line == ssh_pool_crash::null_write_line);
-        CHECK(e.remote_log() == std::vector<std::string>{"crashing on the node"});
+        sky::test::expect_null_write(e, "ssh_pool_crash::write_through_null",
+                                     "test_crash_report.cpp", ssh_pool_crash::null_write_line,
+                                     "crashing on the node");
     }
     // The worker is restarted on the node as before.
     CHECK(sky::compute<ssh_pool_crash::plus_one>(1) >> pool == 2);
