@@ -86,9 +86,9 @@ bool Executor::announce(const Job& j) {
         if (at_most_once) confirms_[j.id] = Confirm::waiting;
     }
     if (!at_most_once) {
-        // With the result when the call is quick (one write for both), within a millisecond
-        // when it is not: a crash meanwhile is no loss (its report names the calls running).
-        out_.soon(MsgType::started, j.id);
+        // Within a millisecond, or not at all when the answer comes first: a crash meanwhile
+        // is no loss (its report names the calls running).
+        out_.started_soon(j.id);
         return true;
     }
     try {

@@ -30,43 +30,46 @@ Outbox::~Outbox() {
     if (flusher_.joinable()) flusher_.join();
 }
 
-void Outbox::soon(MsgType type, std::uint64_t id) {
+void Outbox::started_soon(std::uint64_t id) {
     bool wake = false;
     {
         std::lock_guard lk(m_);
-        append_frame(buf_, type, id, {});
-        if (soon_since_ == std::chrono::steady_clock::time_point{}) {
-            soon_since_ = std::chrono::steady_clock::now();
-            wake = flusher_idle_;
-        }
+        wake = soon_.empty() && flusher_idle_;
+        soon_.emplace_back(id, std::chrono::steady_clock::now());
         if (!flusher_.joinable()) flusher_ = std::thread([this] { flusher(); });
     }
     // Only an idle flusher needs the (syscall) wake-up; a busy one sees the deadline itself.
     if (wake) soon_cv_.notify_one();
 }
 
+void Outbox::answered_locked(std::uint64_t id) {
+    for (auto it = soon_.begin(); it != soon_.end(); ++it)
+        if (it->first == id) {
+            soon_.erase(it);
+            return;
+        }
+}
+
 void Outbox::flusher() {
     std::unique_lock lk(m_);
     while (!stop_) {
-        if (soon_since_ == std::chrono::steady_clock::time_point{}) {
+        if (soon_.empty()) {
             flusher_idle_ = true;
-            soon_cv_.wait(lk, [&] {
-                return stop_ || soon_since_ != std::chrono::steady_clock::time_point{};
-            });
+            soon_cv_.wait(lk, [&] { return stop_ || !soon_.empty(); });
             flusher_idle_ = false;
             continue;
         }
-        const auto due = soon_since_ + soon_bound;
+        const auto due = soon_.front().second + started_bound;  // the oldest comes first
         if (std::chrono::steady_clock::now() < due) {
             soon_cv_.wait_until(lk, due);
             continue;
         }
         try {
-            flush_locked();
+            flush_locked();  // writes every pending "started"
         } catch (...) {
             // A broken connection: the reader sees it and ends the session.
         }
-        soon_since_ = {};  // written, or nowhere to write it
+        soon_.clear();  // written, or nowhere to write them
     }
 }
 
@@ -84,6 +87,7 @@ const Buffer& Outbox::keep_locked(std::uint64_t id, Buffer&& f) {
 
 void Outbox::append(MsgType type, std::uint64_t id, std::span<const std::byte> payload) {
     std::lock_guard lk(m_);
+    if (is_answer(type)) answered_locked(id);
     if (resumable_ && is_answer(type)) {
         Buffer f;
         append_frame(f, type, id, payload);
@@ -100,6 +104,8 @@ void Outbox::log(std::uint64_t id, std::uint8_t stream, std::string_view line) {
 
 void Outbox::frame(Buffer&& f, bool flush_now) {
     std::lock_guard lk(m_);
+    if (f.size() >= frame_header_size && is_answer(frame_type(f)))
+        answered_locked(frame_call_id(f));
     // A kept answer is written from where it is kept: a large result is not copied.
     const Buffer& out = f.size() >= frame_header_size && resumable_ && is_answer(frame_type(f))
                             ? keep_locked(frame_call_id(f), std::move(f))
@@ -120,11 +126,18 @@ void Outbox::flush() {
 }
 
 void Outbox::flush_locked() {
+    // The calls still running that have not said so yet go with this write: it costs nothing.
+    if (!soon_.empty()) {
+        Buffer started;
+        for (auto& [id, since] : soon_) append_frame(started, MsgType::started, id, {});
+        soon_.clear();
+        started.append(buf_.data(), buf_.size());
+        buf_ = std::move(started);
+    }
     if (buf_.empty()) return;
     std::span<const std::byte> one[] = {buf_.span()};
     write_locked(one);
     buf_.clear();
-    soon_since_ = {};
 }
 
 void Outbox::write_locked(std::span<const std::span<const std::byte>> parts) {
@@ -145,14 +158,14 @@ void Outbox::detach() {
     std::lock_guard lk(m_);
     t_ = nullptr;
     buf_.clear();
-    soon_since_ = {};
+    soon_.clear();  // announced again after a resume (attach)
 }
 
 void Outbox::attach(Transport& t, const std::function<std::vector<std::uint64_t>()>& running) {
     std::lock_guard lk(m_);
     t_ = &t;
     buf_.clear();
-    soon_since_ = {};
+    soon_.clear();
     // Under the lock: a call that starts meanwhile says so after these, on this connection.
     for (auto id : running()) append_frame(buf_, MsgType::started, id, {});
     for (auto& [seq, kept] : kept_) {

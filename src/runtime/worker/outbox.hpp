@@ -29,20 +29,20 @@ public:
     Outbox(const Outbox&) = delete;
     Outbox& operator=(const Outbox&) = delete;
 
-    /// How long a frame appended with soon() may wait for a write that carries it anyway.
-    static constexpr std::chrono::microseconds soon_bound{1000};
+    /// How long a call's "started" may wait after started_soon().
+    static constexpr std::chrono::microseconds started_bound{1000};
 
     /// Keeps result and error frames until acknowledged, and never throws on a broken
     /// connection (the session outlives it). Set before the first call.
     void set_resumable(bool on);
-    [[nodiscard]] bool resumable() const noexcept { return resumable_; }
 
     /// Appends a frame to the batch.
     void append(MsgType type, std::uint64_t id, std::span<const std::byte> payload);
-    /// Appends an empty frame that must leave within soon_bound: it goes with the next write
-    /// (a quick call's "started" with its result: one write, one wake-up of the client), or a
-    /// flusher thread writes it when none came.
-    void soon(MsgType type, std::uint64_t id);
+    /// Call `id` starts: its "started" leaves within started_bound, with the next write when
+    /// there is one, else written by a flusher thread; a call that answers before is not
+    /// announced at all (its answer says more). A quick call thus costs no frame, write or
+    /// wake-up of the client more than its answer.
+    void started_soon(std::uint64_t id);
     /// A line of output, sent at once.
     void log(std::uint64_t id, std::uint8_t stream, std::string_view line);
     /// A finished frame (header at the front); large ones are written without a copy.
@@ -69,17 +69,18 @@ private:
     void write_locked(std::span<const std::span<const std::byte>> parts);
     void flush_locked();
     void flusher();
+    /// Drops call `id` from soon_ (its answer is on its way).
+    void answered_locked(std::uint64_t id);
     /// Keeps the answer `f` of call `id`; returns the kept frame.
     const Buffer& keep_locked(std::uint64_t id, Buffer&& f);
 
     mutable std::mutex m_;
     std::condition_variable soon_cv_;
-    /// When the oldest frame appended with soon() and not yet written was appended (epoch:
-    /// none); the flusher sleeps without a deadline (idle) while there is none.
-    std::chrono::steady_clock::time_point soon_since_{};
+    /// Calls announced with started_soon() whose "started" has not been written, and when.
+    std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> soon_;
     bool flusher_idle_ = false;
     bool stop_ = false;
-    std::thread flusher_;  // started by the first soon()
+    std::thread flusher_;  // started by the first started_soon()
     Transport* t_;
     bool resumable_ = false;
     Buffer buf_;
