@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -55,10 +56,9 @@ LocalWorker::LocalWorker(const PoolSpec& spec, std::string workdir)
 
 LocalWorker::~LocalWorker() {
     stop();
-    if (!crash_dir_.empty()) {
-        ::unlink(crash_file_in(crash_dir_).c_str());
-        ::rmdir(crash_dir_.c_str());
-    }
+    // Its crash file and those of its worker processes (crash.<k>), all ours to remove.
+    std::error_code ec;
+    if (!crash_dir_.empty()) std::filesystem::remove_all(crash_dir_, ec);
 }
 
 void LocalWorker::start() {
