@@ -12,3 +12,9 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBSSH2 REQUIRED IMPORTED_TARGET libssh2)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 find_package(Boost 1.81 REQUIRED)
+# GCC's libbacktrace (libgcc-12-dev, beside the compiler): Boost.Stacktrace names a crashed
+# worker's frames with it on the client (src/runtime/crash_report.cpp). The driver finds it by name.
+if(NOT TARGET Backtrace::backtrace)
+  add_library(Backtrace::backtrace INTERFACE IMPORTED)
+  set_target_properties(Backtrace::backtrace PROPERTIES INTERFACE_LINK_LIBRARIES backtrace)
+endif()

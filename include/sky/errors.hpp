@@ -1,5 +1,6 @@
 #pragma once
 /// \file The typed errors sky throws (api.md §3). No message ever contains a credential.
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -89,15 +90,54 @@ private:
     std::vector<std::string> output_;
 };
 
+/// One frame of a crashed worker's stack (NodeLostError::stack()), symbolized on the client from
+/// its own copy of the program.
+struct StackFrame {
+    std::string function;  ///< demangled name; "<module>+0x<offset>" where unknown
+    std::string file;      ///< source file; empty without debug information
+    int line = 0;          ///< source line; 0 without debug information
+    /// Where the frame's code lies in this (the client's) process; for a module this process
+    /// has not loaded, the offset in that module.
+    std::uintptr_t address = 0;
+};
+
 /// A node went away while a call ran on it.
 class NodeLostError : public Error {
 public:
     /// Why a node was lost.
     enum class Reason { preempted, unreachable, worker_crashed };
+    /// What is known of the lost call beyond its node.
+    struct Call {
+        std::string function;                 ///< the call's function ("" when unknown)
+        bool started = false;                 ///< see started()
+        int signal = 0;                       ///< see signal()
+        std::vector<StackFrame> stack;        ///< see stack()
+        std::vector<std::string> remote_log;  ///< see remote_log()
+        /// The worker crashed in another call it ran at the same time (the stack is that one's).
+        bool crashed_elsewhere = false;
+    };
     NodeLostError(int node, std::string instance_id, Reason reason, std::string detail);
+    /// With what the pool knows of the call; what() shows the signal, the top frames and the
+    /// last lines.
+    NodeLostError(int node, std::string instance_id, Reason reason, std::string detail, Call call);
     [[nodiscard]] int node() const noexcept { return node_; }
     [[nodiscard]] const std::string& instance_id() const noexcept { return instance_id_; }
     [[nodiscard]] Reason reason() const noexcept { return reason_; }
+    /// Whether the worker had begun running the call. For a call with .at_most_once(), true
+    /// also when the node was lost between the worker's "started" and the function's first
+    /// instruction: it may have run. For other calls exact, except when a machine vanished (or
+    /// its worker was killed with SIGKILL) before its "started" message left it, which it does
+    /// within a millisecond of the start: then false although it may have run.
+    [[nodiscard]] bool started() const noexcept { return call_.started; }
+    /// The signal that killed the worker (SIGSEGV, SIGABRT, ...); 0 when none did.
+    [[nodiscard]] int signal() const noexcept { return call_.signal; }
+    /// The crashing thread's stack, innermost first; empty when the worker did not crash or
+    /// could not say where.
+    [[nodiscard]] const std::vector<StackFrame>& stack() const noexcept { return call_.stack; }
+    /// The last lines the call printed (stdout and stderr), oldest first.
+    [[nodiscard]] const std::vector<std::string>& remote_log() const noexcept {
+        return call_.remote_log;
+    }
     /// "preempted", "unreachable" or "worker crashed".
     [[nodiscard]] static const char* reason_name(Reason r) noexcept;
 
@@ -105,6 +145,7 @@ private:
     int node_;
     std::string instance_id_;
     Reason reason_;
+    Call call_;
 };
 
 /// A call or an operation ran past its deadline.

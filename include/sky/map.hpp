@@ -275,11 +275,19 @@ public:
         c.desc_.options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d);
         return c;
     }
-    /// A copy whose chunks are re-run on another node (up to n times) when their node is lost.
-    /// Never re-run because the function threw.
+    /// A copy whose chunks are re-run on another node (up to n times) when their node is lost:
+    /// at least once (a chunk lost after it started may run again). Never re-run because the
+    /// function threw.
     [[nodiscard]] PendingMap retries(int n) const {
         PendingMap c = *this;
         c.desc_.options.retries = n < 0 ? 0 : n;
+        return c;
+    }
+    /// A copy whose retries re-run a chunk only when it never started
+    /// (PendingCompute::at_most_once()).
+    [[nodiscard]] PendingMap at_most_once() const {
+        PendingMap c = *this;
+        c.desc_.options.at_most_once = true;
         return c;
     }
 
@@ -309,7 +317,7 @@ public:
         ar(std::string(desc_.function), desc_.signature, desc_.options.retries,
            desc_.options.timeout ? desc_.options.timeout->count() : std::int64_t{-1},
            static_cast<std::uint64_t>(chunk_), static_cast<std::uint64_t>(d.count),
-           static_cast<std::uint64_t>(d.stride), d.offsets);
+           static_cast<std::uint64_t>(d.stride), d.offsets, desc_.options.at_most_once);
         for (const detail::Buffer* b : {&d.elements, &d.fixed}) {
             std::uint64_t n = b->size();
             ar(n);
@@ -324,7 +332,7 @@ public:
         std::uint64_t chunk = 0, count = 0, stride = 0;
         auto d = std::make_shared<detail::MapData>();
         ar(name, desc_.signature, desc_.options.retries, timeout_ms, chunk, count, stride,
-           d->offsets);
+           d->offsets, desc_.options.at_most_once);
         for (detail::Buffer* b : {&d->elements, &d->fixed}) {
             std::uint64_t n = 0;
             ar(n);

@@ -56,11 +56,21 @@ public:
         c.desc_.options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d);
         return c;
     }
-    /// A copy that is re-run on another node (up to n times) when its node is lost.
-    /// Never re-run because the function threw.
+    /// A copy that is re-run on another node (up to n times) when its node is lost: at least
+    /// once, for idempotent work (a call lost after it started may run again). Never re-run
+    /// because the function threw.
     [[nodiscard]] PendingCompute retries(int n) const {
         PendingCompute c = *this;
         c.desc_.options.retries = n < 0 ? 0 : n;
+        return c;
+    }
+    /// A copy whose retries re-run it only when it never started: a call lost after it started
+    /// fails with sky::NodeLostError whose started() is true, so a function with side effects
+    /// never runs twice because of sky. The worker waits for the client's word before it runs
+    /// the function (one round trip more per call).
+    [[nodiscard]] PendingCompute at_most_once() const {
+        PendingCompute c = *this;
+        c.desc_.options.at_most_once = true;
         return c;
     }
     /// A copy that runs with a distributed-training plugin (`sky::distributed::torch{}`, ...):
@@ -97,7 +107,7 @@ public:
     void save(Archive& ar) const {
         ar(std::string(desc_.function), desc_.signature, desc_.options.retries,
            desc_.options.timeout ? desc_.options.timeout->count() : std::int64_t{-1},
-           desc_.options.plugin.kind, desc_.options.plugin.backend);
+           desc_.options.plugin.kind, desc_.options.plugin.backend, desc_.options.at_most_once);
         std::uint64_t n = desc_.args ? desc_.args->size() : 0;
         ar(n);
         if (n) ar(cereal::binary_data(desc_.args->data(), n));
@@ -107,7 +117,7 @@ public:
         std::string name;
         std::int64_t timeout_ms = -1;
         ar(name, desc_.signature, desc_.options.retries, timeout_ms, desc_.options.plugin.kind,
-           desc_.options.plugin.backend);
+           desc_.options.plugin.backend, desc_.options.at_most_once);
         if (timeout_ms >= 0) desc_.options.timeout = std::chrono::milliseconds{timeout_ms};
         if (desc_.options.plugin.kind > detail::PluginSpec::transformers)
             throw cereal::Exception("unknown distributed plugin in a PendingCompute");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/crash_report.hpp"
 #include "runtime/transport.hpp"
 #include "sky/errors.hpp"
 #include "sky/events.hpp"
@@ -26,6 +27,9 @@ struct NodeStart {
 struct NodeExit {
     NodeLostError::Reason reason = NodeLostError::Reason::unreachable;
     std::string detail;
+    /// The worker's crash report (runtime/crash_report.hpp), when a signal killed it and it
+    /// could write one: the signal, the calls it ran, the crashing thread's stack.
+    std::optional<WorkerCrash> crash;
 };
 
 /// A started node as a backend keeps it: its worker, how to reach it, and how it ended. SSH
@@ -69,6 +73,5 @@ public:
     /// After stop_all(): what could not be confirmed stopped, one line each (empty: nothing).
     [[nodiscard]] virtual std::vector<std::string> leftovers() const { return {}; }
 };
-
 
 }  // namespace sky::detail

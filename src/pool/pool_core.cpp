@@ -7,6 +7,7 @@
 
 #include "metrics/metrics.hpp"
 #include "pool/ledger.hpp"
+#include "pool/lost_call.hpp"
 #include "pool/signals.hpp"
 #include "providers/registry/registry.hpp"
 #include "runtime/worker.hpp"
@@ -306,12 +307,19 @@ void PoolCore::reader_loop(NodeSlot* n) {
     std::vector<Incoming> got;
     std::vector<Outgoing> out(nodes_.size());
     std::vector<Completion> done;
+    std::vector<std::uint64_t> confirms;  // at-most-once calls the client now counts as started
     auto flush = [&] {
         if (got.empty()) return;
         {
             std::lock_guard lk(m_);
             const auto now = Clock::now();
             for (auto& r : got) {
+                if (r.type == MsgType::started) {
+                    // Marked started before the worker may run it: only then is it confirmed.
+                    const Task* t = sched_->mark_started(n->index, r.call_id);
+                    if (t && t->call.options.at_most_once) confirms.push_back(r.call_id);
+                    continue;
+                }
                 if (r.type == MsgType::log) {
                     if (auto* tail = sched_->log_tail(n->index, r.call_id)) {
                         tail->push_back(std::move(r.log.line));
@@ -334,6 +342,8 @@ void PoolCore::reader_loop(NodeSlot* n) {
             dispatch_locked(out);
         }
         got.clear();
+        for (auto id : confirms) send_control(*n, MsgType::confirm, id);
+        confirms.clear();
         send(out);
         Completion::deliver(done);
     };
@@ -345,6 +355,7 @@ void PoolCore::reader_loop(NodeSlot* n) {
             switch (in.type) {
                 case MsgType::result:
                 case MsgType::error:
+                case MsgType::started:
                     got.push_back(std::move(in));
                     break;
                 case MsgType::log:
@@ -416,16 +427,10 @@ void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_erro
             restart = true;
         }
         // Calls with retries left wait for another node (or the replacement); the rest fail.
+        mark_crash_started(*sched_, n->index, ex);
         for (auto& t :
-             sched_->node_lost(n->index, restart ? NodeState::restarting : NodeState::lost)) {
-            std::string detail = ex.detail;
-            if (!t.log_tail.empty())
-                detail +=
-                    fmt::format("; last output of {}: {}", t.call.function, t.log_tail.back());
-            done.push_back(
-                Completion::failed(t, std::make_exception_ptr(NodeLostError(
-                                          n->index, n->instance.id, ex.reason, detail))));
-        }
+             sched_->node_lost(n->index, restart ? NodeState::restarting : NodeState::lost))
+            done.push_back(Completion::failed(t, lost_call_error(n->index, n->instance.id, ex, t)));
         dispatch_locked(out);
         fail_waiting_if_none_live_locked(done);
     }

@@ -113,7 +113,11 @@ std::deque<Task>::iterator Scheduler::pick(int node) {
 }
 
 void Scheduler::assign(int node, Task&& t, const Assigned& assigned) {
+    // Every attempt has an id of its own: a worker never runs the same id twice, and a retry
+    // is a new call to the worker that gets it.
     const std::uint64_t id = ++next_call_id_;
+    t.call_id = id;
+    t.started = false;
     if (t.deadline) timed_inflight_[t.seq] = {node, id};
     auto [it, inserted] = at(node).inflight.emplace(id, std::move(t));
     assigned(node, id, it->second);
@@ -123,6 +127,14 @@ std::vector<std::string>* Scheduler::log_tail(int node, std::uint64_t call_id) {
     auto& inflight = at(node).inflight;
     auto it = inflight.find(call_id);
     return it == inflight.end() ? nullptr : &it->second.log_tail;
+}
+
+Task* Scheduler::mark_started(int node, std::uint64_t call_id) {
+    auto& inflight = at(node).inflight;
+    auto it = inflight.find(call_id);
+    if (it == inflight.end()) return nullptr;
+    it->second.started = true;
+    return &it->second;
 }
 
 std::optional<Task> Scheduler::take(int node, std::uint64_t call_id) {
@@ -159,7 +171,10 @@ std::vector<Task> Scheduler::node_lost(int node, NodeState now_state) {
     for (auto id : ids) {
         Task& t = n.inflight.at(id);
         if (t.deadline) timed_inflight_.erase(t.seq);  // its deadline still counts while it waits
-        if (t.retries_left > 0 && t.pinned < 0) {
+        // At least once by default; at most once when asked: a call that started may have run
+        // (its side effects done), so it is not run again.
+        const bool may_have_run = t.started && t.call.options.at_most_once;
+        if (t.retries_left > 0 && t.pinned < 0 && !may_have_run) {
             --t.retries_left;
             t.lost_on = node;
             requeue.push_back(std::move(t));

@@ -29,9 +29,12 @@ struct Task {
     std::size_t index = 0;
     CallDesc call;
     int retries_left = 0;
-    int pinned = -1;         ///< node it must run on (broadcast), or -1
-    int pinned_worker = -1;  ///< worker process (local rank) on that node, for a per-rank call
-    int lost_on = -1;        ///< node it was lost with: a retry goes to another while one lives
+    int pinned = -1;            ///< node it must run on (broadcast), or -1
+    int pinned_worker = -1;     ///< worker process (local rank) on that node, for a per-rank call
+    int lost_on = -1;           ///< node it was lost with: a retry goes to another while one lives
+    std::uint64_t call_id = 0;  ///< the id of its current attempt (its frames'), while in flight
+    /// The worker said this attempt started (a "started" frame, or its crash report).
+    bool started = false;
     std::uint64_t seq = 0;
     std::optional<Clock::time_point> deadline;
     std::vector<std::string> log_tail;
@@ -116,10 +119,14 @@ public:
     /// timed out or cancelled already).
     std::optional<Task> take(int node, std::uint64_t call_id);
 
+    /// The worker said the call started: marks it, and returns it while it is in flight there
+    /// (nullptr: finished, timed out or cancelled already).
+    Task* mark_started(int node, std::uint64_t call_id);
+
     /// The node's connection ended and it becomes `now_state` (lost, or restarting when a
     /// replacement starts): its calls in flight with retries left go back to the head of the
-    /// queue, in order, to run on another node while one lives; the others and its pinned calls
-    /// are returned, to fail.
+    /// queue, in order, to run on another node while one lives, except an at_most_once call
+    /// that started (it may have run); the others and its pinned calls are returned, to fail.
     std::vector<Task> node_lost(int node, NodeState now_state);
     /// The node's calls pinned to it (which can never run when it is gone for good).
     std::vector<Task> drain_pinned(int node);

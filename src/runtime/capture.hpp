@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 namespace sky::detail {
 
@@ -39,6 +40,10 @@ public:
     void leave() noexcept;
     /// A descriptor that still reaches the original stderr (for the worker's own messages).
     [[nodiscard]] int original_stderr() const noexcept { return orig_err_; }
+    /// The read ends of the pipes behind fds 1 and 2 (non-blocking; -1 when there are none).
+    [[nodiscard]] std::pair<int, int> pipe_read_fds() const noexcept {
+        return {pipe_out_, pipe_err_};
+    }
 
 private:
     class StreamBuf;

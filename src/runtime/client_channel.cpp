@@ -23,8 +23,9 @@ void encode_call(Outgoing& out, std::uint64_t call_id, const CallDesc& c, int wo
     const std::size_t len = plugin.size() + call_header_size(c.function.size()) + args;
     const std::size_t at = out.small.size();
     out.small.resize(at + frame_header_size);
-    encode_header(out.small.data() + at, MsgType::call, call_id, len,
-                  plugin.empty() ? std::uint16_t{0} : call_flag_plugin);
+    std::uint16_t flags = plugin.empty() ? std::uint16_t{0} : call_flag_plugin;
+    if (c.options.at_most_once) flags |= call_flag_at_most_once;
+    encode_header(out.small.data() + at, MsgType::call, call_id, len, flags);
     if (!plugin.empty()) out.small.append(plugin.data(), plugin.size());
     append_call_header(out.small, c.function, c.signature);
     if (args > copy_limit)
@@ -140,6 +141,7 @@ bool ClientChannel::next(Incoming& in) {
             in.log = decode_log(f.payload);
             break;
         case MsgType::heartbeat:
+        case MsgType::started:
             break;
         case MsgType::metrics:
             try {

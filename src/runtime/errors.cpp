@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 namespace sky {
 
 namespace {
@@ -14,6 +16,41 @@ std::string attempts_what(const std::string& message, const std::vector<Provisio
     for (auto& x : a)
         s += fmt::format("\n  - {} {} {}{}: {}", x.provider, x.instance_type, x.region,
                          x.spot ? " (spot)" : "", x.error);
+    return s;
+}
+// What a user reads first about a crash: the signal, where (the top frames), what it printed.
+constexpr std::size_t shown_frames = 8;
+constexpr std::size_t shown_lines = 10;
+
+std::string lost_what(int node, const std::string& instance_id, NodeLostError::Reason reason,
+                      const std::string& detail, const NodeLostError::Call& c) {
+    std::string s =
+        fmt::format("node {} ({}) lost: {}{}{}", node, instance_id,
+                    NodeLostError::reason_name(reason), detail.empty() ? "" : ": ", detail);
+    if (c.signal > 0) {
+        const char* abbrev = ::sigabbrev_np(c.signal);
+        s += fmt::format("\n  {}{} (signal {})", abbrev ? "SIG" : "", abbrev ? abbrev : "signal",
+                         c.signal);
+        if (c.crashed_elsewhere)
+            s += " in another call the worker ran at the same time";
+        else if (!c.function.empty())
+            s += " while running " + c.function;
+        if (!c.stack.empty()) s += ", innermost frame first:";
+        for (std::size_t i = 0; i < c.stack.size() && i < shown_frames; ++i) {
+            const auto& f = c.stack[i];
+            s += fmt::format("\n    #{} {}", i, f.function.empty() ? "??" : f.function);
+            if (!f.file.empty()) s += fmt::format(" at {}:{}", f.file, f.line);
+        }
+        if (c.stack.size() > shown_frames)
+            s += fmt::format("\n    ... {} more", c.stack.size() - shown_frames);
+    }
+    if (!c.remote_log.empty()) {
+        s += c.function.empty() ? std::string("\n  last output:")
+                                : fmt::format("\n  last output of {}:", c.function);
+        const std::size_t from =
+            c.remote_log.size() > shown_lines ? c.remote_log.size() - shown_lines : 0;
+        for (std::size_t i = from; i < c.remote_log.size(); ++i) s += "\n    " + c.remote_log[i];
+    }
     return s;
 }
 }  // namespace
@@ -42,11 +79,15 @@ BootstrapError::BootstrapError(int node, std::string instance_id, std::string ph
       output_(std::move(output)) {}
 
 NodeLostError::NodeLostError(int node, std::string instance_id, Reason reason, std::string detail)
-    : Error(fmt::format("node {} ({}) lost: {}{}{}", node, instance_id, reason_name(reason),
-                        detail.empty() ? "" : ": ", detail)),
+    : NodeLostError(node, std::move(instance_id), reason, std::move(detail), Call{}) {}
+
+NodeLostError::NodeLostError(int node, std::string instance_id, Reason reason, std::string detail,
+                             Call call)
+    : Error(lost_what(node, instance_id, reason, detail, call)),
       node_(node),
       instance_id_(std::move(instance_id)),
-      reason_(reason) {}
+      reason_(reason),
+      call_(std::move(call)) {}
 
 const char* NodeLostError::reason_name(Reason r) noexcept {
     switch (r) {

@@ -1,6 +1,5 @@
 #include "runtime/protocol.hpp"
 
-#include <elf.h>
 #include <fmt/format.h>
 #include <link.h>
 
@@ -8,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "runtime/build_id.hpp"
 #include "sky/detail/serialize.hpp"
 #include "sky/errors.hpp"
 
@@ -39,6 +39,12 @@ const char* msg_type_name(MsgType t) noexcept {
             return "ready";
         case MsgType::layout:
             return "layout";
+        case MsgType::started:
+            return "started";
+        case MsgType::confirm:
+            return "confirm";
+        case MsgType::ack:
+            return "ack";
     }
     return "unknown";
 }
@@ -61,7 +67,7 @@ FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame) {
         throw ProtocolError(fmt::format("unsupported protocol version {} (this build speaks {})",
                                         h.version, protocol_version));
     if (type < static_cast<std::uint8_t>(MsgType::hello) ||
-        type > static_cast<std::uint8_t>(MsgType::layout))
+        type > static_cast<std::uint8_t>(MsgType::ack))
         throw ProtocolError(fmt::format("unknown frame type {}", type));
     h.type = static_cast<MsgType>(type);
     if (h.length > max_frame)
@@ -214,29 +220,27 @@ LogMsg decode_log(std::span<const std::byte> p) {
     return m;
 }
 
+void append_ack_frame(Buffer& out, std::span<const std::uint64_t> call_ids) {
+    const std::size_t at = out.size();
+    out.resize(at + frame_header_size);
+    encode_header(out.data() + at, MsgType::ack, 0, call_ids.size_bytes());
+    out.append(call_ids.data(), call_ids.size_bytes());
+}
+
+std::vector<std::uint64_t> decode_ack(std::span<const std::byte> p) {
+    if (p.size() % 8 != 0)
+        throw ProtocolError(
+            fmt::format("an ack frame of {} bytes (not a multiple of 8)", p.size()));
+    std::vector<std::uint64_t> ids(p.size() / 8);
+    if (!p.empty()) std::memcpy(ids.data(), p.data(), p.size());
+    return ids;
+}
+
 namespace {
 int find_build_id(dl_phdr_info* info, std::size_t, void* out) {
     if (info->dlpi_name && info->dlpi_name[0]) return 0;  // only the main program
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-        const auto& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_NOTE) continue;
-        auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
-        auto* end = p + ph.p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
-            const unsigned char* name = p + sizeof(ElfW(Nhdr));
-            const unsigned char* desc = name + ((nh->n_namesz + 3) & ~3u);
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                std::memcmp(name, "GNU", 4) == 0) {
-                std::string hex;
-                for (unsigned j = 0; j < nh->n_descsz; ++j) hex += fmt::format("{:02x}", desc[j]);
-                *static_cast<std::string*>(out) = hex;
-                return 1;
-            }
-            p = desc + ((nh->n_descsz + 3) & ~3u);
-        }
-    }
-    return 0;
+    *static_cast<std::string*>(out) = build_id_hex(*info);
+    return 1;
 }
 }  // namespace
 

@@ -22,7 +22,8 @@ static_assert(std::endian::native == std::endian::little,
 inline constexpr std::uint32_t frame_magic = 0x31594b53;  // "SKY1"
 // 2: mutual challenge-response (auth frames) before the hellos; no token in any hello.
 // 3: the worker's ready frame after the client's hello, the layout frame, calls with a plugin.
-inline constexpr std::uint8_t protocol_version = 3;
+// 4: started/confirm (at most once), ack and resume (a dropped connection loses nothing).
+inline constexpr std::uint8_t protocol_version = 4;
 inline constexpr std::size_t frame_header_size = 24;
 /// Default upper bound of one frame's payload; larger frames close the connection.
 inline constexpr std::uint64_t default_max_frame = std::uint64_t{2} << 30;  // 2 GiB
@@ -40,10 +41,17 @@ enum class MsgType : std::uint8_t {
     auth = 10,      // both ways, before the hellos, fixed sizes (runtime/auth.hpp)
     ready = 11,     // worker -> client, after the client's hello: WorkerReady
     layout = 12,    // client -> worker: PoolLayout (before the first call, again after a restart)
+    started = 13,   // worker -> client, empty: the call is about to run
+    confirm = 14,   // client -> worker, empty: run the at-most-once call that said "started"
+    ack = 15,       // client -> worker: AckMsg, results and errors the client has received
 };
 
 /// FrameHeader::flags of a call frame: the payload starts with a plugin block (CallPlugin).
 inline constexpr std::uint16_t call_flag_plugin = 1;
+/// FrameHeader::flags of a call frame: run it at most once. The worker sends "started" and waits
+/// for the client's "confirm" before the function runs (a "cancel" instead drops it), so the
+/// function never runs unless the client already counts the call as started.
+inline constexpr std::uint16_t call_flag_at_most_once = 2;
 [[nodiscard]] const char* msg_type_name(MsgType t) noexcept;
 
 struct FrameHeader {
@@ -183,6 +191,12 @@ struct ErrorMsg {
 
 /// Metrics payload: a cereal MetricsSample (metrics/metrics.hpp).
 
+/// Ack payload: the call ids, [u64 id]..., of result and error frames the client received; the
+/// worker forgets them (it keeps the others to send again after a resume).
+void append_ack_frame(Buffer& out, std::span<const std::uint64_t> call_ids);
+/// The ids of an ack payload; throws ProtocolError when its size is not a multiple of 8.
+std::vector<std::uint64_t> decode_ack(std::span<const std::byte> payload);
+
 /// The client's hello (after authentication): who the worker is in the pool.
 struct ClientHello {
     std::uint32_t protocol = protocol_version;
@@ -207,12 +221,22 @@ struct ClientHello {
     /// several. k >= 0: worker process k of `workers` that a node's worker started.
     std::int32_t worker = -1;
     std::int32_t workers = 1;
+    /// The same for every connection of one client to this worker (random): a connection that
+    /// resumes a session must name it.
+    std::string session;
+    /// False on a client's first connection; true when it comes back after a dropped one.
+    bool resume = false;
+    /// How long a worker listening for its client (not a Local one) waits for it to come back
+    /// after the connection dropped, running its calls and keeping their results; 0: it does
+    /// not wait (it ends as when the client said shutdown, its running calls abandoned).
+    std::int64_t reconnect_bound_s = 30;
 
     template <class A>
     void serialize(A& ar) {
         ar(protocol, pool_id, instance_id, node, total_nodes, concurrency, head_addr, head_port,
            accelerators, idle_timeout_s, hard_timeout_s, collect_metrics, metrics_interval_ms,
-           max_frame, accelerator, private_addr, worker, workers);
+           max_frame, accelerator, private_addr, worker, workers, session, resume,
+           reconnect_bound_s);
     }
 };
 

@@ -23,6 +23,7 @@ constexpr const char* token_file_var = "SKY_WORKER_TOKEN_FILE";
 constexpr const char* port_file_var = "SKY_WORKER_PORT_FILE";
 constexpr const char* heartbeat_file_var = "SKY_WORKER_HEARTBEAT_FILE";
 constexpr const char* accept_timeout_var = "SKY_WORKER_ACCEPT_TIMEOUT";
+constexpr const char* crash_file_var = "SKY_WORKER_CRASH_FILE";
 constexpr const char* parent_pid_var = "SKY_PARENT_PID";
 
 // A value as an error message shows it: quoted, cut, control characters as '?'.
@@ -77,6 +78,7 @@ std::vector<std::string> WorkerLaunch::env() const {
     add(port_file_var, port_file);
     add(heartbeat_file_var, heartbeat_file);
     if (accept_timeout) add(accept_timeout_var, std::to_string(accept_timeout->count()));
+    add(crash_file_var, crash_file);
     if (parent_pid > 0) add(parent_pid_var, std::to_string(parent_pid));
     return out;
 }
@@ -115,6 +117,7 @@ WorkerLaunch WorkerLaunch::from_env(const std::function<const char*(const char*)
     l.token_file = get(token_file_var);
     l.port_file = get(port_file_var);
     l.heartbeat_file = get(heartbeat_file_var);
+    l.crash_file = get(crash_file_var);
     if (auto v = get(accept_timeout_var); !v.empty())
         l.accept_timeout = std::chrono::seconds(whole_number(
             accept_timeout_var, v, 1, 365LL * 24 * 3600, "a number of seconds from 1"));

@@ -32,6 +32,9 @@ struct WorkerLaunch {
     /// SKY_WORKER_ACCEPT_TIMEOUT (whole seconds, > 0): how long a listening worker waits for its
     /// client; none: the worker's default.
     std::optional<std::chrono::seconds> accept_timeout;
+    /// SKY_WORKER_CRASH_FILE: where the worker writes its crash report when a call kills it
+    /// (runtime/crash_report.hpp); the launcher reads it once the worker has ended.
+    std::string crash_file;
     /// SKY_PARENT_PID (> 0): the client's process; the worker dies with it. 0: none.
     long parent_pid = 0;
 

@@ -96,6 +96,9 @@ void decode_payload(Frame& f) {
         case MsgType::layout:
             decode_as<PoolLayout>(p);
             break;
+        case MsgType::ack:
+            sky::fuzz::expect_typed([&] { (void)decode_ack(p); });
+            break;
         default:
             break;
     }

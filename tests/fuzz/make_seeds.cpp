@@ -49,12 +49,14 @@ void frame_seed(const std::string& name, const Buffer& stream, std::uint8_t mode
 int main(int argc, char** argv) {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
     // Frames: a hello each way, a call with and without a plugin block, a result, an error, a
-    // log line, metrics, ready, layout, and the control frames, in one stream and alone.
+    // log line, metrics, ready, layout, started, confirm, ack and the control frames, in one
+    // stream and alone.
     ClientHello ch;
     ch.pool_id = "pool-1";
     ch.instance_id = "i-0abc";
     ch.accelerators = {"H100:8"};
     ch.accelerator = "H100:8";
+    ch.session = "0123456789abcdef";
     WorkerHello wh;
     wh.build_id = "0123abcd";
     wh.hostname = "node-0";
@@ -92,6 +94,15 @@ int main(int argc, char** argv) {
     append_frame(all, MsgType::error, 3, encoded(em).span());
     append_frame(all, MsgType::heartbeat, 0, {});
     append_frame(all, MsgType::cancel, 4, {});
+    {
+        const std::size_t at = all.size();
+        append_frame(all, MsgType::call, 5, call.span());
+        encode_header(all.data() + at, MsgType::call, 5, call.size(), call_flag_at_most_once);
+    }
+    append_frame(all, MsgType::started, 5, {});
+    append_frame(all, MsgType::confirm, 5, {});
+    const std::uint64_t acked[] = {1, 2, 3};
+    append_ack_frame(all, acked);
     append_frame(all, MsgType::shutdown, 0, {});
     frame_seed("stream", all);
     frame_seed("stream-small-reads", all, 0x00);

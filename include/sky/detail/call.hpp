@@ -25,6 +25,8 @@ namespace sky::detail {
 struct CallOptions {
     std::optional<std::chrono::milliseconds> timeout;
     int retries = 0;
+    /// Retries re-run only calls that never started (PendingCompute::at_most_once()).
+    bool at_most_once = false;
     PluginSpec plugin;  ///< a distributed-training plugin (kind none: no rendezvous variables)
 };
 

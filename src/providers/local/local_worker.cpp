@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "runtime/auth.hpp"
+#include "runtime/crash_report.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/spawner.hpp"
 #include "runtime/worker.hpp"
@@ -37,13 +40,26 @@ bool is_provider_credential(std::string_view name) {
     return false;
 }
 
+namespace {
+std::string crash_file_in(const std::string& dir) { return dir.empty() ? "" : dir + "/crash"; }
+}  // namespace
+
 LocalWorker::LocalWorker(const PoolSpec& spec, std::string workdir)
     : spec_(spec), workdir_(std::move(workdir)) {
+    // Where the worker leaves its crash report: a directory only this user can enter.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/sky-worker-XXXXXX";
+    if (::mkdtemp(dir.data())) crash_dir_ = dir;
     std::lock_guard lk(m_);
     start();
 }
 
-LocalWorker::~LocalWorker() { stop(); }
+LocalWorker::~LocalWorker() {
+    stop();
+    // Its crash file and those of its worker processes (crash.<k>), all ours to remove.
+    std::error_code ec;
+    if (!crash_dir_.empty()) std::filesystem::remove_all(crash_dir_, ec);
+}
 
 void LocalWorker::start() {
     int sv[2];
@@ -67,7 +83,13 @@ void LocalWorker::start() {
         if (!spec_.env.count(k))
             req.env.push_back(k + "=" + v);  // the pool's env wins, as on a node
     for (auto& [k, v] : spec_.env) req.env.push_back(k + "=" + v);
-    for (auto& v : WorkerLaunch{.fd = 3, .token = token, .parent_pid = ::getpid()}.env())
+    // A report from the previous worker must not pass for this one's.
+    if (!crash_dir_.empty()) ::unlink(crash_file_in(crash_dir_).c_str());
+    for (auto& v : WorkerLaunch{.fd = 3,
+                   .token = token,
+                   .crash_file = crash_file_in(crash_dir_),
+                   .parent_pid = ::getpid()}
+                       .env())
         req.env.push_back(std::move(v));
     req.workdir = workdir_;
     req.child_fd = sv[1];
@@ -141,14 +163,17 @@ NodeExit LocalWorker::exit_reason() {
     }
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
-        return {NodeLostError::Reason::worker_crashed,
-                fmt::format("worker process {} was killed by signal {} ({})", pid, sig,
-                            strsignal(sig))};
+        return {
+            NodeLostError::Reason::worker_crashed,
+            fmt::format("worker process {} was killed by signal {} ({})", pid, sig, strsignal(sig)),
+            read_crash_file(crash_file_in(crash_dir_))};
     }
     int code = WEXITSTATUS(status);
     if (code != 0)
         return {NodeLostError::Reason::worker_crashed,
-                fmt::format("worker process {} exited with status {}", pid, code)};
+                fmt::format("worker process {} exited with status {}", pid, code),
+                // A node's worker that passed on the report of a worker process of its own.
+                read_crash_file(crash_file_in(crash_dir_))};
     return {NodeLostError::Reason::unreachable, fmt::format("worker process {} exited", pid)};
 }
 

@@ -29,7 +29,8 @@ public:
     [[nodiscard]] const std::string& token() const noexcept override { return token_; }
     /// Ends the current process if it still runs, then starts a fresh one with a new token.
     void restart_worker(const std::function<void(Event)>& emit) override;
-    /// Why the process ended, from its exit status (waits up to 2 s for it to exit).
+    /// Why the process ended, from its exit status (waits up to 2 s for it to exit) and, when a
+    /// signal killed it in a call, its crash report.
     NodeExit exit_reason() override;
     /// This machine is always there.
     [[nodiscard]] bool reachable() const override { return true; }
@@ -57,6 +58,8 @@ private:
     bool reaped_ = true;
     std::string token_;
     std::unique_ptr<Transport> pending_;  // the client's end, until connect_worker()
+    /// A private directory (0700) for the worker's crash file; removed by the destructor.
+    std::string crash_dir_;
 };
 
 /// Whether an environment variable holds a compute provider's credentials (or says where to

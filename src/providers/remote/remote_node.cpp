@@ -13,6 +13,7 @@
 
 #include "pool/backend.hpp"
 #include "runtime/auth.hpp"
+#include "runtime/crash_report.hpp"
 #include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
 #include "util/shell.hpp"
@@ -167,6 +168,8 @@ namespace {
 // written as it dies is lost. These lines show the newest report's first lines, also one in
 // worker.log (a report before the capture started, or a user's log_path=stderr).
 constexpr int sanitizer_report_lines = 16;
+// Separates the exit status and sanitizer lines from the crash report in exit_reason's output.
+constexpr std::string_view crash_marker = "@@sky-crash-report@@";
 
 std::string sanitizer_report_command(const std::string& run_dir) {
     return fmt::format(
@@ -212,7 +215,7 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     const std::string script = fmt::format(
         "umask 077\n"
         "cd {run} || exit 1\n"
-        "rm -f port exit sanitizer.*; touch heartbeat\n"
+        "rm -f port exit crash crash.* sanitizer.*; touch heartbeat\n"
         "[ -f {img}/env.sh ] && . {img}/env.sh\n"
         "{env}"
         "export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
@@ -231,7 +234,8 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
                                         .token_file = run_dir_ + "/token",
                                         .port_file = run_dir_ + "/port",
                                         .heartbeat_file = run_dir_ + "/heartbeat",
-                                        .accept_timeout = spec_.idle_timeout}
+                                        .accept_timeout = spec_.idle_timeout,
+                                        .crash_file = run_dir_ + "/crash"}
                                .shell_exports()),
         fmt::arg("exe", shell_quote(exe_path_)));
     s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
@@ -335,13 +339,20 @@ NodeExit RemoteNode::exit_reason() {
         return {NodeLostError::Reason::unreachable,
                 fmt::format("the SSH connection to {} was lost", where_.host)};
     try {
+        // The worker's crash report (runtime/crash_report.hpp) follows a marker line.
         auto r = session_->exec(
             fmt::format("[ -f {0}/preempted ] && echo preempted && exit 0; "
                         "for i in $(seq 20); do [ -f {0}/exit ] && break; sleep 0.1; done; "
                         "[ -f {0}/preempted ] && echo preempted && exit 0; "
-                        "cat {0}/exit 2>/dev/null || echo running; {1}",
-                        shell_quote(run_dir_), sanitizer_report_command(run_dir_)),
+                        "cat {0}/exit 2>/dev/null || echo running; {1}; echo {2}; "
+                        "head -c 1048576 {0}/crash 2>/dev/null; true",
+                        shell_quote(run_dir_), sanitizer_report_command(run_dir_), crash_marker),
             {.timeout = std::chrono::seconds(10)});
+        std::optional<WorkerCrash> crash;
+        if (const auto at = r.out.find(std::string(crash_marker) + "\n"); at != std::string::npos) {
+            crash = read_crash_report(std::string_view(r.out).substr(at + crash_marker.size() + 1));
+            r.out.resize(at);
+        }
         std::string what = r.out.substr(0, r.out.find('\n'));
         if (what == "preempted")
             return {NodeLostError::Reason::preempted,
@@ -352,11 +363,13 @@ NodeExit RemoteNode::exit_reason() {
         if (code > 128)
             return {NodeLostError::Reason::worker_crashed,
                     fmt::format("the worker on {} was killed by signal {} ({})", where_.host,
-                                code - 128, strsignal(code - 128))};
+                                code - 128, strsignal(code - 128)),
+                    std::move(crash)};
         if (code != 0)
             return {NodeLostError::Reason::worker_crashed,
                     fmt::format("the worker on {} exited with status {}{}", where_.host, code,
-                                sanitizer_report_detail(r.out))};
+                                sanitizer_report_detail(r.out)),
+                    std::move(crash)};
         return {NodeLostError::Reason::unreachable,
                 fmt::format("the worker on {} exited", where_.host)};
     } catch (const std::exception& e) {

@@ -19,6 +19,7 @@
 #include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fs = std::filesystem;
 using Env = std::map<std::string, std::string>;
@@ -305,6 +306,42 @@ TEST_CASE("a worker process that crashes takes its node down, and the pool repla
     REQUIRE(after.size() == 2);
     CHECK(after[1].at("@pid") != before[1].at("@pid"));
     CHECK(after[1].at("RANK") == "1");
+}
+
+namespace dist {
+int* volatile null_target = nullptr;
+// Rank 1 writes through a null pointer; the others wait for the node to go down.
+__attribute__((noinline)) int segv_on_rank_1() {
+    if (std::string(std::getenv("RANK") ? std::getenv("RANK") : "") == "1") *null_target = 1;
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return 0;
+}
+}  // namespace dist
+
+TEST_CASE("a worker process's crash report reaches the client through its node's worker",
+          "[distributed][local][forensics]") {
+    // The crash files go under TMPDIR (one directory per Local worker): none is left after.
+    char tmp[] = "/tmp/sky-dist-crash-XXXXXX";
+    REQUIRE(::mkdtemp(tmp));
+    {
+        sky::test::ScopedEnv env({{"TMPDIR", tmp}});
+        auto spec = local_spec(1);
+        spec.accelerator = "T4:2";
+        sky::ComputePool pool{spec};
+        try {
+            (void)(sky::compute<dist::segv_on_rank_1>().with(sky::distributed::torch{}) | pool);
+            FAIL("no exception");
+        } catch (const sky::NodeLostError& e) {
+            INFO(e.what());
+            CHECK(e.reason() == sky::NodeLostError::Reason::worker_crashed);
+            CHECK(e.signal() == SIGSEGV);
+            REQUIRE_FALSE(e.stack().empty());
+            CHECK(e.stack().front().function.find("dist::segv_on_rank_1") != std::string::npos);
+            CHECK(e.stack().front().file.find("test_distributed.cpp") != std::string::npos);
+        }
+    }
+    CHECK(fs::is_empty(tmp));
+    fs::remove_all(tmp);
 }
 
 // ---- SSH test hosts ----

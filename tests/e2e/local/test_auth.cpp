@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "e2e/local/functions.hpp"
 #include "e2e/local/wire.hpp"
@@ -19,24 +18,6 @@ namespace d = sky::detail;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-// Waits for the worker's port file to be non-empty (it is listening then).
-std::string wait_port_file(const std::string& path) {
-    for (int i = 0; i < 1000; ++i) {
-        std::string s = read_file(path);
-        if (!s.empty()) return s;
-        std::this_thread::sleep_for(10ms);
-    }
-    FAIL("the worker never wrote its port file");
-    return {};
-}
 
 // The first step of an impostor: read the challenge, answer with a MAC made with the wrong
 // token; returns whether the worker then ended the connection without a proof.
@@ -89,7 +70,7 @@ int call_add(d::Transport& t, d::FrameReader& r, int a, int b, std::uint64_t id)
     wire::call_frame(out, id, sky::compute<add>(a, b).desc());
     wire::send(t, out);
     d::Frame f;
-    REQUIRE(r.next(f));
+    REQUIRE(wire::next_answer(r, f));
     REQUIRE(f.header.type == d::MsgType::result);
     CHECK(f.header.call_id == id);
     int v = 0;
@@ -107,7 +88,7 @@ TEST_CASE("a TCP worker drops peers without the token and still serves the real 
     pid_t pid =
         wire::spawn_worker({"SKY_WORKER_LISTEN=127.0.0.1:0", "SKY_WORKER_TOKEN=" + token,
                             "SKY_WORKER_PORT_FILE=" + port_file, "SKY_WORKER_ACCEPT_TIMEOUT=30"});
-    const int port = std::stoi(wait_port_file(port_file));
+    const int port = std::stoi(wire::wait_port_file(port_file));
     REQUIRE(port > 0);
     auto connect = [&] { return d::connect_tcp("127.0.0.1", port, 5s); };
     // A squatter that connects first and says nothing keeps its connection open meanwhile.
@@ -157,7 +138,7 @@ TEST_CASE("a worker on a Unix socket: 0600, port file 'unix', removed once the c
     pid_t pid =
         wire::spawn_worker({"SKY_WORKER_LISTEN=unix:" + sock, "SKY_WORKER_TOKEN=" + token,
                             "SKY_WORKER_PORT_FILE=" + port_file, "SKY_WORKER_ACCEPT_TIMEOUT=30"});
-    CHECK(wait_port_file(port_file) == "unix\n");
+    CHECK(wire::wait_port_file(port_file) == "unix\n");
     struct stat st {};
     REQUIRE(::lstat(sock.c_str(), &st) == 0);
     CHECK(S_ISSOCK(st.st_mode));
@@ -187,7 +168,7 @@ TEST_CASE("a listening worker nobody authenticates to exits at its deadline, soc
     pid_t pid =
         wire::spawn_worker({"SKY_WORKER_LISTEN=unix:" + sock, "SKY_WORKER_TOKEN=tok",
                             "SKY_WORKER_PORT_FILE=" + port_file, "SKY_WORKER_ACCEPT_TIMEOUT=2"});
-    wait_port_file(port_file);
+    wire::wait_port_file(port_file);
     CHECK(wrong_hmac_is_dropped(d::connect_unix(sock)));
     wire::Exit e = wire::wait_exit(pid, 10s);
     REQUIRE(e.exited);
@@ -267,7 +248,7 @@ TEST_CASE("hostile hellos and frames after authentication never crash or bloat t
     wire::frame(out, d::MsgType::call, 5, cp);
     wire::send(t, out);
     d::Frame f;
-    REQUIRE(r->next(f));
+    REQUIRE(wire::next_answer(*r, f));
     CHECK(f.header.type == d::MsgType::error);
     CHECK(call_add(t, *r, 1, 1, 6) == 2);
     t.shutdown();
@@ -345,11 +326,11 @@ TEST_CASE("the pool token never appears in what a real pool sends", "[local][aut
         CHECK_THROWS_AS(sky::compute<add>(1, 2) >> pool, sky::RemoteError);
     }
     std::string token;
-    for (int i = 0; i < 300 && (token.empty() || read_file(wire_file).empty()); ++i) {
+    for (int i = 0; i < 300 && (token.empty() || wire::read_file(wire_file).empty()); ++i) {
         std::this_thread::sleep_for(10ms);
-        token = read_file(token_file);
+        token = wire::read_file(token_file);
     }
-    const std::string bytes = read_file(wire_file);
+    const std::string bytes = wire::read_file(wire_file);
     REQUIRE(token.size() == 32);
     REQUIRE(bytes.size() > 88);  // the answer, the hello, a call
     CHECK(bytes.find(token) == std::string::npos);

@@ -46,7 +46,7 @@ struct HandWorker {
         wire::call_frame(out, id, sky::compute<sleep_ms>(ms).desc());
         wire::send(*t, out);
     }
-    // The next frame that is not a log line, within `limit`.
+    // The next frame that is not a log line or a "started", within `limit`.
     std::optional<d::Frame> next(std::chrono::milliseconds limit) {
         const auto until = Clock::now() + limit;
         for (int i = 0; i < 1000; ++i) {
@@ -55,7 +55,7 @@ struct HandWorker {
             if (left <= 0ms || (!r->has_buffered_frame() && !t->wait_readable(left))) return {};
             d::Frame f;
             if (!r->next(f)) return {};
-            if (f.header.type != d::MsgType::log) return f;
+            if (f.header.type != d::MsgType::log && f.header.type != d::MsgType::started) return f;
         }
         return {};
     }

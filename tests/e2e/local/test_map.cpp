@@ -413,6 +413,7 @@ TEST_CASE("a PendingMap is a serializable value", "[local][map]") {
     auto m = sky::map<shout>(words, 3, std::string("."))
                  .chunk(3)
                  .retries(2)
+                 .at_most_once()
                  .timeout(std::chrono::seconds(40));
     sky::detail::Buffer bytes;
     sky::detail::save_to(bytes, m);
@@ -423,6 +424,7 @@ TEST_CASE("a PendingMap is a serializable value", "[local][map]") {
     CHECK(back.function_name() == "map_test::shout");
     CHECK(back.desc().options.retries == 2);
     CHECK(back.desc().options.timeout == std::chrono::milliseconds(40000));
+    CHECK(back.desc().options.at_most_once);
     CHECK((back >> pool) == std::vector<std::string>{"xxx.", "yzyzyz.", ".", "www."});
     // Elements of one size (numbers) travel without offsets.
     auto n = sky::map<square>(iota_long(10));
@@ -441,7 +443,7 @@ TEST_CASE("a PendingMap is a serializable value", "[local][map]") {
                      std::vector<std::uint64_t> offsets, std::uint64_t element_bytes) {
         sky::detail::Buffer b;
         sky::detail::save_to(b, name, std::uint64_t{1}, 0, std::int64_t{-1}, std::uint64_t{0},
-                             count, stride, offsets, element_bytes);
+                             count, stride, offsets, false, element_bytes);
         std::string elements(element_bytes, 'x');
         b.append(elements.data(), elements.size());
         sky::detail::save_to(b, std::uint64_t{0});

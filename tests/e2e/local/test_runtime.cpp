@@ -268,7 +268,7 @@ TEST_CASE("a worker can listen on loopback TCP (as remote workers do) and serve 
     sky::detail::append_frame(frame, sky::detail::MsgType::call, 77, cp.span());
     std::span<const std::byte> one[] = {frame.span()};
     t.write_all(one);
-    REQUIRE(r.next(f));
+    REQUIRE(e2e::wire::next_answer(r, f));
     CHECK(f.header.type == sky::detail::MsgType::result);
     CHECK(f.header.call_id == 77);
     int result = 0;

@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +73,24 @@ inline Exit wait_exit(pid_t pid, std::chrono::milliseconds within) {
     return e;
 }
 
+/// The whole file ("" when it is missing).
+inline std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+/// Waits for a listening worker's port file to be non-empty (it listens then); its text.
+inline std::string wait_port_file(const std::string& path) {
+    for (int i = 0; i < 1000; ++i) {
+        if (std::string s = read_file(path); !s.empty()) return s;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL("the worker never wrote its port file");
+    return {};
+}
+
 /// Appends a whole frame to `out`.
 inline void frame(d::Buffer& out, d::MsgType type, std::uint64_t id, const d::Buffer& payload) {
     d::append_frame(out, type, id, payload.span());
@@ -100,6 +120,14 @@ inline d::WorkerHello connect_client(d::Transport& t, std::unique_ptr<d::FrameRe
     REQUIRE(r->next(f));
     REQUIRE(f.header.type == d::MsgType::ready);
     return wh;
+}
+
+/// The next frame that answers or concerns a call or the connection: log lines and the
+/// worker's "started" are skipped. False at the end of the stream.
+inline bool next_answer(d::FrameReader& r, d::Frame& f) {
+    while (r.next(f))
+        if (f.header.type != d::MsgType::log && f.header.type != d::MsgType::started) return true;
+    return false;
 }
 
 /// A call frame for `c` (a PendingCompute's description).

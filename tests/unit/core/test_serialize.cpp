@@ -86,6 +86,7 @@ TEST_CASE("the serializable concept", "[serialize]") {
 TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable", "[serialize]") {
     auto p = sky::compute<mid>(Point{0, 0, "a"}, Point{2, 4, "b"})
                  .retries(2)
+                 .at_most_once()
                  .timeout(std::chrono::seconds(3));
     CHECK(p.function_name().find("mid") != std::string_view::npos);
     Buffer b;
@@ -95,6 +96,7 @@ TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable
     CHECK(q.function_name() == p.function_name());
     CHECK(q.desc().signature == p.desc().signature);
     CHECK(q.desc().options.retries == 2);
+    CHECK(q.desc().options.at_most_once);
     CHECK(q.desc().options.timeout == std::chrono::milliseconds(3000));
     REQUIRE(q.desc().args->size() == p.desc().args->size());
     CHECK(std::memcmp(q.desc().args->data(), p.desc().args->data(), p.desc().args->size()) == 0);

@@ -42,6 +42,7 @@ void same(const WorkerLaunch& a, const WorkerLaunch& b) {
     CHECK(a.port_file == b.port_file);
     CHECK(a.heartbeat_file == b.heartbeat_file);
     CHECK(a.accept_timeout == b.accept_timeout);
+    CHECK(a.crash_file == b.crash_file);
     CHECK(a.parent_pid == b.parent_pid);
 }
 
@@ -72,12 +73,15 @@ TEST_CASE("worker launch: a remote worker's exports read back the same, and carr
                         .token_file = "/home/u/.sky/pools/p 1/node0/token",
                         .port_file = "/home/u/.sky/pools/p 1/node0/port",
                         .heartbeat_file = "/home/u/.sky/pools/p 1/node0/heartbeat",
-                        .accept_timeout = std::chrono::seconds(600)};
+                        .accept_timeout = std::chrono::seconds(600),
+                        .crash_file = "/home/u/.sky/pools/p 1/node0/crash"};
     same(read_back(as_map(remote.env())), remote);
     const std::string line = remote.shell_exports();
     CHECK(line.rfind("export SKY_WORKER_LISTEN='unix:/home/u/.sky/pools/p 1/node0/worker.sock' ",
                      0) == 0);
-    CHECK(line.find(" SKY_WORKER_ACCEPT_TIMEOUT='600'\n") != std::string::npos);
+    CHECK(line.find(" SKY_WORKER_ACCEPT_TIMEOUT='600' ") != std::string::npos);
+    CHECK(line.find(" SKY_WORKER_CRASH_FILE='/home/u/.sky/pools/p 1/node0/crash'\n") !=
+          std::string::npos);
     CHECK(line.find("SKY_WORKER_TOKEN=") == std::string::npos);
     CHECK(line.back() == '\n');
     CHECK(WorkerLaunch{}.shell_exports().empty());

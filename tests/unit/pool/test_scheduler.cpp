@@ -194,6 +194,50 @@ TEST_CASE("scheduler: a lost node's calls with retries run again elsewhere, the 
     CHECK(failed2[0].lost_on == 0);
 }
 
+TEST_CASE("scheduler: an at-most-once call that started is not retried, one that did not is",
+          "[scheduler]") {
+    Fixture f(2, 2);
+    CallDesc c = Fixture::call(1);
+    c.options.at_most_once = true;
+    f.submit(2, c);  // both on node 0 (with node 1 lost first)
+    f.s.set_state(1, State::lost);
+    f.dispatch();
+    f.s.set_state(1, State::ready);
+    REQUIRE(f.sent.size() == 2);
+    REQUIRE(f.s.inflight(0) == 2);
+    // The worker said the first started; the second waits in its worker's queue.
+    Task* t = f.s.mark_started(0, f.sent[0].call_id);
+    REQUIRE(t);
+    CHECK(t->started);
+    CHECK(t->call_id == f.sent[0].call_id);
+    CHECK_FALSE(f.s.mark_started(0, 12345));  // not in flight: nothing to mark
+    auto failed = f.s.node_lost(0, State::restarting);
+    REQUIRE(failed.size() == 1);
+    CHECK(failed[0].index == f.sent[0].index);
+    CHECK(failed[0].started);
+    CHECK(failed[0].retries_left == 1);  // it had retries, and still may not run again
+    // The one that never started runs again, on node 1, as a new attempt (a new call id).
+    auto again = f.dispatch();
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].index == f.sent[1].index);
+    CHECK(again[0].node == 1);
+    CHECK(again[0].call_id != f.sent[1].call_id);
+}
+
+TEST_CASE("scheduler: plain retries run a started call again (at least once)", "[scheduler]") {
+    Fixture f(2);
+    f.submit(1, Fixture::call(1));
+    auto sent = f.dispatch();
+    REQUIRE(sent.size() == 1);
+    REQUIRE(f.s.mark_started(sent[0].node, sent[0].call_id));
+    CHECK(f.s.node_lost(sent[0].node, State::lost).empty());
+    auto again = f.dispatch();
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].node != sent[0].node);
+    // The new attempt has not started yet.
+    CHECK_FALSE(f.s.take(again[0].node, again[0].call_id)->started);
+}
+
 TEST_CASE("scheduler: retries wait in the order their calls were sent", "[scheduler]") {
     Fixture f(2, 4);
     f.submit(8, Fixture::call(1));

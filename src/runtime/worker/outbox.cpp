@@ -1,0 +1,208 @@
+#include "runtime/worker/outbox.hpp"
+
+#include <cstring>
+
+namespace sky::detail {
+
+namespace {
+constexpr std::size_t direct_write = 256u << 10;  // larger frames are written without a copy
+
+bool is_answer(MsgType t) noexcept { return t == MsgType::result || t == MsgType::error; }
+
+MsgType frame_type(const Buffer& f) noexcept {
+    MsgType t;
+    std::memcpy(&t, f.data() + 5, 1);
+    return t;
+}
+std::uint64_t frame_call_id(const Buffer& f) noexcept {
+    std::uint64_t id;
+    std::memcpy(&id, f.data() + 8, 8);
+    return id;
+}
+}  // namespace
+
+Outbox::~Outbox() {
+    {
+        std::lock_guard lk(m_);
+        stop_ = true;
+    }
+    soon_cv_.notify_all();
+    if (flusher_.joinable()) flusher_.join();
+}
+
+void Outbox::started_soon(std::uint64_t id) {
+    bool wake = false;
+    {
+        std::lock_guard lk(m_);
+        wake = soon_.empty() && flusher_idle_;
+        soon_.emplace_back(id, std::chrono::steady_clock::now());
+        if (!flusher_.joinable()) flusher_ = std::thread([this] { flusher(); });
+    }
+    // Only an idle flusher needs the (syscall) wake-up; a busy one sees the deadline itself.
+    if (wake) soon_cv_.notify_one();
+}
+
+void Outbox::answered_locked(std::uint64_t id) {
+    for (auto it = soon_.begin(); it != soon_.end(); ++it)
+        if (it->first == id) {
+            soon_.erase(it);
+            return;
+        }
+}
+
+void Outbox::flusher() {
+    std::unique_lock lk(m_);
+    while (!stop_) {
+        if (soon_.empty()) {
+            flusher_idle_ = true;
+            soon_cv_.wait(lk, [&] { return stop_ || !soon_.empty(); });
+            flusher_idle_ = false;
+            continue;
+        }
+        const auto due = soon_.front().second + started_bound;  // the oldest comes first
+        if (std::chrono::steady_clock::now() < due) {
+            soon_cv_.wait_until(lk, due);
+            continue;
+        }
+        try {
+            flush_locked();  // writes every pending "started"
+        } catch (...) {
+            // A broken connection: the reader sees it and ends the session.
+        }
+        soon_.clear();  // written, or nowhere to write them
+    }
+}
+
+void Outbox::set_resumable(bool on) {
+    std::lock_guard lk(m_);
+    resumable_ = on;
+}
+
+const Buffer& Outbox::keep_locked(std::uint64_t id, Buffer&& f) {
+    if (auto old = kept_by_id_.find(id); old != kept_by_id_.end()) kept_.erase(old->second);
+    const std::uint64_t seq = next_seq_++;
+    kept_by_id_[id] = seq;
+    return kept_.emplace(seq, std::make_pair(id, std::move(f))).first->second.second;
+}
+
+void Outbox::append(MsgType type, std::uint64_t id, std::span<const std::byte> payload) {
+    std::lock_guard lk(m_);
+    if (is_answer(type)) answered_locked(id);
+    if (resumable_ && is_answer(type)) {
+        Buffer f;
+        append_frame(f, type, id, payload);
+        keep_locked(id, std::move(f));
+    }
+    append_frame(buf_, type, id, payload);
+}
+
+void Outbox::log(std::uint64_t id, std::uint8_t stream, std::string_view line) {
+    std::lock_guard lk(m_);
+    append_log_frame(buf_, id, stream, unix_now(), line);
+    flush_locked();
+}
+
+void Outbox::frame(Buffer&& f, bool flush_now) {
+    std::lock_guard lk(m_);
+    if (f.size() >= frame_header_size && is_answer(frame_type(f)))
+        answered_locked(frame_call_id(f));
+    // A kept answer is written from where it is kept: a large result is not copied.
+    const Buffer& out = f.size() >= frame_header_size && resumable_ && is_answer(frame_type(f))
+                            ? keep_locked(frame_call_id(f), std::move(f))
+                            : f;
+    if (out.size() > direct_write) {
+        flush_locked();
+        std::span<const std::byte> one[] = {out.span()};
+        write_locked(one);
+        return;
+    }
+    buf_.append(out.data(), out.size());
+    if (flush_now) flush_locked();
+}
+
+void Outbox::flush() {
+    std::lock_guard lk(m_);
+    flush_locked();
+}
+
+void Outbox::flush_locked() {
+    // The calls still running that have not said so yet go with this write: it costs nothing.
+    if (!soon_.empty()) {
+        Buffer started;
+        for (auto& [id, since] : soon_) append_frame(started, MsgType::started, id, {});
+        soon_.clear();
+        started.append(buf_.data(), buf_.size());
+        buf_ = std::move(started);
+    }
+    if (buf_.empty()) return;
+    std::span<const std::byte> one[] = {buf_.span()};
+    write_locked(one);
+    buf_.clear();
+}
+
+void Outbox::write_locked(std::span<const std::span<const std::byte>> parts) {
+    if (!t_) return;  // no connection: the answers among these frames are kept
+    if (!resumable_) {
+        t_->write_all(parts);
+        return;
+    }
+    try {
+        t_->write_all(parts);
+    } catch (...) {
+        // The reader sees the broken connection too; what was kept goes out after a resume.
+        t_ = nullptr;
+    }
+}
+
+void Outbox::detach() {
+    std::lock_guard lk(m_);
+    t_ = nullptr;
+    buf_.clear();
+    soon_.clear();  // announced again after a resume (attach)
+}
+
+void Outbox::attach(Transport& t, const std::function<std::vector<std::uint64_t>()>& running) {
+    std::lock_guard lk(m_);
+    t_ = &t;
+    buf_.clear();
+    soon_.clear();
+    // Under the lock: a call that starts meanwhile says so after these, on this connection.
+    for (auto id : running()) append_frame(buf_, MsgType::started, id, {});
+    for (auto& [seq, kept] : kept_) {
+        if (buf_.size() + kept.second.size() > direct_write) flush_locked();
+        if (kept.second.size() > direct_write) {
+            std::span<const std::byte> one[] = {kept.second.span()};
+            write_locked(one);
+        } else {
+            buf_.append(kept.second.data(), kept.second.size());
+        }
+    }
+    flush_locked();
+}
+
+void Outbox::ack(std::span<const std::uint64_t> call_ids) {
+    std::lock_guard lk(m_);
+    for (auto id : call_ids) {
+        auto it = kept_by_id_.find(id);
+        if (it == kept_by_id_.end()) continue;
+        kept_.erase(it->second);
+        kept_by_id_.erase(it);
+    }
+}
+
+bool Outbox::resend(std::uint64_t id) {
+    std::lock_guard lk(m_);
+    auto it = kept_by_id_.find(id);
+    if (it == kept_by_id_.end()) return false;
+    const Buffer& f = kept_.at(it->second).second;
+    buf_.append(f.data(), f.size());
+    flush_locked();
+    return true;
+}
+
+std::size_t Outbox::kept() const {
+    std::lock_guard lk(m_);
+    return kept_.size();
+}
+
+}  // namespace sky::detail

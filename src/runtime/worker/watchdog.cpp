@@ -1,0 +1,75 @@
+#include "runtime/worker/watchdog.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "metrics/metrics.hpp"
+#include "sky/detail/serialize.hpp"
+
+namespace sky::detail {
+
+void Background::start_watchdog(const Limits& limits) {
+    watchdog_ = std::thread([this, limits] { watchdog(limits); });
+}
+
+void Background::start_metrics(Outbox& out, std::chrono::milliseconds interval) {
+    metrics_ = std::thread([this, &out, interval] { metrics(out, interval); });
+}
+
+bool Background::stopped_within(std::chrono::milliseconds d) {
+    std::unique_lock lk(m_);
+    return cv_.wait_for(lk, d, [this] { return stop_; });
+}
+
+void Background::stop() {
+    {
+        std::lock_guard lk(m_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
+    if (metrics_.joinable()) metrics_.join();
+}
+
+void Background::watchdog(Limits limits) {
+    const double start = steady_seconds();
+    for (;;) {
+        if (stopped_within(std::chrono::milliseconds(250))) return;
+        if (limits.parent_pid > 0 && ::getppid() != limits.parent_pid) {
+            core_.say("the client process is gone; exiting");
+            ::_exit(0);
+        }
+        double now = steady_seconds();
+        if (now - start > static_cast<double>(limits.hard_timeout.count())) {
+            core_.say(
+                fmt::format("hard timeout of {} s reached; exiting", limits.hard_timeout.count()));
+            ::_exit(0);
+        }
+        // Running calls do not count as contact: the client heartbeats all through them, so
+        // silence means it is gone (killed, cut off), and nobody waits for their results.
+        if (now - core_.last_heard.load() > static_cast<double>(limits.idle_timeout.count())) {
+            core_.say(fmt::format("no word from the client for {} s (idle timeout){}; exiting",
+                                  limits.idle_timeout.count(),
+                                  core_.running.load() > 0 ? ", calls abandoned" : ""));
+            ::_exit(0);
+        }
+    }
+}
+
+void Background::metrics(Outbox& out, std::chrono::milliseconds interval) {
+    MetricsSampler sampler;
+    for (;;) {
+        if (stopped_within(interval)) return;
+        MetricsSample s = sampler.sample();
+        Buffer p;
+        save_to(p, s);
+        try {
+            out.append(MsgType::metrics, 0, p.span());
+            out.flush();
+        } catch (...) {
+            return;
+        }
+    }
+}
+
+}  // namespace sky::detail
