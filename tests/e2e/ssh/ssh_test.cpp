@@ -326,7 +326,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     Session s(options_for(hosts, 0));
     long echo_pid = start_echo_server(s, 7100);
 
-    auto t = s.open_tunnel("127.0.0.1", 7100);
+    auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     CHECK(t->describe().find("127.0.0.1:7100") != std::string::npos);
     // Small exchange, with gathered buffers.
     std::string a = "hello ", b = "tunnel";
@@ -347,7 +347,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     for (int k = 0; k < 3; ++k) {
         threads.emplace_back([&, k] {
             try {
-                auto tk = s.open_tunnel("127.0.0.1", 7100);
+                auto tk = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
                 auto data = random_bytes(6u << 20, 100 + static_cast<unsigned>(k));
                 auto back = echo_through(*tk, data, 100000 + 7919 * static_cast<std::size_t>(k));
                 if (back != data) ++failures;
@@ -374,7 +374,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     CHECK(failures == 0);
 
     // The remote end closing shows as end of stream; shutdown ends a blocked read.
-    auto t2 = s.open_tunnel("127.0.0.1", 7100);
+    auto t2 = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     std::thread closer([&] {
         std::this_thread::sleep_for(milliseconds(200));
         t2->shutdown();
@@ -385,7 +385,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     closer.join();
 
     // The worker dying shows as end of stream on its tunnel, not as a session failure.
-    auto t3 = s.open_tunnel("127.0.0.1", 7100);
+    auto t3 = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     CHECK(s.exec("kill -KILL " + std::to_string(echo_pid)).exit_status == 0);
     t0 = Clock::now();
     CHECK(t3->read_some(buf) == 0);
@@ -442,7 +442,7 @@ TEST_CASE("ssh: killing sshd mid-session gives a clean error", "[ssh][e2e]") {
     Session s(options_for(hosts, 0));
     Session other(options_for(hosts, 1));
     start_echo_server(s, 7100);
-    auto t = s.open_tunnel("127.0.0.1", 7100);
+    auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
 
     std::exception_ptr exec_error;
     std::thread runner([&] {
@@ -577,7 +577,7 @@ TEST_CASE("ssh: an idle session does not spin", "[ssh][e2e]") {
     TestHosts hosts(1);
     Session s(options_for(hosts, 0));
     start_echo_server(s, 7100);
-    auto t = s.open_tunnel("127.0.0.1", 7100);
+    auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     std::thread reader([&] {
         std::byte b[16];
         t->read_some(b);
@@ -767,7 +767,7 @@ TEST_CASE("ssh: tunnel throughput and round trip against ssh -L", "[.bench]") {
     std::pair<double, double> ours{0, 1e9}, theirs{0, 1e9};
     for (int rep = 0; rep < 3; ++rep) {
         {
-            auto t = s.open_tunnel("127.0.0.1", 7200);
+            auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7200));
             auto m = measure(*t);
             ours = {std::max(ours.first, m.first), std::min(ours.second, m.second)};
         }
