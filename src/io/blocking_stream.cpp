@@ -79,8 +79,8 @@ void BlockingStream::shutdown() noexcept { state_->stream->close(); }
 void BlockingStream::fail(const boost::system::error_code& error, const char* doing) const {
     const std::string failure = state_->stream->failure();
     if (raise_) raise_(error, failure, describe_);
-    throw sky::Error(describe_ + ": " + doing + " failed: " +
-                     (failure.empty() ? error.message() : failure));
+    throw sky::Error(describe_ + ": " + doing +
+                     " failed: " + (failure.empty() ? error.message() : failure));
 }
 
 std::size_t BlockingStream::read_some(std::span<std::byte> buf) {
@@ -136,14 +136,14 @@ void BlockingStream::write_all(std::span<const std::span<const std::byte>> bufs)
         st.writing = true;
         auto self = state_;
         boost::asio::post(st.stream->get_executor(), [self, rest] {
-            self->stream->async_write_some(
-                rest, [self](boost::system::error_code ec, std::size_t n) {
-                    std::lock_guard lk(self->m);
-                    self->writing = false;
-                    self->write_error = ec;
-                    self->write_bytes = n;
-                    self->cv.notify_all();
-                });
+            self->stream->async_write_some(rest,
+                                           [self](boost::system::error_code ec, std::size_t n) {
+                                               std::lock_guard lk(self->m);
+                                               self->writing = false;
+                                               self->write_error = ec;
+                                               self->write_bytes = n;
+                                               self->cv.notify_all();
+                                           });
         });
         st.cv.wait(lk, [&] { return !st.writing; });
         const auto ec = st.write_error;

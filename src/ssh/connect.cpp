@@ -319,7 +319,8 @@ private:
             if (!p.methods.empty()) continue;
             fatal(std::make_exception_ptr(SshError(
                 "ssh " + im_->label + ": none of the " + p.what + " '" + p.asked +
-                "' is supported by the linked libssh2 (it supports: " + joined(s, p.method) + ")")));
+                "' is supported by the linked libssh2 (it supports: " + joined(s, p.method) +
+                ")")));
             return;
         }
         for (const auto& p : prefs) libssh2_session_method_pref(s, p.method, p.methods.c_str());
@@ -403,9 +404,8 @@ private:
             auto r = known_hosts_revoked(pin.known_hosts_file);
             revoked = std::find(r.begin(), r.end(), actual_) != r.end();
         }
-        fatal(std::make_exception_ptr(
-            HostKeyMismatch(opts().host + ":" + std::to_string(opts().port), plan_.expected,
-                            actual_, revoked)));
+        fatal(std::make_exception_ptr(HostKeyMismatch(
+            opts().host + ":" + std::to_string(opts().port), plan_.expected, actual_, revoked)));
         return false;
     }
 
@@ -448,8 +448,8 @@ private:
 
     void fail_attempt(Failed f) {
         drop_attempt();
-        const bool again = attempt_ < attempts_ &&
-                           (f.kind != Failed::auth || opts().retry_auth_failure);
+        const bool again =
+            attempt_ < attempts_ && (f.kind != Failed::auth || opts().retry_auth_failure);
         last_ = std::move(f);
         if (!again) {
             const std::string msg = "ssh " + im_->label + ": " + last_->message + " (attempt" +
@@ -507,9 +507,8 @@ void start_connect(SessionOptions options,
     im->label = im->opts.user + "@" + im->opts.host + ":" + std::to_string(im->opts.port);
     Plan plan = plan_connect(im->opts, im->label);
     auto connector = std::make_shared<Connector>(
-        im, std::move(plan), [im, done = std::move(done)](std::exception_ptr e) {
-            done(e, e ? nullptr : im);
-        });
+        im, std::move(plan),
+        [im, done = std::move(done)](std::exception_ptr e) { done(e, e ? nullptr : im); });
     im->post([connector] { connector->start(); });
 }
 
@@ -531,11 +530,10 @@ void Session::async_connect(SessionOptions options, ConnectHandler handler) {
     auto h = std::make_shared<ConnectHandler>(std::move(handler));
     const Strand fallback = boost::asio::make_strand(io::executor());
     try {
-        start_connect(std::move(options),
-                      [h, fallback](std::exception_ptr e, std::shared_ptr<Impl> im) {
-                          complete_later(im ? im->strand : fallback, std::move(*h), e,
-                                         Session(std::move(im)));
-                      });
+        start_connect(std::move(options), [h, fallback](std::exception_ptr e,
+                                                        std::shared_ptr<Impl> im) {
+            complete_later(im ? im->strand : fallback, std::move(*h), e, Session(std::move(im)));
+        });
     } catch (...) {
         complete_later(fallback, std::move(*h), std::current_exception(), Session(nullptr));
     }

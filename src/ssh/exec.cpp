@@ -325,8 +325,8 @@ struct ExecOp final : Op {
         switch (state) {
             case opening: {
                 Failure f;
-                auto r = s.open_channel(this, "session", 2u << 20, {}, "cannot open a session channel",
-                                        &ch, &f, true);
+                auto r = s.open_channel(this, "session", 2u << 20, {},
+                                        "cannot open a session channel", &ch, &f, true);
                 if (r == Session::Impl::Open::wait) return Step::idle;
                 if (r == Session::Impl::Open::failed) {
                     finish(f);

@@ -98,8 +98,9 @@ Session::Impl::~Impl() {
 void Session::Impl::submit(std::shared_ptr<Op> op) {
     post([self = shared_from_this(), op = std::move(op)]() mutable {
         if (self->dead || self->phase != Phase::up) {
-            op->abort(self->dead ? self->death
-                                 : Failure{Failure::lost, "ssh " + self->label + ": session closed"});
+            op->abort(self->dead
+                          ? self->death
+                          : Failure{Failure::lost, "ssh " + self->label + ": session closed"});
             return;
         }
         op->start(*self);
@@ -144,8 +145,7 @@ void Session::Impl::die(Failure f) {
 }
 
 Session::Impl::Open Session::Impl::open_channel(Op* op, std::string_view type, unsigned window,
-                                                std::string_view message,
-                                                const std::string& what,
+                                                std::string_view message, const std::string& what,
                                                 LIBSSH2_CHANNEL** channel, Failure* failure,
                                                 bool keep_slot) {
     if (opener && opener != op) return Open::wait;
@@ -234,8 +234,7 @@ void Session::Impl::pull() {
     }
 }
 
-ssize_t Session::Impl::recv_cb(libssh2_socket_t, void* buf, std::size_t len, int,
-                               void** abstract) {
+ssize_t Session::Impl::recv_cb(libssh2_socket_t, void* buf, std::size_t len, int, void** abstract) {
     auto* im = static_cast<Impl*>(*abstract);
     if (im->rhead == im->rtail) {
         if (im->recv_error) return -im->recv_error;
@@ -396,8 +395,8 @@ void Session::Impl::pump() {
     if (!dead) {
         flush();
         if (sock_error != 0) {
-            die({Failure::lost, "ssh " + label + ": connection lost (send: " +
-                                    std::strerror(sock_error) + ")"});
+            die({Failure::lost,
+                 "ssh " + label + ": connection lost (send: " + std::strerror(sock_error) + ")"});
         } else if ((peer_closed || recv_error) && !any_progress) {
             // The peer closed the connection and no operation could use what was left.
             die({Failure::lost, peer_closed ? "ssh " + label + ": connection closed by the server"

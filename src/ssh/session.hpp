@@ -10,6 +10,7 @@
 // (std::logic_error), where the wait could never end. Exec callbacks of the blocking exec run on
 // the caller's thread; those of async_exec on the session's strand.
 #include <boost/asio/any_completion_handler.hpp>
+#include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -150,6 +151,18 @@ struct ExecOptions {
     /// Cap of what out/err keep (the tail survives).
     std::size_t capture_limit = 16u << 20;
 };
+
+/// How a tunnel's operations fail, as error codes of io::Stream completions (the stream's
+/// failure() says why in words). Besides these: asio::error::eof when the far end closed the
+/// channel, asio::error::operation_aborted after close().
+enum class StreamErrc {
+    connection_lost = 1,  ///< the session died or was closed (ConnectionLost)
+    channel_failed,       ///< the channel failed while the session lives (ChannelError)
+    closed_by_remote,     ///< a write after the far end closed the channel (ChannelError)
+};
+/// The category of StreamErrc ("sky.ssh").
+const boost::system::error_category& stream_category() noexcept;
+boost::system::error_code make_error(StreamErrc e) noexcept;
 
 class Session;
 

@@ -52,11 +52,6 @@ struct Failure {
     [[nodiscard]] std::exception_ptr exception() const;
 };
 
-/// The layer's errors as error codes, for io::Stream completions (failure() says more).
-enum class StreamErrc { connection_lost = 1, channel_failed, closed_by_remote };
-const boost::system::error_category& stream_category() noexcept;
-boost::system::error_code make_error(StreamErrc e) noexcept;
-
 /// libssh2's last error message of the session.
 std::string session_error(LIBSSH2_SESSION* s);
 /// Errors that end one operation but leave the session usable.
@@ -114,7 +109,7 @@ struct Session::Impl : std::enable_shared_from_this<Session::Impl> {
 
     // The operations and libssh2's ordering rules (strand).
     std::vector<std::shared_ptr<Op>> ops;
-    Op* opener = nullptr;     // the op inside a channel open
+    Op* opener = nullptr;      // the op inside a channel open
     Op* send_owner = nullptr;  // the op whose call left a packet half sent
     Op* sftp_user = nullptr;   // SFTP requests share per-sftp state: one op at a time
     bool keepalive_owner = false;
@@ -161,9 +156,9 @@ struct Session::Impl : std::enable_shared_from_this<Session::Impl> {
     enum class Open { opened, wait, failed };
     /// Strand: one step of a channel open for `op` (one open at a time per session): `type`
     /// ("session", "direct-tcpip"...), the receive window and the type's message. On `failed`,
-    /// *failure says why, starting with `what`. With keep_slot the op keeps the open slot after the channel exists
-    /// (an exec or subsystem request answered next; libssh2 1.10 mixes up a channel request
-    /// waiting for its reply with another channel's open) and gives it back itself.
+    /// *failure says why, starting with `what`. With keep_slot the op keeps the open slot after the
+    /// channel exists (an exec or subsystem request answered next; libssh2 1.10 mixes up a channel
+    /// request waiting for its reply with another channel's open) and gives it back itself.
     Open open_channel(Op* op, std::string_view type, unsigned window, std::string_view message,
                       const std::string& what, LIBSSH2_CHANNEL** channel, Failure* failure,
                       bool keep_slot = false);
@@ -231,8 +226,8 @@ ExecResult exec_with_input(Session::Impl& im, std::string_view command,
 /// current call.
 template <class Handler, class... Args>
 void complete_later(const Strand& strand, Handler&& handler, Args&&... args) {
-    boost::asio::post(strand, boost::asio::append(std::forward<Handler>(handler),
-                                                  std::forward<Args>(args)...));
+    boost::asio::post(
+        strand, boost::asio::append(std::forward<Handler>(handler), std::forward<Args>(args)...));
 }
 
 /// Waits on the calling thread for what a strand hands over; refuses I/O threads.

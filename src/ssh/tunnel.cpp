@@ -178,8 +178,8 @@ struct TunnelOp final : Op {
         if (f.kind == Failure::lost) lost = true;
         set_failure(f.message);
         opened(f);
-        const auto ec = lost ? make_error(StreamErrc::connection_lost)
-                             : make_error(StreamErrc::channel_failed);
+        const auto ec =
+            lost ? make_error(StreamErrc::connection_lost) : make_error(StreamErrc::channel_failed);
         if (rd) complete_read(shut ? boost::asio::error::operation_aborted : ec, 0);
         if (wr) complete_write(ec, 0);
     }
@@ -321,16 +321,16 @@ struct TunnelOp final : Op {
             // A channel-level error ends the stream like the far end closing it.
             remote_eof = true;
             set_failure(f.message);
-            if (rd) complete_read(rd->got ? boost::system::error_code() : boost::asio::error::eof,
-                                  rd->got);
+            if (rd)
+                complete_read(rd->got ? boost::system::error_code() : boost::asio::error::eof,
+                              rd->got);
             return false;
         }
         if (len == 0) return false;  // the adjust went out; nothing was asked for
         *progressed = true;
         if (n == 0) {
             remote_eof = true;
-            complete_read(rd->got ? boost::system::error_code() : boost::asio::error::eof,
-                          rd->got);
+            complete_read(rd->got ? boost::system::error_code() : boost::asio::error::eof, rd->got);
             return false;
         }
         rd->got += static_cast<std::size_t>(n);
@@ -405,8 +405,7 @@ public:
 
     void close() noexcept override {
         try {
-            boost::asio::post(*op_->strand,
-                              [s = session_, op = op_] { op->shutdown(*s); });
+            boost::asio::post(*op_->strand, [s = session_, op = op_] { op->shutdown(*s); });
         } catch (...) {
             // Out of memory: the session's end still frees the channel.
         }
@@ -444,8 +443,7 @@ void open_later(Session::Impl& im, const std::shared_ptr<TunnelOp>& op, TunnelHa
     op->on_open = [h, weak, im = im.shared_from_this()](const Failure& f) {
         auto op = weak.lock();
         if (f.kind != Failure::none || !op) {
-            complete_later(im->strand, std::move(*h), f.exception(),
-                           std::unique_ptr<io::Stream>());
+            complete_later(im->strand, std::move(*h), f.exception(), std::unique_ptr<io::Stream>());
             return;
         }
         complete_later(im->strand, std::move(*h), std::exception_ptr(),

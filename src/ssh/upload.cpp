@@ -126,8 +126,8 @@ struct UploadOp final : Op {
                         }
                         return progressed ? Step::progress : Step::idle;
                     }
-                    ssize_t n = libssh2_sftp_write(
-                        h, reinterpret_cast<const char*>(piece.data()), piece.size());
+                    ssize_t n = libssh2_sftp_write(h, reinterpret_cast<const char*>(piece.data()),
+                                                   piece.size());
                     if (s.would_block(n)) return progressed ? Step::progress : Step::idle;
                     if (n < 0) {
                         return fail_or_close(s,
