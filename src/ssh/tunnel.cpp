@@ -189,7 +189,6 @@ struct TunnelOp final : Op {
     }
 
     void start(Session::Impl& s) override {
-        strand = s.strand;
         if (open_timeout.count() <= 0) return;
         open_timer = std::make_unique<boost::asio::steady_timer>(s.strand, open_timeout);
         open_timer->async_wait([op = std::static_pointer_cast<TunnelOp>(shared_from_this()),
