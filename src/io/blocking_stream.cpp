@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -21,46 +22,86 @@ void forbid_blocking_on_io_thread(std::string_view what) {
 }
 
 namespace {
-// What wait_readable reads ahead into (a later read_some hands it out).
-constexpr std::size_t kAhead = 64u << 10;
+
+// Drops the first n bytes of list[first...], moving `first` past the buffers done.
+void consume(std::vector<boost::asio::const_buffer>& list, std::size_t& first, std::size_t n) {
+    while (n > 0) {
+        auto& b = list[first];
+        const std::size_t k = std::min(n, b.size());
+        b += k;
+        n -= k;
+        if (b.size() == 0) ++first;
+    }
+}
+
 }  // namespace
 
 // Shared with the completion handlers, which may run after the BlockingStream is gone.
+//
+// Reading goes ahead of the caller: one read is always in flight into the slot after the last
+// one filled (while that slot is free), and the next read starts from the completion itself, on
+// the stream's strand. A caller that reads again right after a read so finds its bytes there or
+// on the way, without handing a new operation to the strand each time; two full slots stop the
+// reading (the stream's flow control takes over).
 struct BlockingStream::State {
+    static constexpr std::size_t kSlot = 256u << 10;
+    struct Slot {
+        std::vector<std::byte> data;
+        std::size_t off = 0;
+        std::size_t len = 0;
+        bool full = false;
+    };
     std::shared_ptr<Stream> stream;
     std::mutex m;
     std::condition_variable cv;
-    // One read at a time: into the caller's buffer, or into `ahead` for wait_readable.
-    bool reading = false;
+    Slot slots[2];         // under m
+    int take = 0;          // under m: the slot the caller reads next
+    int fill = 0;          // under m: the slot the next read fills
+    bool reading = false;  // under m: a read is in flight
+    bool ended = false;    // under m: the stream ended or failed, as read_error says
     boost::system::error_code read_error;
-    std::size_t read_bytes = 0;
-    std::vector<std::byte> ahead;
-    std::size_t ahead_off = 0;
-    std::size_t ahead_len = 0;
-    bool ahead_failed = false;  // the read-ahead ended with read_error, not yet reported
     bool writing = false;
     boost::system::error_code write_error;
     std::size_t write_bytes = 0;
 
-    // Caller holds m.
-    static void start_read(const std::shared_ptr<State>& self, boost::asio::mutable_buffer into,
-                           bool is_ahead) {
-        self->reading = true;
-        boost::asio::post(self->stream->get_executor(), [self, into, is_ahead] {
+    // Caller holds m: claims the next read if one may start; the slot it fills, or none.
+    std::optional<int> claim_read() {
+        if (reading || ended || slots[fill].full) return std::nullopt;
+        reading = true;
+        if (slots[fill].data.empty()) slots[fill].data.resize(kSlot);
+        return fill;
+    }
+
+    // Starts a claimed read into `slot`: from the strand itself, or handed to it.
+    static void start_read(const std::shared_ptr<State>& self, int slot, bool on_strand) {
+        auto start = [self, slot, into = boost::asio::buffer(self->slots[slot].data)] {
             self->stream->async_read_some(
-                into, [self, is_ahead](boost::system::error_code ec, std::size_t n) {
-                    std::lock_guard lk(self->m);
-                    self->reading = false;
-                    self->read_error = ec;
-                    self->read_bytes = n;
-                    if (is_ahead) {
-                        self->ahead_off = 0;
-                        self->ahead_len = n;
-                        self->ahead_failed = static_cast<bool>(ec);
+                into, [self, slot](boost::system::error_code ec, std::size_t n) {
+                    std::optional<int> next;
+                    {
+                        std::lock_guard lk(self->m);
+                        self->reading = false;
+                        if (ec || n == 0) {
+                            self->ended = true;
+                            self->read_error = ec ? ec : boost::asio::error::eof;
+                        } else {
+                            auto& s = self->slots[slot];
+                            s.off = 0;
+                            s.len = n;
+                            s.full = true;
+                            self->fill = slot ^ 1;
+                            next = self->claim_read();
+                        }
+                        self->cv.notify_all();
                     }
-                    self->cv.notify_all();
+                    if (next) start_read(self, *next, true);
                 });
-        });
+        };
+        if (on_strand) {
+            start();
+        } else {
+            boost::asio::post(self->stream->get_executor(), std::move(start));
+        }
     }
 };
 
@@ -88,26 +129,26 @@ std::size_t BlockingStream::read_some(std::span<std::byte> buf) {
     if (buf.empty()) return 0;
     State& st = *state_;
     std::unique_lock lk(st.m);
-    // A read-ahead of wait_readable in flight: its bytes come first.
-    st.cv.wait(lk, [&] { return !st.reading; });
-    boost::system::error_code ec;
-    if (st.ahead_len > st.ahead_off) {
-        const std::size_t n = std::min(buf.size(), st.ahead_len - st.ahead_off);
-        std::memcpy(buf.data(), st.ahead.data() + st.ahead_off, n);
-        st.ahead_off += n;
-        return n;
+    for (;;) {
+        auto& slot = st.slots[st.take];
+        if (slot.full) {
+            const std::size_t n = std::min(buf.size(), slot.len - slot.off);
+            std::memcpy(buf.data(), slot.data.data() + slot.off, n);
+            slot.off += n;
+            if (slot.off == slot.len) {
+                slot.full = false;
+                st.take ^= 1;
+                if (auto slot = st.claim_read()) State::start_read(state_, *slot, false);
+            }
+            return n;
+        }
+        if (st.ended) break;
+        if (auto slot = st.claim_read()) State::start_read(state_, *slot, false);
+        st.cv.wait(lk, [&] { return st.slots[st.take].full || st.ended; });
     }
-    if (st.ahead_failed) {
-        st.ahead_failed = false;
-        ec = st.read_error;
-    } else {
-        State::start_read(state_, boost::asio::buffer(buf.data(), buf.size()), false);
-        st.cv.wait(lk, [&] { return !st.reading; });
-        if (!st.read_error) return st.read_bytes;
-        ec = st.read_error;
-    }
-    if (ec == boost::asio::error::eof || ec == boost::asio::error::operation_aborted) return 0;
+    const auto ec = st.read_error;
     lk.unlock();
+    if (ec == boost::asio::error::eof || ec == boost::asio::error::operation_aborted) return 0;
     fail(ec, "read");
 }
 
@@ -115,12 +156,8 @@ bool BlockingStream::wait_readable(std::chrono::milliseconds timeout) {
     forbid_blocking_on_io_thread("BlockingStream::wait_readable");
     State& st = *state_;
     std::unique_lock lk(st.m);
-    if (st.ahead_len > st.ahead_off || st.ahead_failed) return true;
-    if (!st.reading) {
-        st.ahead.resize(kAhead);
-        State::start_read(state_, boost::asio::buffer(st.ahead), true);
-    }
-    return st.cv.wait_for(lk, timeout, [&] { return !st.reading; });
+    if (auto slot = st.claim_read()) State::start_read(state_, *slot, false);
+    return st.cv.wait_for(lk, timeout, [&] { return st.slots[st.take].full || st.ended; });
 }
 
 void BlockingStream::write_all(std::span<const std::span<const std::byte>> bufs) {
@@ -132,6 +169,11 @@ void BlockingStream::write_all(std::span<const std::span<const std::byte>> bufs)
     std::size_t first = 0;
     while (first < list.size()) {
         std::span<const boost::asio::const_buffer> rest(list.data() + first, list.size() - first);
+        // What the stream takes at once needs no wait (no asynchronous write is in flight here).
+        if (std::size_t n = st.stream->try_write_some(rest); n > 0) {
+            consume(list, first, n);
+            continue;
+        }
         std::unique_lock lk(st.m);
         st.writing = true;
         auto self = state_;
@@ -152,13 +194,7 @@ void BlockingStream::write_all(std::span<const std::span<const std::byte>> bufs)
         if (ec) fail(ec, "write");
         // A stream that takes nothing without an error would loop here forever.
         if (n == 0) fail(boost::asio::error::broken_pipe, "write");
-        while (n > 0) {
-            auto& b = list[first];
-            const std::size_t k = std::min(n, b.size());
-            b += k;
-            n -= k;
-            if (b.size() == 0) ++first;
-        }
+        consume(list, first, n);
     }
 }
 

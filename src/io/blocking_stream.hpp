@@ -1,8 +1,10 @@
 #pragma once
 // A blocking runtime Transport over an io::Stream, for callers that read and write on a thread of
-// their own (tests, benchmarks, the pool until it reads io::Streams itself). Each call starts the
-// stream's operation on its strand and waits for the completion; it must never run on a thread of
-// the I/O core, whose handlers would then have nobody to run them.
+// their own (tests, benchmarks, the pool until it reads io::Streams itself). Reads go ahead of the
+// caller into two 256 KiB slots (the next read starts from the last one's completion); a write
+// the stream takes at once (try_write_some) returns without waiting, a larger one waits for its
+// completions. It must never run on a thread of the I/O core, whose handlers would then have
+// nobody to run them.
 #include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstddef>

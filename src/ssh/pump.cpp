@@ -419,6 +419,7 @@ void Session::Impl::pump() {
 
 void Session::Impl::teardown() noexcept {
     if (phase == Phase::closed) return;
+    post_completions = true;  // nothing of a caller's runs inside its close()
     const bool was_up = phase == Phase::up;
     phase = Phase::closed;
     connect_step = nullptr;
@@ -458,12 +459,14 @@ void Session::Impl::teardown() noexcept {
 }
 
 void Session::Impl::close() noexcept {
-    if (strand.running_in_this_thread()) {
+    if (strand.running_in_this_thread() && !in_pump) {
         teardown();
         return;
     }
     auto self = shared_from_this();
-    if (io::on_io_thread()) {  // waiting here could block the thread the strand needs
+    // Inside the pump (an exec callback, a completion): the pump finishes its round first. On
+    // another I/O thread, waiting could block the thread the strand needs.
+    if (io::on_io_thread()) {
         post([self] { self->teardown(); });
         return;
     }

@@ -117,6 +117,10 @@ struct Session::Impl : std::enable_shared_from_this<Session::Impl> {
     bool round_eagain = false;
     bool in_pump = false;
     bool pump_again = false;
+    // Set while an operation is being started or the session torn down: completions are posted
+    // then, never run inside the caller's call. Otherwise (the pump woken by the socket, a
+    // timer or a wake) they run at once on the strand.
+    bool post_completions = false;
     LIBSSH2_SFTP* sftp = nullptr;
 
     // Whether the server runs an sftp subsystem: asked once, before the first upload (libssh2

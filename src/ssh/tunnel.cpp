@@ -29,12 +29,15 @@ struct TunnelOp final : Op {
     static constexpr std::size_t kMaxRead = 256u << 10;
     // Bytes per write completion, so that one tunnel's big write lets the others go.
     static constexpr std::size_t kWriteBudget = 2u << 20;
+    // What try_write_some holds for the strand at most: a few call frames.
+    static constexpr std::size_t kStageMax = 256u << 10;
 
     // Strand only.
     enum { opening, running, freeing, ended } state = opening;
     LIBSSH2_CHANNEL* ch = nullptr;
     std::unique_ptr<boost::asio::steady_timer> open_timer;
     std::optional<Strand> strand;
+    Session::Impl* session = nullptr;  // set on start; the session outlives every completion
     struct PendingRead {
         boost::asio::mutable_buffer buf;
         io::IoHandler handler;
@@ -51,6 +54,9 @@ struct TunnelOp final : Op {
     enum class Call { none, write, read } owner_call = Call::none;
     const char* pending_ptr = nullptr;  // a write that left a packet half sent: repeat it as is
     std::size_t pending_len = 0;
+    bool pending_staged = false;  // pending_ptr points into `out`
+    std::vector<char> out;        // staged bytes taken over from try_write_some, being written
+    std::size_t out_off = 0;
     bool remote_eof = false;  // the far end ended its side (or the channel failed)
     bool shut = false;        // the stream was closed
     bool lost = false;        // the session ended
@@ -58,6 +64,39 @@ struct TunnelOp final : Op {
     // Any thread (failure()).
     mutable std::mutex failure_m;
     std::string failure_text;
+    // Any thread (try_write_some): bytes a caller's thread wrote without waiting; the strand
+    // writes them before any later async write.
+    std::mutex stage_m;
+    std::vector<char> staged;  // under stage_m
+    bool stage_open = false;   // under stage_m: the channel takes bytes
+
+    std::size_t stage(std::span<const boost::asio::const_buffer> bufs) {
+        std::size_t total = 0;
+        for (const auto& b : bufs) total += b.size();
+        if (total == 0 || total > kStageMax) return 0;
+        std::lock_guard lk(stage_m);
+        if (!stage_open || staged.size() + total > kStageMax) return 0;
+        for (const auto& b : bufs) {
+            const char* p = static_cast<const char*>(b.data());
+            staged.insert(staged.end(), p, p + b.size());
+        }
+        return total;
+    }
+    void close_stage() {
+        std::lock_guard lk(stage_m);
+        stage_open = false;
+        staged.clear();
+    }
+    // The far end ended the channel (or it failed): nothing more is written.
+    void far_end_closed(const std::string& why) {
+        remote_eof = true;
+        set_failure(why);
+        close_stage();
+        if (!pending_ptr) {
+            out.clear();
+            out_off = 0;
+        }
+    }
 
     std::string target() const {
         return socket_path.empty() ? target_host + ":" + std::to_string(target_port)
@@ -99,15 +138,31 @@ struct TunnelOp final : Op {
         return m;
     }
 
+    // Runs the handler now when the pump got here on its own (the socket, a wake), else
+    // posts it: never inside the call that started an operation.
+    void complete(io::IoHandler h, boost::system::error_code ec, std::size_t n) {
+        if (session && !session->post_completions) {
+            boost::asio::dispatch(*strand, boost::asio::append(std::move(h), ec, n));
+        } else {
+            complete_later(*strand, std::move(h), ec, n);
+        }
+    }
     void complete_read(boost::system::error_code ec, std::size_t n) {
         auto r = std::move(*rd);
         rd.reset();
-        complete_later(*strand, std::move(r.handler), ec, n);
+        complete(std::move(r.handler), ec, n);
     }
     void complete_write(boost::system::error_code ec, std::size_t n) {
         auto w = std::move(*wr);
         wr.reset();
-        complete_later(*strand, std::move(w.handler), ec, n);
+        complete(std::move(w.handler), ec, n);
+    }
+    // Steps the session for an operation just started: what completes now is posted.
+    static void pump_started(Session::Impl& s) {
+        const bool before = s.post_completions;
+        s.post_completions = true;
+        s.pump();
+        s.post_completions = before;
     }
     void opened(const Failure& f) {
         if (open_timer) open_timer->cancel();
@@ -141,7 +196,7 @@ struct TunnelOp final : Op {
             return;
         }
         rd = PendingRead{buf, std::move(h)};
-        s.pump();
+        pump_started(s);
     }
 
     void start_write(Session::Impl& s, std::vector<boost::asio::const_buffer> bufs,
@@ -159,12 +214,13 @@ struct TunnelOp final : Op {
             return;
         }
         wr = PendingWrite{std::move(bufs), 0, 0, std::move(h)};
-        s.pump();
+        pump_started(s);
     }
 
     void shutdown(Session::Impl& s) {
         if (shut) return;
         shut = true;
+        close_stage();
         if (rd) complete_read(boost::asio::error::operation_aborted, 0);
         // A write whose packet is half sent: libssh2 keeps the bytes, so the caller's buffer is
         // free; the repeat goes on without it.
@@ -175,6 +231,7 @@ struct TunnelOp final : Op {
     // The session ended (or the open failed): everything completes with the reason.
     void end(const Failure& f) {
         state = ended;
+        close_stage();
         if (f.kind == Failure::lost) lost = true;
         set_failure(f.message);
         opened(f);
@@ -189,6 +246,7 @@ struct TunnelOp final : Op {
     }
 
     void start(Session::Impl& s) override {
+        session = &s;
         if (open_timeout.count() <= 0) return;
         open_timer = std::make_unique<boost::asio::steady_timer>(s.strand, open_timeout);
         open_timer->async_wait([op = std::static_pointer_cast<TunnelOp>(shared_from_this()),
@@ -220,6 +278,10 @@ struct TunnelOp final : Op {
                     return Step::done;
                 }
                 state = shut ? freeing : running;
+                if (!shut) {
+                    std::lock_guard lk(stage_m);
+                    stage_open = true;
+                }
                 opened({});
                 return Step::progress;
             }
@@ -238,19 +300,27 @@ struct TunnelOp final : Op {
         return Step::idle;
     }
 
-    // One libssh2 write of the pending write's next piece (or the repeat of a half-sent one).
-    // False when writing stops for now.
+    // One libssh2 write of the next piece: staged bytes first, then the pending write (or the
+    // repeat of a call that left a packet half sent). False when writing stops for now.
     bool write_once(Session::Impl& s, bool* progressed) {
         if (!pending_ptr) {
-            if (!wr) return false;
-            auto& w = *wr;
-            while (w.index < w.bufs.size() && w.bufs[w.index].size() == 0) ++w.index;
-            if (w.index == w.bufs.size()) {
-                complete_write({}, w.done);
+            if (out_off < out.size()) {
+                pending_ptr = out.data() + out_off;
+                pending_len = out.size() - out_off;
+                pending_staged = true;
+            } else if (wr) {
+                auto& w = *wr;
+                while (w.index < w.bufs.size() && w.bufs[w.index].size() == 0) ++w.index;
+                if (w.index == w.bufs.size()) {
+                    complete_write({}, w.done);
+                    return false;
+                }
+                pending_ptr = static_cast<const char*>(w.bufs[w.index].data());
+                pending_len = w.bufs[w.index].size();
+                pending_staged = false;
+            } else {
                 return false;
             }
-            pending_ptr = static_cast<const char*>(w.bufs[w.index].data());
-            pending_len = w.bufs[w.index].size();
         }
         ssize_t n = libssh2_channel_write(ch, pending_ptr, pending_len);
         if (n == LIBSSH2_ERROR_EAGAIN) {
@@ -261,8 +331,7 @@ struct TunnelOp final : Op {
             pending_ptr = nullptr;
             // The window is closed. A far end that has gone will never open it again.
             if (libssh2_channel_eof(ch) == 1) {
-                remote_eof = true;
-                set_failure(desc + ": closed by the remote end");
+                far_end_closed(desc + ": closed by the remote end");
                 if (wr) complete_write(make_error(StreamErrc::closed_by_remote), 0);
             } else if (wr && wr->done > 0) {
                 complete_write({}, wr->done);
@@ -276,12 +345,15 @@ struct TunnelOp final : Op {
                 end(f);
                 return false;
             }
-            remote_eof = true;
-            set_failure(f.message);
+            far_end_closed(f.message);
             if (wr) complete_write(make_error(StreamErrc::closed_by_remote), 0);
             return false;
         }
         *progressed = true;
+        if (pending_staged) {
+            out_off += static_cast<std::size_t>(n);
+            return true;
+        }
         if (!wr) return true;  // the write completed (shutdown) while its packet was half sent
         auto& w = *wr;
         w.bufs[w.index] += static_cast<std::size_t>(n);
@@ -291,6 +363,17 @@ struct TunnelOp final : Op {
             complete_write({}, w.done);
             return false;
         }
+        return true;
+    }
+
+    // Takes over what try_write_some staged, once the last of it is written.
+    bool take_staged() {
+        if (out_off < out.size() || (pending_ptr && pending_staged)) return true;
+        out.clear();
+        out_off = 0;
+        std::lock_guard lk(stage_m);
+        if (staged.empty()) return false;
+        out.swap(staged);
         return true;
     }
 
@@ -318,8 +401,7 @@ struct TunnelOp final : Op {
                 return false;
             }
             // A channel-level error ends the stream like the far end closing it.
-            remote_eof = true;
-            set_failure(f.message);
+            far_end_closed(f.message);
             if (rd)
                 complete_read(rd->got ? boost::system::error_code() : boost::asio::error::eof,
                               rd->got);
@@ -328,7 +410,7 @@ struct TunnelOp final : Op {
         if (len == 0) return false;  // the adjust went out; nothing was asked for
         *progressed = true;
         if (n == 0) {
-            remote_eof = true;
+            far_end_closed(desc + ": closed by the remote end");
             complete_read(rd->got ? boost::system::error_code() : boost::asio::error::eof, rd->got);
             return false;
         }
@@ -358,7 +440,7 @@ struct TunnelOp final : Op {
             state = freeing;
             return Step::progress;
         }
-        for (int i = 0; i < 64 && wr && !remote_eof; ++i) {
+        for (int i = 0; i < 64 && (take_staged() || wr) && !remote_eof; ++i) {
             if (!write_once(s, &progressed)) break;
         }
         if (state == ended) return Step::done;
@@ -400,6 +482,14 @@ public:
                                              h = std::move(handler)]() mutable {
             op->start_write(*s, std::move(bufs), std::move(h));
         });
+    }
+
+    // A small write from the caller's thread: copied for the strand, which is woken to send it
+    // (the low-latency path of a call frame; no completion to wait for).
+    std::size_t try_write_some(std::span<const boost::asio::const_buffer> buffers) override {
+        const std::size_t n = op_->stage(buffers);
+        if (n > 0) session_->wake();
+        return n;
     }
 
     void close() noexcept override {
