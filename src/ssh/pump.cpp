@@ -438,6 +438,7 @@ void Session::Impl::teardown() noexcept {
         if (sock_error == 0) sock_error = EPIPE;
         libssh2_session_set_blocking(s, 1);
         libssh2_session_set_timeout(s, 1000);
+        for (auto& op : ops) op->release(*this);
         if (sftp) {
             libssh2_sftp_shutdown(sftp);
             sftp = nullptr;

@@ -64,6 +64,9 @@ struct Op : std::enable_shared_from_this<Op> {
     virtual void start(Session::Impl& s) { (void)s; }
     /// Strand: makes progress with libssh2 calls.
     virtual Step step(Session::Impl& s) = 0;
+    /// Strand, when the session ends and every send fails at once: frees what libssh2 cannot
+    /// free on its own (an SFTP handle; libssh2_session_free knows only channels).
+    virtual void release(Session::Impl& s) { (void)s; }
     /// Strand, when the session ends: drop libssh2 objects without calling libssh2 and complete
     /// with the failure.
     virtual void abort(const Failure& f) = 0;

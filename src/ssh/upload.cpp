@@ -56,6 +56,12 @@ struct UploadOp final : Op {
         input->stop();
         ended->set(std::move(f));
     }
+    // libssh2 1.10 frees an SFTP handle (and the writes it still holds) only in its close,
+    // which gets that far when the close cannot be sent: as now, every send failing at once.
+    void release(Session::Impl&) override {
+        if (h) libssh2_sftp_close_handle(h);
+        h = nullptr;
+    }
     void abort(const Failure& f) override {
         h = nullptr;
         finish(f);
