@@ -154,8 +154,8 @@ Session::Impl::Open Session::Impl::open_channel(Op* op, std::string_view type, u
         s, type.data(), static_cast<unsigned>(type.size()), window, LIBSSH2_CHANNEL_PACKET_DEFAULT,
         message.empty() ? nullptr : message.data(), static_cast<unsigned>(message.size()));
     if (!*channel) {
-        int rc = libssh2_session_last_errno(s);
-        if (would_block(rc)) return Open::wait;
+        int rc = 0;
+        if (null_would_block(&rc)) return Open::wait;
         opener = nullptr;
         *failure = error(rc, what);
         return Open::failed;

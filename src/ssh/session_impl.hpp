@@ -156,6 +156,12 @@ struct Session::Impl : std::enable_shared_from_this<Session::Impl> {
     /// Strand: whether `rc` is EAGAIN (then noted as eagain() does). An op that keeps its state
     /// repeats the same call on its next step, which is what a half-sent packet needs.
     bool would_block(long rc);
+    /// Strand: after a libssh2 call that returned null (an open, an SFTP start), its error in
+    /// *rc; true when that is EAGAIN (noted as would_block does).
+    bool null_would_block(int* rc) {
+        *rc = libssh2_session_last_errno(s);
+        return would_block(*rc);
+    }
     /// Strand: classifies a libssh2 error; a session-level one ends everything.
     Failure error(int rc, const std::string& what);
 

@@ -94,8 +94,8 @@ struct UploadOp final : Op {
                     s.opener = this;
                     s.sftp = libssh2_sftp_init(s.s);
                     if (!s.sftp) {
-                        int rc = libssh2_session_last_errno(s.s);
-                        if (s.would_block(rc)) return Step::idle;
+                        int rc = 0;
+                        if (s.null_would_block(&rc)) return Step::idle;
                         s.opener = nullptr;
                         s.sftp_user = nullptr;
                         finish(s.error(rc, "cannot start SFTP"));
@@ -112,8 +112,8 @@ struct UploadOp final : Op {
                                          LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC,
                                          mode & 0777, LIBSSH2_SFTP_OPENFILE);
                 if (!h) {
-                    int rc = libssh2_session_last_errno(s.s);
-                    if (s.would_block(rc)) return Step::idle;
+                    int rc = 0;
+                    if (s.null_would_block(&rc)) return Step::idle;
                     return fail_or_close(s, sftp_failure(s, rc, "cannot create"));
                 }
                 state = writing;
