@@ -1,6 +1,7 @@
 // The SSH layer on the I/O core: tunnels as io::Streams driven by their own asynchronous
 // operations, many at once on one session beside exec; a session that dies completing everything
 // it holds; blocking calls refused on an I/O thread; no thread per session or channel.
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -447,4 +448,43 @@ TEST_CASE("ssh core: 8 sessions with tunnels add no thread", "[ssh][e2e]") {
         CHECK(after == before);
     }
     CHECK(thread_count() == before);
+}
+
+// Not run by default: `sky_test_ssh "[.bench]"`. The blocking operations' own costs on one test
+// host: an exec's round trip (median of 50) and SFTP upload throughput from a buffer and from a
+// streamed source (best of 3, 64 MiB).
+TEST_CASE("ssh: exec round trip and upload throughput", "[.bench]") {
+    SKIP_WITHOUT_HOSTS();
+    TestHosts hosts(1);
+    Session s(options_for(hosts, 0));
+    std::vector<double> exec_ms;
+    for (int i = 0; i < 50; ++i) {
+        auto t0 = Clock::now();
+        REQUIRE(s.exec("true").exit_status == 0);
+        exec_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::sort(exec_ms.begin(), exec_ms.end());
+    auto data = random_bytes(64u << 20, 11);
+    double from_buffer = 0, streamed = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+        auto t0 = Clock::now();
+        s.upload(std::span<const std::byte>(data), "bench.bin", 0644);
+        from_buffer =
+            std::max(from_buffer, 64.0 / std::chrono::duration<double>(Clock::now() - t0).count());
+        std::size_t off = 0;
+        t0 = Clock::now();
+        s.upload(
+            [&](std::byte* b, std::size_t n) {
+                const std::size_t k = std::min(n, data.size() - off);
+                std::memcpy(b, data.data() + off, k);
+                off += k;
+                return k;
+            },
+            "bench.bin", 0644);
+        streamed =
+            std::max(streamed, 64.0 / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    WARN("exec round trip, median: " << exec_ms[exec_ms.size() / 2]
+                                     << " ms; upload: " << from_buffer << " MiB/s from a buffer, "
+                                     << streamed << " MiB/s streamed");
 }
