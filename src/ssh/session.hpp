@@ -162,6 +162,7 @@ enum class StreamErrc {
 };
 /// The category of StreamErrc ("sky.ssh").
 const boost::system::error_category& stream_category() noexcept;
+/// `e` as an error code of stream_category().
 boost::system::error_code make_error(StreamErrc e) noexcept;
 
 class Session;
