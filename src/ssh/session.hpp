@@ -1,15 +1,20 @@
 #pragma once
 // SSH to a node: one libssh2 session per node carries exec, SFTP uploads and any number of
-// direct-tcpip tunnels (the worker transports). Internal to libsky: never included by a public
-// header.
+// direct-tcpip / direct-streamlocal tunnels (the worker connections). Internal to libsky: never
+// included by a public header.
 //
-// Threading: libssh2 sessions are not thread-safe, so a Session owns one pump thread that makes
-// every libssh2 call on a non-blocking session and multiplexes the channels with poll() on the
-// socket. Callers (any thread) hand work to the pump and wait on their own queues; exec callbacks
-// run on the caller's thread, never on the pump.
+// Threading: libssh2 sessions are not thread-safe, so every libssh2 call of a session runs on one
+// strand of the I/O core (io/io_core.hpp), woken by the session socket's readiness; no session
+// and no channel has a thread of its own. The blocking calls (the constructor, exec, upload,
+// open_tunnel) hand their work to the strand and wait: they refuse to run on an I/O thread
+// (std::logic_error), where the wait could never end. Exec callbacks of the blocking exec run on
+// the caller's thread; those of async_exec on the session's strand.
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -18,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/stream.hpp"
 #include "runtime/transport.hpp"
 #include "sky/errors.hpp"
 
@@ -146,12 +152,41 @@ struct ExecOptions {
     std::size_t capture_limit = 16u << 20;
 };
 
+/// How a tunnel's operations fail, as error codes of io::Stream completions (the stream's
+/// failure() says why in words). Besides these: asio::error::eof when the far end closed the
+/// channel, asio::error::operation_aborted after close().
+enum class StreamErrc {
+    connection_lost = 1,  ///< the session died or was closed (ConnectionLost)
+    channel_failed,       ///< the channel failed while the session lives (ChannelError)
+    closed_by_remote,     ///< a write after the far end closed the channel (ChannelError)
+};
+/// The category of StreamErrc ("sky.ssh").
+const boost::system::error_category& stream_category() noexcept;
+/// `e` as an error code of stream_category().
+boost::system::error_code make_error(StreamErrc e) noexcept;
+
+class Session;
+
+/// Completion of async_connect: the error (ConnectError, HostKeyMismatch, AuthenticationError,
+/// SshError) or the session.
+using ConnectHandler = boost::asio::any_completion_handler<void(std::exception_ptr, Session)>;
+/// Completion of async_exec: the error (ConnectionLost, ChannelError, sky::TimeoutError) or the
+/// result.
+using ExecHandler = boost::asio::any_completion_handler<void(std::exception_ptr, ExecResult)>;
+/// Completion of an asynchronous tunnel open: the error (ChannelError, ConnectionLost,
+/// sky::TimeoutError) or the open stream.
+using TunnelHandler =
+    boost::asio::any_completion_handler<void(std::exception_ptr, std::unique_ptr<io::Stream>)>;
+
 class Session {
 public:
-    /// Connects, checks the host key, authenticates. Throws ConnectError, HostKeyMismatch,
-    /// AuthenticationError.
+    /// Connects, checks the host key, authenticates (a wait on the I/O core). Throws
+    /// ConnectError, HostKeyMismatch, AuthenticationError.
     explicit Session(SessionOptions options);
-    /// Closes every channel and the connection; tunnels still held see end of stream.
+    /// The same without waiting: `handler` gets the session or the error (on its associated
+    /// executor, else on the session's strand; never inside this call).
+    static void async_connect(SessionOptions options, ConnectHandler handler);
+    /// Closes every channel and the connection; tunnels still held fail with ConnectionLost.
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -162,6 +197,9 @@ public:
     /// Runs a command through the user's shell; blocks until it exits. Callbacks run on this
     /// thread. Several threads may exec at once on one session.
     ExecResult exec(std::string_view command, const ExecOptions& options = {});
+    /// The same without waiting: the callbacks run on the session's strand (they must not
+    /// block), `handler` gets the result or the error. The timeout is a timer on the strand.
+    void async_exec(std::string command, ExecOptions options, ExecHandler handler);
 
     /// Uploads a local file to remote_path (created or truncated) via SFTP, then sets its mode.
     void upload(const std::filesystem::path& local_path, const std::string& remote_path,
@@ -173,22 +211,30 @@ public:
     /// upload then stops and upload() rethrows (the remote file is left partial).
     using UploadSource = std::function<std::size_t(std::byte* buffer, std::size_t n)>;
     /// Uploads what `read` produces (streamed, about 8 MiB in flight); on_progress gets the
-    /// bytes handed over so far.
+    /// bytes handed over so far. `read` and `on_progress` run on this thread.
     void upload(const UploadSource& read, const std::string& remote_path, int mode = 0644,
                 const std::function<void(std::uint64_t)>& on_progress = {});
 
     /// Opens a direct-tcpip channel to host:port as seen from the server (the worker listens on
-    /// 127.0.0.1 of its node). Throws ChannelError when the server refuses (nothing listening).
-    /// The transport stays usable after the Session is gone only to report end of stream.
-    std::unique_ptr<sky::detail::Transport> open_tunnel(
+    /// 127.0.0.1 of its node) and waits for it. Throws ChannelError when the server refuses
+    /// (nothing listening), sky::TimeoutError when no answer came within `timeout`. The stream's
+    /// executor is the session's strand; once the session is gone, its operations fail with the
+    /// reason (failure()).
+    std::unique_ptr<io::Stream> open_tunnel(
         const std::string& host, std::uint16_t port,
         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    /// The same without waiting.
+    void async_open_tunnel(const std::string& host, std::uint16_t port,
+                           std::chrono::milliseconds timeout, TunnelHandler handler);
 
     /// Opens a channel to a Unix socket on the server (OpenSSH's direct-streamlocal): only
     /// the SSH user (and root) can reach a socket in a 0700 directory, unlike a TCP port.
     /// Throws ChannelError when the server refuses (no such socket, forwarding disabled).
-    std::unique_ptr<sky::detail::Transport> open_unix_socket(
+    std::unique_ptr<io::Stream> open_unix_socket(
         const std::string& path, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    /// The same without waiting.
+    void async_open_unix_socket(const std::string& path, std::chrono::milliseconds timeout,
+                                TunnelHandler handler);
 
     /// "SHA256:..." of the key the server presented.
     [[nodiscard]] const std::string& host_key_fingerprint() const;
@@ -196,14 +242,21 @@ public:
     [[nodiscard]] bool alive() const;
     /// "ssh root@10.0.0.2:22"
     [[nodiscard]] std::string describe() const;
-    /// Closes the session now (idempotent); later operations throw ConnectionLost.
+    /// Closes the session now (idempotent); later operations throw ConnectionLost. Waits for
+    /// the strand to let go of the connection, except on an I/O thread (there it only starts).
     void close() noexcept;
 
     struct Impl;
 
 private:
+    explicit Session(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
     std::shared_ptr<Impl> impl_;
 };
+
+/// A blocking Transport over a tunnel of this layer (for threads that read and write, such as
+/// the tests): its errors are this layer's, ConnectionLost when the session died and
+/// ChannelError when the channel failed or the far end closed it.
+std::unique_ptr<sky::detail::Transport> blocking_transport(std::unique_ptr<io::Stream> tunnel);
 
 /// "SHA256:<base64>" of an OpenSSH public key line ("type base64 [comment]", a known_hosts line
 /// works too). Throws SshError when it does not parse.

@@ -320,7 +320,9 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
 }
 
 std::unique_ptr<Transport> RemoteNode::connect_worker() {
-    return session_->open_unix_socket(socket_path_, std::chrono::seconds(30));
+    // The pool still reads Transports on a thread; the tunnel itself is an io::Stream.
+    return ssh::blocking_transport(
+        session_->open_unix_socket(socket_path_, std::chrono::seconds(30)));
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {

@@ -20,129 +20,11 @@
 #include <random>
 #include <thread>
 
+#include "e2e/ssh/ssh_support.hpp"
 #include "hosts/test_hosts.hpp"
 #include "ssh/session.hpp"
 
-using namespace sky::detail::ssh;
-using sky::test::TestHosts;
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-namespace {
-
-SessionOptions options_for(const TestHosts& hosts, int i) {
-    SessionOptions o;
-    o.host = hosts.address(i);
-    o.port = hosts.port(i);
-    o.user = hosts.user();
-    o.private_key_file = hosts.client_key_path();
-    o.host_key = HostKeyPin::fingerprint(hosts.host_key_fingerprint(i));
-    o.connect_timeout = milliseconds(5000);
-    return o;
-}
-
-std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
-    std::vector<std::byte> v(n);
-    std::mt19937_64 rng(seed);
-    for (std::size_t i = 0; i + 8 <= n; i += 8) {
-        std::uint64_t x = rng();
-        std::memcpy(v.data() + i, &x, 8);
-    }
-    return v;
-}
-
-std::string sha256_hex(std::span<const std::byte> data) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-    static const char* hex = "0123456789abcdef";
-    std::string s;
-    for (unsigned i = 0; i < len; ++i) {
-        s += hex[md[i] >> 4];
-        s += hex[md[i] & 15];
-    }
-    return s;
-}
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
-// A threaded TCP echo server for the node side, run with the node's python3.
-const char* kEchoServer = R"PY(
-import socket, sys, threading
-srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", int(sys.argv[1])))
-srv.listen(64)
-def serve(c):
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        while True:
-            d = c.recv(1 << 20)
-            if not d:
-                break
-            c.sendall(d)
-    finally:
-        c.close()
-while True:
-    c, _ = srv.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-)PY";
-
-// Uploads and starts the echo server on 127.0.0.1:port of the node; waits until it accepts.
-// Returns its pid. Relative paths land in the host's private home.
-long start_echo_server(Session& s, std::uint16_t port) {
-    s.upload(std::string_view(kEchoServer), "sky_echo.py", 0644);
-    auto r = s.exec("nohup python3 sky_echo.py " + std::to_string(port) +
-                    " >sky_echo.log 2>&1 </dev/null & echo $!");
-    REQUIRE(r.exit_status == 0);
-    long pid = std::stol(r.out);
-    auto deadline = Clock::now() + std::chrono::seconds(10);
-    for (int i = 0; i < 200; ++i) {
-        try {
-            auto t = s.open_tunnel("127.0.0.1", port, std::chrono::seconds(5));
-            return pid;
-        } catch (const ChannelError&) {
-            if (Clock::now() > deadline) throw;
-            std::this_thread::sleep_for(milliseconds(50));
-        }
-    }
-    FAIL("echo server did not start: " << s.exec("cat sky_echo.log").out);
-    return 0;
-}
-
-// Sends `data` through the transport while a second thread reads it back; returns what came back.
-std::vector<std::byte> echo_through(sky::detail::Transport& t, const std::vector<std::byte>& data,
-                                    std::size_t write_chunk) {
-    std::vector<std::byte> back(data.size());
-    std::size_t got = 0;
-    std::exception_ptr reader_error;
-    std::thread reader([&] {
-        try {
-            while (got < back.size()) {
-                std::size_t n = t.read_some(std::span(back).subspan(got));
-                if (n == 0) break;
-                got += n;
-            }
-        } catch (...) {
-            reader_error = std::current_exception();
-        }
-    });
-    for (std::size_t off = 0; off < data.size(); off += write_chunk) {
-        std::span<const std::byte> piece(data.data() + off,
-                                         std::min(write_chunk, data.size() - off));
-        std::span<const std::byte> bufs[] = {piece};
-        t.write_all(bufs);
-    }
-    reader.join();
-    if (reader_error) std::rethrow_exception(reader_error);
-    back.resize(got);
-    return back;
-}
-
-}  // namespace
+using namespace ssh_support;
 
 TEST_CASE("ssh: connect, exec with exit status and streamed lines", "[ssh][e2e]") {
     SKIP_WITHOUT_HOSTS();
@@ -326,7 +208,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     Session s(options_for(hosts, 0));
     long echo_pid = start_echo_server(s, 7100);
 
-    auto t = s.open_tunnel("127.0.0.1", 7100);
+    auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     CHECK(t->describe().find("127.0.0.1:7100") != std::string::npos);
     // Small exchange, with gathered buffers.
     std::string a = "hello ", b = "tunnel";
@@ -347,7 +229,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     for (int k = 0; k < 3; ++k) {
         threads.emplace_back([&, k] {
             try {
-                auto tk = s.open_tunnel("127.0.0.1", 7100);
+                auto tk = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
                 auto data = random_bytes(6u << 20, 100 + static_cast<unsigned>(k));
                 auto back = echo_through(*tk, data, 100000 + 7919 * static_cast<std::size_t>(k));
                 if (back != data) ++failures;
@@ -374,7 +256,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     CHECK(failures == 0);
 
     // The remote end closing shows as end of stream; shutdown ends a blocked read.
-    auto t2 = s.open_tunnel("127.0.0.1", 7100);
+    auto t2 = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     std::thread closer([&] {
         std::this_thread::sleep_for(milliseconds(200));
         t2->shutdown();
@@ -385,7 +267,7 @@ TEST_CASE("ssh: tunnels carry bytes both ways", "[ssh][e2e]") {
     closer.join();
 
     // The worker dying shows as end of stream on its tunnel, not as a session failure.
-    auto t3 = s.open_tunnel("127.0.0.1", 7100);
+    auto t3 = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     CHECK(s.exec("kill -KILL " + std::to_string(echo_pid)).exit_status == 0);
     t0 = Clock::now();
     CHECK(t3->read_some(buf) == 0);
@@ -442,7 +324,7 @@ TEST_CASE("ssh: killing sshd mid-session gives a clean error", "[ssh][e2e]") {
     Session s(options_for(hosts, 0));
     Session other(options_for(hosts, 1));
     start_echo_server(s, 7100);
-    auto t = s.open_tunnel("127.0.0.1", 7100);
+    auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
 
     std::exception_ptr exec_error;
     std::thread runner([&] {
@@ -577,7 +459,7 @@ TEST_CASE("ssh: an idle session does not spin", "[ssh][e2e]") {
     TestHosts hosts(1);
     Session s(options_for(hosts, 0));
     start_echo_server(s, 7100);
-    auto t = s.open_tunnel("127.0.0.1", 7100);
+    auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7100));
     std::thread reader([&] {
         std::byte b[16];
         t->read_some(b);
@@ -594,74 +476,6 @@ TEST_CASE("ssh: an idle session does not spin", "[ssh][e2e]") {
     reader.join();
     CHECK(used < 0.2);  // seconds of CPU over 1.5 s of waiting
 }
-
-// A C++ echo server on 127.0.0.1:port inside a test host's namespace, served by this process:
-// fast enough that a benchmark measures the SSH path, not the echo.
-class NetnsEchoServer {
-public:
-    NetnsEchoServer(const TestHosts& hosts, int host, std::uint16_t port) {
-        std::promise<void> ready;
-        auto started = ready.get_future();
-        acceptor_ = std::thread([this, &hosts, host, port, &ready] {
-            try {
-                hosts.enter_netns(host);
-                listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                int one = 1;
-                ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-                sockaddr_in sa{};
-                sa.sin_family = AF_INET;
-                sa.sin_port = htons(port);
-                sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-                    ::listen(listen_fd_, 16) != 0) {
-                    throw std::runtime_error("echo server: bind/listen failed");
-                }
-                ready.set_value();
-            } catch (...) {
-                ready.set_exception(std::current_exception());
-                return;
-            }
-            for (;;) {
-                int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-                if (c < 0) return;  // shut down
-                std::lock_guard lk(mu_);
-                conns_.push_back(c);
-                workers_.emplace_back([c] {
-                    int one = 1;
-                    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                    std::vector<char> buf(1 << 20);
-                    for (;;) {
-                        auto n = ::recv(c, buf.data(), buf.size(), 0);
-                        if (n <= 0) return;
-                        for (ssize_t off = 0; off < n;) {
-                            auto w = ::send(c, buf.data() + off, static_cast<std::size_t>(n - off),
-                                            MSG_NOSIGNAL);
-                            if (w <= 0) return;
-                            off += w;
-                        }
-                    }
-                });
-            }
-        });
-        started.get();
-    }
-    ~NetnsEchoServer() {
-        ::shutdown(listen_fd_, SHUT_RDWR);
-        acceptor_.join();
-        ::close(listen_fd_);
-        std::lock_guard lk(mu_);
-        for (int c : conns_) ::shutdown(c, SHUT_RDWR);
-        for (auto& w : workers_) w.join();
-        for (int c : conns_) ::close(c);
-    }
-
-private:
-    int listen_fd_ = -1;
-    std::thread acceptor_;
-    std::mutex mu_;
-    std::vector<int> conns_;
-    std::vector<std::thread> workers_;
-};
 
 // Not run by default: `sky_test_ssh "[.bench]"` compares the tunnel with OpenSSH's `ssh -L`,
 // both to the same echo server, interleaved, best of three.
@@ -767,7 +581,7 @@ TEST_CASE("ssh: tunnel throughput and round trip against ssh -L", "[.bench]") {
     std::pair<double, double> ours{0, 1e9}, theirs{0, 1e9};
     for (int rep = 0; rep < 3; ++rep) {
         {
-            auto t = s.open_tunnel("127.0.0.1", 7200);
+            auto t = blocking_transport(s.open_tunnel("127.0.0.1", 7200));
             auto m = measure(*t);
             ours = {std::max(ours.first, m.first), std::min(ours.second, m.second)};
         }

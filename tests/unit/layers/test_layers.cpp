@@ -29,15 +29,17 @@ const std::set<std::string> cloud_adapter = {
 const std::map<std::string, std::set<std::string>>& allowed() {
     static const std::map<std::string, std::set<std::string>> table = {
         {"util", {}},
-        // The client's I/O core: the io_context and the async stream interface.
-        {"io", {"util"}},
+        // The client's I/O core: the io_context and the async stream interface; its blocking
+        // adapter is a runtime Transport (runtime/transport.hpp) over a stream.
+        {"io", {"runtime", "util"}},
         {"catalog", {"util"}},
         {"http", {"util"}},
         {"bootstrap", {"util"}},
         {"metrics", {"catalog", "util"}},
         // The worker serves files for its peers (--sky-serve-files) and samples metrics.
         {"runtime", {"metrics", "ship", "util"}},
-        {"ssh", {"runtime", "util"}},
+        // Sessions run on the I/O core; tunnels are io::Streams.
+        {"ssh", {"io", "runtime", "util"}},
         {"ship", {"runtime", "ssh", "util"}},
         // The engine asks the registry for its backend (the one place that knows providers);
         // PoolSpec::validate checks the volumes.
