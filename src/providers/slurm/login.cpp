@@ -89,7 +89,7 @@ public:
     const std::string& user() const override { return user_; }
 
     std::unique_ptr<Transport> open_channel(const std::string& host, std::uint16_t port) override {
-        return session_->open_tunnel(host, port, std::chrono::seconds(30));
+        return ssh::blocking_transport(session_->open_tunnel(host, port, std::chrono::seconds(30)));
     }
 
     std::string ship_program(const std::string& event_id, const std::string& run_dir,
