@@ -43,9 +43,16 @@ bool is_capacity_error(const std::string& code) {
                                                 "MaxSpotInstanceCountExceeded",
                                                 "InstanceLimitExceeded",
                                                 "VcpuLimitExceeded",
-                                                "Unsupported",
                                                 "InsufficientFreeAddressesInSubnet"};
     return codes.count(code) > 0;
+}
+
+// Answers that mean "this instance type is not sold here": the next offer, never the same type
+// on demand after spot. ("Unsupported": the type is not offered in the zone or region.)
+bool is_unknown_type_error(const HttpError& e) {
+    if (e.code() == "Unsupported" || e.code() == "InvalidInstanceType") return true;
+    return e.code() == "InvalidParameterValue" &&
+           to_lower(e.provider_message()).find("instancetype") != std::string::npos;
 }
 
 bool is_not_found(const std::string& code) {
@@ -190,6 +197,7 @@ public:
         try {
             answer = client_->call_json("RunInstances", p);
         } catch (const HttpError& e) {
+            if (is_unknown_type_error(e)) throw UnknownInstanceTypeError(error_text(e));
             if (is_capacity_error(e.code())) throw CapacityError(error_text(e));
             throw ProvisionError("AWS RunInstances: " + error_text(e));
         }

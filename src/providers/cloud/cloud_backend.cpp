@@ -18,6 +18,7 @@
 
 #include "pool/ledger.hpp"
 #include "providers/cloud/node_keys.hpp"
+#include "providers/cloud/offers.hpp"
 #include "providers/remote/remote_node.hpp"
 #include "sky/catalog.hpp"
 #include "util/text.hpp"
@@ -88,21 +89,24 @@ public:
             .region = region_.empty() ? std::nullopt : std::optional<std::string>(region_),
             .spot = spec_.spot,
             .machine = spec_.machine};
-        Catalog catalog = Catalog::embedded();
+        std::vector<Offer> live;
         try {
-            catalog.merge(api_->live_offers(catalog, req, emit));
+            live = api_->live_offers(Catalog::embedded(), req, emit);
         } catch (const Error&) {
             throw;
         } catch (const std::exception& e) {
             throw ProvisionError(fmt::format("{}: reading offers failed: {}", provider_, e.what()));
         }
+        const bool answered = !live.empty();
+        const Catalog catalog = pool_offers(Catalog::embedded(), std::move(live), provider_);
         offers_ = catalog.select(req, provider_);
         if (offers_.empty())
-            throw ProvisionError(fmt::format("{}: no instance type matches: {}", provider_,
-                                             explain_no_match(catalog.offers(provider_), req)));
+            throw ProvisionError(fmt::format("{}: no instance type {}matches: {}", provider_,
+                                             answered ? "the cloud offers now " : "",
+                                             explain_no_match(catalog.offers(), req)));
         emit(InfraCreating{});
         create_infra(emit);
-        emit(InfraCreated{region_});
+        emit(InfraCreated{region_});  // empty: each offer names its own region
 
         std::vector<int> all(static_cast<std::size_t>(nodes));
         for (int i = 0; i < nodes; ++i) all[static_cast<std::size_t>(i)] = i;
@@ -330,14 +334,10 @@ private:
                     return started;
             }
         }
-        std::string list;
-        for (const auto& a : attempts)
-            list += fmt::format("\n  {} in {} ({}): {}", a.instance_type,
-                                a.region.empty() ? std::string("any region") : a.region,
-                                a.spot ? "spot" : "on-demand", a.error);
-        throw ProvisionError(fmt::format("{}: could not launch {} node(s); every offer failed:{}",
-                                         provider_, count, list),
-                             std::move(attempts));
+        // ProvisionError lists the attempts itself, once.
+        throw ProvisionError(
+            fmt::format("{}: could not launch {} node(s); every offer failed:", provider_, count),
+            std::move(attempts));
     }
 
     // One offer for every node in `which`, one launch per node (each node has its own host
@@ -347,13 +347,22 @@ private:
                    const std::string& token_base, std::vector<ProvisionAttempt>& attempts,
                    std::vector<CloudNode>& started, const std::function<void(Event)>& emit) {
         const std::string where = offer.region.empty() ? region_ : offer.region;
+        auto record = [&](bool spot, const std::string& err) {
+            const ProvisionAttempt a{provider_, offer.instance_type, where, spot, err};
+            // Several nodes refused alike are one attempt.
+            if (attempts.empty() || attempts.back().instance_type != a.instance_type ||
+                attempts.back().region != a.region || attempts.back().spot != a.spot ||
+                attempts.back().error != a.error)
+                attempts.push_back(a);
+        };
         auto give_up = [&](bool spot, const std::string& err) {
-            attempts.push_back({provider_, offer.instance_type, where, spot, err});
+            record(spot, err);
             std::vector<std::string> ids;
             for (auto& n : started) ids.push_back(n.instance_id);
             terminate(ids);
             started.clear();
         };
+        bool spot_refused = false;  // this offer had no spot capacity: the rest go on demand
         for (std::size_t k = 0; k < which.size(); ++k) {
             const int node = which[k];
             if (stopping()) {
@@ -361,7 +370,7 @@ private:
                 throw ProvisionError(provider_ + ": the pool is closing", attempts);
             }
             const bool wants_spot = static_cast<int>(k) < want_spot;
-            bool spot = wants_spot && offer.spot_available;
+            bool spot = wants_spot && offer.spot_available && !spot_refused;
             if (wants_spot && !offer.spot_available && !fallback) {
                 give_up(true, "no spot market for this instance type");
                 return false;
@@ -388,20 +397,27 @@ private:
                     fmt::format("{}-{}{}", token_base, node, spot ? "s" : "d").substr(0, 64);
                 try {
                     id = api_->launch(r);
+                } catch (const UnknownInstanceTypeError& e) {
+                    // Not sold here at all: neither spot nor on demand; the next offer.
+                    give_up(spot, e.what());
+                    return false;
                 } catch (const CapacityError& e) {
                     if (spot && fallback) {
                         // IfAvailable and Percent: this node goes on-demand on the same offer.
-                        attempts.push_back({provider_, offer.instance_type, where, true, e.what()});
+                        record(true, e.what());
                         spot = false;
+                        spot_refused = true;
                         continue;
                     }
                     give_up(spot, e.what());
                     return false;
                 } catch (const std::exception& e) {
                     give_up(spot, e.what());
-                    throw ProvisionError(fmt::format("{}: launching {} failed: {}", provider_,
-                                                     offer.instance_type, e.what()),
-                                         attempts);
+                    throw ProvisionError(
+                        fmt::format("{}: launching {} failed with an error that is not about "
+                                    "capacity; provisioning stopped:",
+                                    provider_, offer.instance_type),
+                        attempts);
                 }
             }
             if (id.empty()) {

@@ -43,6 +43,12 @@ std::string error_text(const std::exception& e) {
     return e.what();
 }
 
+// DigitalOcean's answer for a size it does not know (retired or renamed): the next offer.
+bool is_unknown_size(const HttpError& e) {
+    return e.status() == 422 &&
+           to_lower(e.provider_message()).find("invalid size") != std::string::npos;
+}
+
 // DigitalOcean's answers that mean "not this size here, now": the size is not sold in the
 // region or has no capacity, or the account's droplet limit is reached (HTTP 422).
 bool is_capacity(const HttpError& e) {
@@ -223,6 +229,8 @@ public:
         try {
             answer = api_->call("POST", "/droplets", body, Repeat::once);
         } catch (const HttpError& e) {
+            if (is_unknown_size(e))
+                throw UnknownInstanceTypeError("DigitalOcean: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("DigitalOcean: " + error_text(e));
             throw provision_error("POST /droplets", e);
         }

@@ -175,7 +175,9 @@ public:
 
     std::string launch(const LaunchRequest& r) override {
         auto shape = parse_type(r.offer.instance_type);
-        if (!shape) throw ProvisionError("Vast.ai: not a Vast.ai offer: " + r.offer.instance_type);
+        if (!shape)
+            throw UnknownInstanceTypeError("Vast.ai: not a Vast.ai offer: " +
+                                           r.offer.instance_type);
         const std::string onstart = vastai_onstart(r.boot_script, r.ssh_public_key);
         SelectionRequest req;
         std::vector<json> asks;

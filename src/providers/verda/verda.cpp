@@ -48,6 +48,19 @@ std::optional<ProviderErrorInfo> parse_verda_error(const HttpResponse& r) {
 
 bool is_not_found(const HttpError& e) { return e.status() == 404 || e.code() == "not_found"; }
 
+// Verda's answers that mean "no such type" (a retired or renamed type, one this account may not
+// order): the next offer, never the same type again.
+bool is_unknown_type(const HttpError& e) {
+    if (e.status() != 400 && e.status() != 404 && e.status() != 422) return false;
+    const std::string m = to_lower(e.provider_message());
+    if (m.find("instance type") == std::string::npos &&
+        m.find("instance_type") == std::string::npos)
+        return false;
+    for (const char* w : {"invalid", "unknown", "not found", "does not exist", "not supported"})
+        if (m.find(w) != std::string::npos) return true;
+    return false;
+}
+
 // Verda's answers that mean "not this type here, now".
 bool is_capacity(const HttpError& e) {
     if (e.code() == "insufficient_resources" || e.code() == "no_capacity" ||
@@ -263,6 +276,7 @@ public:
                 throw CapacityError(fmt::format("Verda: {}{} is not available in {} now", type,
                                                 r.spot ? " (spot)" : "", location));
         } catch (const HttpError& e) {
+            if (is_unknown_type(e)) throw UnknownInstanceTypeError("Verda: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("Verda: " + error_text(e));
             throw ProvisionError("Verda GET /instance-availability failed: " + error_text(e));
         }
@@ -304,6 +318,7 @@ public:
             if (id.empty()) throw ProvisionError("Verda: POST /instances answered without an id");
             return id;
         } catch (const HttpError& e) {
+            if (is_unknown_type(e)) throw UnknownInstanceTypeError("Verda: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("Verda: " + error_text(e));
             throw ProvisionError("Verda POST /instances failed: " + error_text(e));
         }

@@ -15,8 +15,10 @@
 #include "fakes/ec2/fake_ec2.hpp"
 #include "hosts/test_hosts.hpp"
 #include "providers/aws/ec2_client.hpp"
+#include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
 #include "ssh/session.hpp"
+#include "support/adapter_test.hpp"
 
 using sky::test::Ec2Fault;
 using sky::test::FakeEc2;
@@ -525,9 +527,10 @@ int slow_node_index(int ms) {
     return sky::instance_info().node;
 }
 
-TEST_CASE("aws pool: a node preempted in the middle of a gather is replaced, and calls with "
-          ".retries(1) re-run on the pool back at its size",
-          "[aws_pool]") {
+TEST_CASE(
+    "aws pool: a node preempted in the middle of a gather is replaced, and calls with "
+    ".retries(1) re-run on the pool back at its size",
+    "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
     Env env;
     TestHosts hosts(2);  // the reclaimed machine's host serves the replacement
@@ -540,8 +543,8 @@ TEST_CASE("aws pool: a node preempted in the middle of a gather is replaced, and
         victim = pool.instances().at(1).id;
         std::vector<sky::PendingCompute<int>> calls;
         for (int i = 0; i < 8; ++i) calls.push_back(sky::compute<slow_node_index>(1500).retries(1));
-        auto gather = std::async(std::launch::async,
-                                 [&] { return sky::gather(std::move(calls)) >> pool; });
+        auto gather =
+            std::async(std::launch::async, [&] { return sky::gather(std::move(calls)) >> pool; });
         std::this_thread::sleep_for(std::chrono::milliseconds(700));
         fake.set_instance_state(victim, "terminated", "Server.SpotInstanceTermination");
         REQUIRE(gather.wait_for(std::chrono::seconds(240)) == std::future_status::ready);
@@ -927,4 +930,55 @@ TEST_CASE("aws: a gzip bomb from the endpoint is a clear error with bounded memo
     const long rss_kib = std::stol(r.output.substr(at + std::string("sky-ls-max-rss-kib=").size()));
     CHECK(rss_kib < 256 * 1024);
     CHECK(r.output.find(kSecret) == std::string::npos);
+}
+
+TEST_CASE(
+    "aws: live offers win: a catalog type EC2 does not describe is never tried, an unsupported "
+    "one moves on at once",
+    "[aws_offers]") {
+    if (!std::filesystem::exists(model_path()) || !std::filesystem::exists(instance_types_path())) {
+        WARN("skipped: no EC2 model or instance types under SKY_TESTDATA_DIR");
+        return;
+    }
+    Env env;
+    // Provisioning only (no test hosts): which offers the pool asks EC2 for.
+    auto provision = [](FakeEc2& fake, const char* accelerator, sky::Spot spot) {
+        Recorder rec;
+        auto spec = spec_for(fake, 1, rec);
+        spec.accelerator = accelerator;
+        spec.spot = spot;
+        sky::test::EventLog log;
+        auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "0a1b2c3d", nullptr});
+        b->provision(1, log.sink());
+        REQUIRE(fake.instances().size() == 1);
+        const std::string launched = fake.instances()[0]["InstanceType"];
+        b->stop_all();
+        CHECK(live_instances(fake) == 0);
+        CHECK(sky_groups(fake).empty());
+        return std::pair{launched, log.tried()};
+    };
+    SECTION("the test data's EC2 does not describe the p3 family: the catalog's V100s there") {
+        auto v100 = sky::Catalog::embedded().select(
+            {.accelerator = sky::Accelerator("V100"), .region = "us-east-1"}, "aws");
+        REQUIRE(!v100.empty());
+        REQUIRE(v100.front().instance_type == "p3.2xlarge");
+        FakeEc2 fake = make_fake(nullptr);
+        auto [launched, tried] = provision(fake, "V100", sky::Spot::Never{});
+        CHECK(launched == "p3dn.24xlarge");
+        CHECK(tried == std::vector<std::string>{"p3dn.24xlarge"});
+    }
+    SECTION("Unsupported: the next offer, without the same type on demand") {
+        FakeEc2 fake = make_fake(nullptr);
+        fake.inject_fault(
+            Ec2Fault{.action = "RunInstances",
+                     .status = 400,
+                     .code = "Unsupported",
+                     .message = "Your requested instance type is not supported in your requested "
+                                "Availability Zone (us-east-1e).",
+                     .count = 1});
+        auto [launched, tried] = provision(fake, "A10G", sky::Spot::IfAvailable{});
+        REQUIRE(tried.size() == 2);  // the cheapest spot offer once, then the next one
+        CHECK(tried[0] != tried[1]);
+        CHECK(launched == tried[1]);
+    }
 }

@@ -25,6 +25,7 @@ struct FakeCloudState {
     std::map<std::string, int> capacity;       ///< on-demand machines left per type (absent: any)
     std::map<std::string, int> spot_capacity;  ///< spot machines left per type (absent: any)
     std::set<std::string> broken_types;        ///< launch fails with a non-capacity error
+    std::set<std::string> unknown_types;       ///< launch refuses the type as unknown
     int lose_launch_answers = 0;   ///< the next N launches start a machine, then fail (a timeout)
     std::vector<std::string> log;  ///< "launch small spot", "terminate i-1", ...
     int next_id = 0;
@@ -95,6 +96,8 @@ public:
         const std::string& type = r.offer.instance_type;
         s_->log.push_back("launch " + type + (r.spot ? " spot" : " on-demand"));
         if (s_->broken_types.count(type)) throw std::runtime_error("InvalidParameter: " + type);
+        if (s_->unknown_types.count(type))
+            throw UnknownInstanceTypeError("InvalidInstanceType: no such type " + type);
         auto& cap = r.spot ? s_->spot_capacity : s_->capacity;
         if (auto it = cap.find(type); it != cap.end()) {
             if (it->second <= 0)

@@ -7,6 +7,7 @@
 
 #include "fakes/cloud/fake_cloud.hpp"
 #include "providers/cloud/node_keys.hpp"
+#include "providers/cloud/offers.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
 
@@ -267,4 +268,102 @@ TEST_CASE("cloud layer: the boot script arms the power-off only where the cloud 
     CHECK(off.find("SKY_HOST_KEY") != std::string::npos);
     CHECK(off.find("shutdown") == std::string::npos);
     CHECK(off.find("power-off-on-expiry") == std::string::npos);
+}
+
+TEST_CASE(
+    "cloud layer: live offers are the only candidates, the catalog fills in what they leave "
+    "out",
+    "[cloud]") {
+    auto row = [](std::string type, double price, std::optional<double> spot) {
+        sky::Offer o;
+        o.provider = "aws";
+        o.instance_type = std::move(type);
+        o.accelerator = "H100";
+        o.accelerator_count = 1;
+        o.gpu_memory_gb = 80;
+        o.vcpus = 26;
+        o.memory_gb = 200;
+        o.region = "us-east-1";
+        o.on_demand_price = price;
+        o.spot_price = spot;
+        o.prices_date = "2025-01-15";
+        return o;
+    };
+    const sky::Catalog embedded({row("listed", 2.0, 1.0), row("retired", 1.0, 0.5)});
+    sky::Offer live;
+    live.instance_type = "listed";  // the cloud names the type and its market, nothing more
+    live.region = "us-east-1";
+    live.spot_available = true;
+    live.prices_date = "2026-11-26";
+    const sky::Catalog c = sky::detail::pool_offers(embedded, {live}, "aws");
+    REQUIRE(c.offers().size() == 1);  // "retired" is cheaper, but the cloud does not list it
+    const sky::Offer& o = c.offers()[0];
+    CHECK(o.provider == "aws");
+    CHECK(o.instance_type == "listed");
+    CHECK(o.accelerator == "H100");
+    CHECK(o.accelerator_count == 1);
+    CHECK(o.vcpus == 26);
+    CHECK(o.on_demand_price == 2.0);
+    CHECK(o.spot_price == std::optional<double>(1.0));
+    CHECK(o.prices_date == "2025-01-15");  // the price's date, not the listing's
+    // The cloud could not be asked: the catalog's rows.
+    CHECK(sky::detail::pool_offers(embedded, {}, "aws").offers().size() == 2);
+}
+
+TEST_CASE(
+    "cloud layer: a type the cloud refuses as unknown moves to the next offer at once, never "
+    "on demand",
+    "[cloud]") {
+    Run r;
+    r.cloud->unknown_types.insert("small");
+    auto spec = r.spec(sky::Spot::IfAvailable{});
+    auto b = r.backend(spec);
+    b->provision(2, r.emit());
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"medium", "medium"});
+    CHECK(r.cloud->count("launch small") == 1);  // neither on demand nor for the second node
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: an offer without spot capacity puts its other nodes on demand at once",
+          "[cloud]") {
+    Run r;
+    r.cloud->spot_capacity["small"] = 0;
+    auto spec = r.spec(sky::Spot::IfAvailable{}, 3);
+    auto b = r.backend(spec);
+    b->provision(3, r.emit());
+    CHECK(r.cloud->count("launch small spot") == 1);
+    CHECK(r.cloud->count("launch small on-demand") == 3);
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: ProvisionError names each attempt once", "[cloud]") {
+    Run r;
+    r.cloud->unknown_types.insert("small");
+    r.cloud->spot_capacity["medium"] = 0;
+    r.cloud->capacity["medium"] = 0;
+    r.cloud->capacity["large"] = 0;
+    auto spec = r.spec(sky::Spot::IfAvailable{});
+    auto b = r.backend(spec);
+    try {
+        b->provision(2, r.emit());
+        FAIL("provisioned without capacity");
+    } catch (const sky::ProvisionError& e) {
+        const std::string what = e.what();
+        INFO(what);
+        REQUIRE(e.attempts().size() == 4);  // small, medium spot, medium on demand, large
+        auto lines = [&](const std::string& s) {
+            int n = 0;
+            for (auto at = what.find(s); at != std::string::npos; at = what.find(s, at + 1)) ++n;
+            return n;
+        };
+        CHECK(lines("\n  - fakecloud small in fake-1") == 1);
+        CHECK(lines("\n  - fakecloud medium in fake-1 (spot)") == 1);
+        CHECK(lines("\n  - fakecloud medium in fake-1:") == 1);
+        CHECK(lines("\n  - fakecloud large in fake-1:") == 1);
+        CHECK(lines("\n") == 4);
+    }
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
 }

@@ -202,3 +202,62 @@ TEST_CASE("digitalocean: the cloud layer provisions 2 droplets and deletes them 
     CHECK(fake.alive() == 0);
     CHECK(fake.keys().empty());
 }
+
+TEST_CASE(
+    "digitalocean: live offers win: a region the catalog lists and /v2/sizes does not is never "
+    "tried",
+    "[digitalocean]") {
+    // The catalog sells the L40S in nyc2 and tor1 at $1.57; DigitalOcean lists it in tor1 only,
+    // at $1.99 today.
+    sky::test::FakeDigitalOceanOptions o;
+    for (auto s : FakeDigitalOcean::default_sizes())
+        if (s["slug"] == "gpu-l40sx1-48gb") {
+            s["price_hourly"] = 1.99;
+            o.sizes.push_back(s);
+        }
+    FakeDigitalOcean fake(o);
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    sky::PoolSpec spec;
+    spec.provider = sky::DigitalOcean{.region = "nyc2", .endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = "L40S";
+    spec.spot = sky::Spot::Never{};
+    sky::test::EventLog log;
+    auto b = sky::detail::make_cloud_backend(
+        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
+        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"gpu-l40sx1-48gb"});
+    int posts = 0;
+    for (const auto& r : fake.http().requests())
+        if (r.method == "POST" && r.path == "/v2/droplets") {
+            ++posts;
+            CHECK(nlohmann::json::parse(r.body)["region"] == "tor1");
+        }
+    CHECK(posts == 1);
+    CHECK(fake.alive() == 1);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("digitalocean: a size DigitalOcean refuses as invalid moves the pool to the next offer",
+          "[digitalocean]") {
+    sky::test::FakeDigitalOceanOptions o;
+    o.unknown_sizes = {"gpu-h100x1-80gb"};  // listed, then retired
+    FakeDigitalOcean fake(o);
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    sky::PoolSpec spec;
+    spec.provider = sky::DigitalOcean{.region = "nyc2", .endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = "H100";
+    spec.spot = sky::Spot::Never{};
+    sky::test::EventLog log;
+    auto b = sky::detail::make_cloud_backend(
+        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
+        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"gpu-h100x1-80gb", "gpu-h100x8-640gb"});
+    CHECK(fake.alive() == 1);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}

@@ -166,3 +166,72 @@ TEST_CASE("runpod: the cloud layer deploys 2 pods and terminates them all", "[ru
     b->stop_all();
     CHECK(fake.alive() == 0);
 }
+
+namespace {
+
+// A GPU type as gpuTypes lists it: secure cloud only, on demand only.
+nlohmann::json gpu_type(const std::string& id, int memory_gb, double price) {
+    return {{"id", id},
+            {"displayName", id},
+            {"manufacturer", "Nvidia"},
+            {"memoryInGb", memory_gb},
+            {"maxGpuCount", 1},
+            {"secureCloud", true},
+            {"communityCloud", false},
+            {"securePrice", price},
+            {"communityPrice", nullptr},
+            {"secureSpotPrice", nullptr},
+            {"communitySpotPrice", nullptr}};
+}
+
+std::unique_ptr<sky::detail::Backend> a100_pool(const FakeRunPod& fake, sky::PoolSpec& spec) {
+    spec.provider = sky::RunPod{.endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = "A100";
+    spec.spot = sky::Spot::Never{};
+    return sky::detail::make_cloud_backend(
+        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+}
+
+}  // namespace
+
+TEST_CASE("runpod: live offers win: a catalog type RunPod does not list is never tried",
+          "[runpod]") {
+    // RunPod lists only a 40 GB A100, dearer than the catalog's 1x_A100-80GB_SECURE ($1.89),
+    // whose GPU ids this account's RunPod does not know.
+    FakeRunPod fake(
+        sky::test::FakeRunPodOptions{.gpu_types = {gpu_type("NVIDIA A100-SXM4-40GB", 40, 2.5)}});
+    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
+    REQUIRE(
+        offer_of(sky::Catalog::embedded().offers("runpod"), "1x_A100-80GB_SECURE").on_demand_price <
+        2.5);
+    sky::PoolSpec spec;
+    sky::test::EventLog log;
+    auto b = a100_pool(fake, spec);
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"1x_A100-40GB_SECURE"});
+    REQUIRE(fake.deploy_inputs().size() == 1);
+    CHECK(fake.deploy_inputs()[0]["gpuTypeId"] == "NVIDIA A100-SXM4-40GB");
+    CHECK(fake.alive() == 1);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("runpod: a GPU type RunPod refuses as unknown moves the pool to the next offer",
+          "[runpod]") {
+    sky::test::FakeRunPodOptions o;
+    o.gpu_types = {gpu_type("NVIDIA A100-SXM4-40GB", 40, 2.5),
+                   gpu_type("NVIDIA A100 80GB PCIe", 80, 3.0)};
+    o.unknown_gpu_ids = {"NVIDIA A100-SXM4-40GB"};  // listed, then retired
+    FakeRunPod fake(o);
+    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
+    sky::PoolSpec spec;
+    sky::test::EventLog log;
+    auto b = a100_pool(fake, spec);
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"1x_A100-40GB_SECURE", "1x_A100-80GB_SECURE"});
+    REQUIRE(fake.pods().size() == 1);
+    CHECK(fake.deploy_inputs().back()["gpuTypeId"] == "NVIDIA A100 80GB PCIe");
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}

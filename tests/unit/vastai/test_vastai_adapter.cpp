@@ -197,3 +197,41 @@ TEST_CASE("vastai: the cloud layer rents 2 instances and destroys them all", "[v
     CHECK(fake.alive() == 0);
     CHECK(fake.ssh_keys().empty());
 }
+
+TEST_CASE("vastai: live offers win: a catalog type the marketplace does not list is never tried",
+          "[vastai]") {
+    // The marketplace has only a 2x RTX 4090 ask; the catalog's 1x-RTX4090 ($0.40) is cheaper
+    // but nobody offers it now.
+    sky::test::FakeVastOptions o;
+    for (const auto& a : FakeVast::default_offers())
+        if (a["num_gpus"] == 2) o.offers.push_back(a);
+    REQUIRE(o.offers.size() == 1);
+    FakeVast fake(o);
+    Key k("vast-fake-key-6a8b0f1c2d");
+    REQUIRE(offer_of(sky::Catalog::embedded().offers("vastai"), "1x-RTX4090").on_demand_price <
+            o.offers[0]["dph_total"].get<double>());
+    sky::PoolSpec spec;
+    spec.provider = sky::VastAI{.endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = "RTX4090";
+    spec.spot = sky::Spot::Never{};
+    sky::test::EventLog log;
+    auto b = sky::detail::make_cloud_backend(
+        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"2x-RTX4090"});
+    CHECK(fake.alive() == 1);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("vastai: an offer that is not a Vast.ai type is refused as unknown", "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    sky::Offer o;
+    o.provider = "vastai";
+    o.instance_type = "RTX4090";  // no "<count>x-" in front
+    CHECK_THROWS_AS(a->launch(launch_request(o)), sky::UnknownInstanceTypeError);
+    CHECK(fake.alive() == 0);
+}
