@@ -75,6 +75,11 @@ struct CloudLogin {
     /// How long a fresh machine may take to present the pinned host key (its boot script runs
     /// after sshd first starts); a mismatch until then is retried, never accepted.
     std::chrono::seconds boot_wait{300};
+    /// How long teardown keeps deleting the pool's infrastructure while CloudAdapter::infra_left
+    /// names something (a machine that has just ended can keep a firewall in use: EC2 keeps a
+    /// terminated instance's network interface, and with it the security group, for seconds to
+    /// minutes). What is left then is recorded in the ledger; `sky gc` deletes it later.
+    std::chrono::seconds infra_wait{120};
 };
 
 /// Thrown by CloudAdapter::launch when the offer has no capacity now: the pool moves on to the
@@ -137,6 +142,16 @@ public:
     virtual std::vector<CloudInstance> list(std::string_view pool_id) = 0;
     /// Deletes what create_infra() made for this pool. Best effort; never throws.
     virtual void delete_infra(std::string_view pool_id) noexcept { (void)pool_id; }
+    /// What of this pool's infrastructure is still there (after delete_infra()), one line per
+    /// thing, with why when known ("security group sg-0a1b (sky-1a2b3c4d): DependencyViolation:
+    /// ..."); empty when nothing is. While it is not empty, teardown calls delete_infra() again
+    /// with backoff for login().infra_wait, then records what is left for `sky ls` and `sky gc`.
+    /// Like delete_infra(), it must work from the pool id alone. Never throws. Default: nothing
+    /// (delete_infra() is taken at its word).
+    [[nodiscard]] virtual std::vector<std::string> infra_left(std::string_view pool_id) noexcept {
+        (void)pool_id;
+        return {};
+    }
     /// How the client logs in to the nodes.
     [[nodiscard]] virtual CloudLogin login() const { return {}; }
 };

@@ -25,6 +25,7 @@
 #include "cli/commands.hpp"
 #include "cli/pools.hpp"
 #include "pool/display.hpp"
+#include "providers/cloud/sweep.hpp"
 
 namespace sky::cli {
 
@@ -140,12 +141,15 @@ struct Gc {
                            r.closed ? ", ledger closed" : "");
     }
 
-    // Records what gc established and closes the ledger.
-    void close_ledger(const LedgerRecord& r, const std::vector<std::string>& gone) {
+    // Records what gc established and closes the ledger; `infra_left`: what of the pool's
+    // infrastructure is still there (recorded when the pool had some left, or still has).
+    void close_ledger(const LedgerRecord& r, const std::vector<std::string>& gone,
+                      const std::vector<std::string>& infra_left = {}) {
         if (dry_run) return;
         try {
             auto l = Ledger::attach(r.file);
             for (const auto& id : gone) l->instance_gone(id);
+            if (!infra_left.empty() || !r.infra_left.empty()) l->infra_left(infra_left);
             l->close_collected();
         } catch (const std::exception& e) {
             fail(fmt::format("pool {}: cannot update its ledger: {}", r.pool_id, e.what()));
@@ -332,9 +336,15 @@ struct Gc {
                                  kConfirmLimit.count(), join(j.ids, 64)));
                 continue;
             }
-            adapter->delete_infra(j.pool_id);  // best effort, never throws
-            if (j.record) {
-                close_ledger(*j.record, j.known);
+            // A firewall that a machine which has just ended still holds goes a little later.
+            const std::vector<std::string> left =
+                detail::delete_infra_until_gone(*adapter, j.pool_id, adapter->login().infra_wait);
+            if (j.record) close_ledger(*j.record, j.known, left);
+            if (!left.empty()) {
+                fail(
+                    fmt::format("{}: no machines left, but still there: {}; run sky gc again later",
+                                j.label, join(left, 16)));
+            } else if (j.record) {
                 say(fmt::format("{}: nothing left; key pair and firewall deleted; ledger closed",
                                 j.label));
             } else {
@@ -397,7 +407,7 @@ struct Gc {
                 continue;
             }
             const auto live = r.live_instances();
-            if (r.closed && live.empty() && found.empty()) {
+            if (r.closed && live.empty() && found.empty() && r.infra_left.empty()) {
                 prune(r);
                 continue;
             }

@@ -144,7 +144,7 @@ std::vector<detail::LedgerRecord> shown_pools(const std::optional<std::string>& 
     std::vector<detail::LedgerRecord> out;
     for (auto& r : detail::Ledger::read_all(&skipped)) {
         if (provider && r.provider != *provider) continue;
-        if (r.closed && r.live_instances().empty()) continue;
+        if (r.closed && !r.leaves_something()) continue;
         out.push_back(std::move(r));
     }
     return out;
@@ -166,13 +166,14 @@ int ls_ledger_and_tags(const std::optional<std::string>& provider) {
         std::printf("no live pools in the ledger (%s)\n", detail::terminal_safe(dir).c_str());
     } else {
         std::vector<std::vector<std::string>> rows = {
-            {"POOL", "PROVIDER", "REGION", "OWNER", "STATE", "STARTED", "INSTANCES"}};
+            {"POOL", "PROVIDER", "REGION", "OWNER", "STATE", "STARTED", "INSTANCES", "INFRA LEFT"}};
         for (const auto& r : pools) {
             const auto live = r.live_instances();
             rows.push_back(
                 {r.pool_id, r.provider, r.region.empty() ? "-" : r.region,
                  fmt::format("pid {}", r.owner_pid), cli::pool_state(r), cli::utc(r.started_unix),
-                 live.empty() ? "0" : fmt::format("{}: {}", live.size(), cli::join(live))});
+                 live.empty() ? "0" : fmt::format("{}: {}", live.size(), cli::join(live)),
+                 cli::join(r.infra_left)});
         }
         cli::print_table(rows);
     }

@@ -64,7 +64,8 @@ std::string pool_state(const LedgerRecord& r) {
             if (!r.closed) return "owner gone";
             break;
     }
-    return live ? fmt::format("closed, {} left", live) : std::string("closed");
+    if (live) return fmt::format("closed, {} left", live);
+    return r.infra_left.empty() ? std::string("closed") : std::string("closed, infra left");
 }
 
 std::string utc(std::int64_t unix_seconds) {

@@ -237,6 +237,13 @@ void Ledger::instance_gone(const std::string& id) noexcept {
     }
 }
 
+void Ledger::infra_left(const std::vector<std::string>& what) noexcept {
+    try {
+        append(dump({{"type", "infra"}, {"left", what}}));
+    } catch (...) {
+    }
+}
+
 void Ledger::close() noexcept {
     try {
         append(dump({{"type", "closed"}, {"at", now_unix()}, {"by", "owner"}}));
@@ -326,6 +333,8 @@ LedgerRecord Ledger::read(const fs::path& file) {
                 r.instances.push_back(j.at("id").get<std::string>());
             } else if (type == "gone") {
                 r.gone_instances.push_back(j.at("id").get<std::string>());
+            } else if (type == "infra") {
+                r.infra_left = j.at("left").get<std::vector<std::string>>();
             } else if (type == "closed") {
                 r.closed = true;
                 r.closed_unix = j.value("at", std::int64_t{0});

@@ -12,6 +12,7 @@
 //   {"type":"region","region":".."}          (when open() did not know it)
 //   {"type":"instance","id":".."}
 //   {"type":"gone","id":".."}
+//   {"type":"infra","left":[".."]}           (what teardown could not delete; [] once deleted)
 //   {"type":"closed","at":<unix s>,"by":"owner"|"gc"}
 #include <cstdint>
 #include <filesystem>
@@ -49,7 +50,10 @@ struct LedgerRecord {
     std::int64_t started_unix = 0;
     std::vector<std::string> instances;       ///< every id ever recorded, in order
     std::vector<std::string> gone_instances;  ///< confirmed gone
-    bool closed = false;                      ///< teardown finished (or gc collected it)
+    /// The pool's infrastructure (key pair, firewall) that teardown could not delete, as its
+    /// last "infra" record says; empty when all of it is gone.
+    std::vector<std::string> infra_left;
+    bool closed = false;  ///< teardown finished (or gc collected it)
     std::int64_t closed_unix = 0;
     std::string closed_by;  ///< "owner" or "gc"
     int damaged_lines = 0;  ///< records after the first that could not be read (skipped)
@@ -64,6 +68,10 @@ struct LedgerRecord {
     [[nodiscard]] std::vector<std::string> live_instances() const;
     /// Not running any more: closed, or its owner is gone (what `sky gc` may collect).
     [[nodiscard]] bool finished() const { return closed || owner() == Owner::dead; }
+    /// Whether machines or infrastructure of this pool may still exist.
+    [[nodiscard]] bool leaves_something() const {
+        return !live_instances().empty() || !infra_left.empty();
+    }
 };
 
 class Ledger {
@@ -98,6 +106,9 @@ public:
     void region(std::string_view region) noexcept;
     /// Records that an instance is confirmed gone. Thread-safe; never throws.
     void instance_gone(const std::string& id) noexcept;
+    /// Records what of the pool's infrastructure is still there after an attempt to delete it
+    /// (empty: all of it is gone). The last such record counts. Thread-safe; never throws.
+    void infra_left(const std::vector<std::string>& what) noexcept;
     /// Records that teardown finished. Thread-safe; never throws.
     void close() noexcept;
     /// close() on behalf of `sky gc` (the record says who closed it).

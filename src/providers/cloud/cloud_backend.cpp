@@ -6,6 +6,7 @@
 #include "providers/cloud/cloud_backend.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "pool/ledger.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
+#include "providers/cloud/sweep.hpp"
 #include "providers/remote/remote_node.hpp"
 #include "sky/catalog.hpp"
 #include "util/text.hpp"
@@ -288,11 +290,24 @@ private:
         }
     }
 
+    // The pool's infrastructure, retried while the cloud still says it is in use; what is left
+    // goes into the ledger (`sky ls` shows it, `sky gc` deletes it later).
     void delete_infra() noexcept {
         std::lock_guard lk(infra_m_);
         if (infra_created_) {
-            api_->delete_infra(pool_id_);
+            const std::vector<std::string> left =
+                delete_infra_until_gone(*api_, pool_id_, login_.infra_wait);
             infra_created_ = false;
+            if (!left.empty()) {
+                if (ledger_) ledger_->infra_left(left);
+                try {
+                    spdlog::warn(
+                        "sky: pool {}: still there after {} s: {}; `sky ls` shows it and `sky gc` "
+                        "deletes it",
+                        pool_id_, login_.infra_wait.count(), fmt::join(left, "; "));
+                } catch (...) {
+                }
+            }
         }
         if (!dir_.empty()) {
             std::error_code ec;

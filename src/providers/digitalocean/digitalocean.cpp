@@ -119,7 +119,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest&,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("token", emit);
+        api_->notice_endpoint("token");
         std::vector<json> sizes;
         try {
             for_each_page("/sizes", "sizes", [&](const json& s) { sizes.push_back(s); });
@@ -303,6 +303,21 @@ public:
             }
         } catch (...) {
         }
+    }
+
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::vector<std::string> left;
+        const std::string name = "sky-" + std::string(pool_id);
+        try {
+            for_each_page("/account/keys", "ssh_keys", [&](const json& k) {
+                if (text_of(k, "name") == name)
+                    left.push_back(fmt::format("account key {} ({})", text_of(k, "id"), name));
+            });
+        } catch (const std::exception& e) {
+            left.push_back(fmt::format("account key {} (cannot tell: {})", name, error_text(e)));
+        } catch (...) {
+        }
+        return left;
     }
 
     CloudLogin login() const override {

@@ -55,13 +55,11 @@ CloudInstance unknown_instance(const std::string& id, std::string_view cloud) {
     return u;
 }
 
-void JsonApi::notice_endpoint(std::string_view credential,
-                              const std::function<void(Event)>& emit) const {
+void JsonApi::notice_endpoint(std::string_view credential) const {
+    // A notice, not an error: on stderr, once per process (not in the event stream).
     if (config_.endpoint.source != "default")
-        emit(ErrorEvent{
-            fmt::format("{}: notice: requests with your {} go to {} (set by {})", config_.provider,
-                        credential, shown_url(base_url()), config_.endpoint.source),
-            std::nullopt});
+        notice_once(fmt::format("{}: requests with your {} go to {} (set by {})", config_.provider,
+                                credential, shown_url(base_url()), config_.endpoint.source));
 }
 
 void check_endpoint(const std::string& provider, const Endpoint& e) {

@@ -78,9 +78,9 @@ public:
                         const std::optional<nlohmann::json>& body = std::nullopt,
                         Repeat repeat = Repeat::safe) const;
 
-    /// When the endpoint is not the cloud's own: an ErrorEvent noticing that requests with the
-    /// user's `credential` ("API key") go there, and what set it.
-    void notice_endpoint(std::string_view credential, const std::function<void(Event)>& emit) const;
+    /// When the endpoint is not the cloud's own: a notice on stderr, once per process, that
+    /// requests with the user's `credential` ("API key") go there, and what set it.
+    void notice_endpoint(std::string_view credential) const;
 
     [[nodiscard]] const std::string& base_url() const { return config_.endpoint.url; }
     [[nodiscard]] const ApiConfig& config() const { return config_; }

@@ -141,7 +141,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("API key", emit);
+        api_->notice_endpoint("API key");
         json data;
         try {
             data = graphql(

@@ -127,7 +127,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog&, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("API key", emit);
+        api_->notice_endpoint("API key");
         std::vector<json> asks;
         const bool bid = wants_spot(req.spot);
         try {
@@ -272,25 +272,38 @@ public:
         return out;
     }
 
-    void delete_infra(std::string_view) noexcept override {
+    void delete_infra(std::string_view pool_id) noexcept override {
         std::lock_guard lk(m_);
         try {
-            std::string id = key_id_;
-            if (id.empty() && !public_key_.empty()) {
-                json keys = api_->call("GET", "/ssh/");
-                const json& list = keys.is_array()
-                                       ? keys
-                                       : keys.value("keys", keys.value("ssh_keys", json::array()));
-                for (const auto& k : list)
-                    if (trim(text_of(k, "public_key")) == trim(public_key_) ||
-                        trim(text_of(k, "ssh_key")) == trim(public_key_))
-                        id = text_of(k, "id");
+            std::vector<std::string> ids;
+            if (!key_id_.empty()) ids.push_back(key_id_);
+            for (const auto& id : pool_keys(pool_id))
+                if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+            for (const auto& id : ids) {
+                try {
+                    (void)api_->send("DELETE", "/ssh/" + url_encode(id) + "/");
+                } catch (const HttpError& e) {
+                    if (e.status() != 404) continue;
+                }
+                if (id == key_id_) key_id_.clear();
             }
-            if (!id.empty()) (void)api_->send("DELETE", "/ssh/" + url_encode(id) + "/");
-            key_id_.clear();
-            key_registered_ = false;
+            key_registered_ = !key_id_.empty();
         } catch (...) {
         }
+    }
+
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::lock_guard lk(m_);
+        std::vector<std::string> left;
+        try {
+            for (const auto& id : pool_keys(pool_id))
+                left.push_back(fmt::format("SSH key {} (sky-{})", id, pool_id));
+        } catch (const std::exception& e) {
+            left.push_back(
+                fmt::format("SSH key of sky-{} (cannot tell: {})", pool_id, error_text(e)));
+        } catch (...) {
+        }
+        return left;
     }
 
     CloudLogin login() const override {
@@ -303,6 +316,28 @@ public:
     }
 
 private:
+    // The account keys that are this pool's: the one this adapter registered, or any whose
+    // comment is the pool's name (the cloud layer comments its key "sky-<pool id>", so `sky gc`
+    // finds it from the pool id alone). Caller holds m_; throws what the call throws.
+    std::vector<std::string> pool_keys(std::string_view pool_id) {
+        json keys = api_->call("GET", "/ssh/");
+        const json& list =
+            keys.is_array() ? keys : keys.value("keys", keys.value("ssh_keys", json::array()));
+        const std::string comment = "sky-" + std::string(pool_id);
+        std::vector<std::string> ids;
+        for (const auto& k : list) {
+            std::string text = text_of(k, "public_key");
+            if (text.empty()) text = text_of(k, "ssh_key");
+            const std::string t(trim(text));
+            const bool ours =
+                (!public_key_.empty() && t == trim(public_key_)) ||
+                (t.size() > comment.size() + 1 &&
+                 t.compare(t.size() - comment.size() - 1, std::string::npos, " " + comment) == 0);
+            if (ours) ids.push_back(text_of(k, "id"));
+        }
+        return ids;
+    }
+
     // Asks that meet the request, cheapest first (by min_bid for bids).
     std::vector<json> search(const std::optional<std::string>& accelerator, int count, bool exact,
                              const SelectionRequest& req, bool bid, int limit) {

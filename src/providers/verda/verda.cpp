@@ -146,7 +146,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("client credentials", emit);
+        api_->notice_endpoint("client credentials");
         json types;
         try {
             types = call("GET", "/instance-types");
@@ -439,6 +439,29 @@ public:
             }
         } catch (...) {
         }
+    }
+
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::vector<std::string> left;
+        const std::string prefix = "sky-" + std::string(pool_id);
+        try {
+            json scripts = call("GET", "/scripts");
+            if (scripts.is_array())
+                for (const auto& s : scripts)
+                    if (text_of(s, "name").rfind(prefix + "-", 0) == 0)
+                        left.push_back(fmt::format("startup script {} ({})", text_of(s, "id"),
+                                                   text_of(s, "name")));
+            json keys = call("GET", "/sshkeys");
+            if (keys.is_array())
+                for (const auto& k : keys)
+                    if (text_of(k, "name") == prefix)
+                        left.push_back(fmt::format("SSH key {} ({})", text_of(k, "id"), prefix));
+        } catch (const std::exception& e) {
+            left.push_back(fmt::format("SSH key and startup scripts {} (cannot tell: {})", prefix,
+                                       error_text(e)));
+        } catch (...) {
+        }
+        return left;
     }
 
     CloudLogin login() const override {

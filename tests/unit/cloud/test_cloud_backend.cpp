@@ -6,10 +6,13 @@
 #include <thread>
 
 #include "fakes/cloud/fake_cloud.hpp"
+#include "pool/ledger.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
+#include "providers/cloud/sweep.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
+#include "support/temp_home.hpp"
 
 using sky::test::FakeCloud;
 using sky::test::FakeCloudState;
@@ -366,4 +369,50 @@ TEST_CASE("cloud layer: ProvisionError names each attempt once", "[cloud]") {
     }
     b->stop_all();
     CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: infrastructure still in use is deleted again with backoff", "[cloud]") {
+    Run r;
+    r.cloud->infra_busy_deletes = 2;  // a terminated machine's interface holds the firewall
+    sky::test::TempSkyHome home;
+    auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
+    auto spec = r.spec(never(), 1);
+    auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    b->provision(1, r.emit());
+    const auto started = std::chrono::steady_clock::now();
+    b->stop_all();
+    CHECK(r.cloud->count("delete_infra pool1") == 3);
+    CHECK(r.cloud->infra.empty());
+    CHECK(std::chrono::steady_clock::now() - started >= std::chrono::seconds(2));  // 1 s, 2 s...
+    CHECK(sky::detail::Ledger::read(ledger->file()).infra_left.empty());
+}
+
+TEST_CASE(
+    "cloud layer: infrastructure left after infra_wait is in the ledger, and a later sweep "
+    "deletes it",
+    "[cloud]") {
+    Run r;
+    r.cloud->infra_busy_deletes = -1;  // in use until released
+    r.cloud->infra_wait = std::chrono::seconds(1);
+    sky::test::TempSkyHome home;
+    auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
+    auto spec = r.spec(never(), 1);
+    auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    b->provision(1, r.emit());
+    b->stop_all();
+    ledger->close();
+    CHECK(r.cloud->live() == 0);
+    auto rec = sky::detail::Ledger::read(ledger->file());
+    REQUIRE(rec.infra_left == std::vector<std::string>{"firewall fw-pool1: in use"});
+    CHECK(rec.closed);
+    CHECK(rec.leaves_something());
+
+    // Later (`sky gc`): the interface is gone, the firewall goes.
+    {
+        std::lock_guard lk(r.cloud->m);
+        r.cloud->infra_busy_deletes = 0;
+    }
+    FakeCloud adapter(r.cloud);
+    CHECK(sky::detail::delete_infra_until_gone(adapter, "pool1", std::chrono::seconds(5)).empty());
+    CHECK(r.cloud->infra.empty());
 }

@@ -68,9 +68,9 @@ TEST_CASE("digitalocean: live offers carry GPU facts, hourly prices, regions and
     auto picked = c.select({.accelerator = sky::Accelerator("H100")}, "digitalocean");
     REQUIRE_FALSE(picked.empty());
     CHECK(picked[0].on_demand_price == Approx(6.74));
-    // The endpoint is not DigitalOcean's: a notice says where the token goes.
-    REQUIRE(g_events.size() == 1);
-    CHECK(sky::describe(g_events[0]).find(fake.endpoint()) != std::string::npos);
+    // The endpoint is not DigitalOcean's: a notice on stderr says where the token goes (once, see
+    // the Verda test), not an error event.
+    CHECK(g_events.empty());
     for (const auto& r : fake.http().requests())
         CHECK(r.header("Authorization") == "Bearer dop_v1_fake_token_0123456789abcdef");
 }

@@ -14,6 +14,7 @@
 
 #include "pool/ledger.hpp"
 #include "sky/errors.hpp"
+#include "support/temp_home.hpp"
 
 namespace fs = std::filesystem;
 using sky::detail::Ledger;
@@ -21,28 +22,7 @@ using sky::detail::LedgerRecord;
 
 namespace {
 
-// SKY_HOME in a fresh temporary directory for one test; removed however the test ends.
-struct TempHome {
-    fs::path dir;
-    std::string saved;
-    bool had = false;
-    TempHome() {
-        char tmpl[] = "/tmp/sky-ledger-test-XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        dir = tmpl;
-        if (const char* s = std::getenv("SKY_HOME")) saved = s, had = true;
-        ::setenv("SKY_HOME", (dir / "home").c_str(), 1);
-    }
-    ~TempHome() {
-        if (had)
-            ::setenv("SKY_HOME", saved.c_str(), 1);
-        else
-            ::unsetenv("SKY_HOME");
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
-    [[nodiscard]] fs::path pools() const { return dir / "home" / "pools"; }
-};
+using TempHome = sky::test::TempSkyHome;
 
 unsigned mode_of(const fs::path& p) {
     struct stat st {};
@@ -80,7 +60,7 @@ TEST_CASE("ledger: the directory is 0700 and each file 0600, whatever the umask"
     ::umask(old);
     CHECK(ledger->file() == home.pools() / "pool0001.jsonl");
     CHECK(mode_of(home.pools()) == 0700);
-    CHECK(mode_of(home.dir / "home") == 0700);  // made by sky: private too
+    CHECK(mode_of(home.dir() / "home") == 0700);  // made by sky: private too
     CHECK(mode_of(ledger->file()) == 0600);
 
     // A directory someone opened up is made private again before a ledger goes in it.
@@ -91,12 +71,12 @@ TEST_CASE("ledger: the directory is 0700 and each file 0600, whatever the umask"
 
 TEST_CASE("ledger: a symlinked or foreign directory is refused with its path", "[ledger]") {
     TempHome home;
-    fs::create_directories(home.dir / "elsewhere");
-    fs::create_directories(home.dir / "home");
-    fs::create_directory_symlink(home.dir / "elsewhere", home.pools());
+    fs::create_directories(home.dir() / "elsewhere");
+    fs::create_directories(home.dir() / "home");
+    fs::create_directory_symlink(home.dir() / "elsewhere", home.pools());
     CHECK_THROWS_WITH(Ledger::open("pool0001", "local", ""),
                       Catch::Contains(home.pools().string()) && Catch::Contains("not a directory"));
-    CHECK(fs::is_empty(home.dir / "elsewhere"));
+    CHECK(fs::is_empty(home.dir() / "elsewhere"));
     if (::geteuid() == 0) {
         fs::remove(home.pools());
         fs::create_directory(home.pools());
@@ -111,7 +91,7 @@ TEST_CASE("ledger: a bad pool id never becomes a path", "[ledger]") {
     CHECK_THROWS_AS(Ledger::open("../escape", "local", ""), sky::Error);
     CHECK_THROWS_AS(Ledger::open("", "local", ""), sky::Error);
     CHECK_THROWS_AS(Ledger::open(".hidden", "local", ""), sky::Error);
-    CHECK_FALSE(fs::exists(home.dir / "home" / "escape.jsonl"));
+    CHECK_FALSE(fs::exists(home.dir() / "home" / "escape.jsonl"));
 }
 
 TEST_CASE("ledger: records are appended, never rewritten, and read back", "[ledger]") {

@@ -11,6 +11,7 @@
 #include "providers/verda/verda.hpp"
 #include "sky/sky.hpp"
 #include "support/adapter_test.hpp"
+#include "support/capture_stderr.hpp"
 #include "support/scoped_env.hpp"
 
 using sky::test::FakeVerda;
@@ -290,4 +291,23 @@ TEST_CASE("verda: every offer refused as unknown is a ProvisionError naming each
     }
     b->stop_all();
     CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("verda: a custom endpoint is noticed once, on stderr, and is no error event", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    sky::test::EventLog log;
+    sky::test::CapturedStderr err;
+    for (int pool = 0; pool < 2; ++pool) {  // two pools of one program
+        auto a = adapter(fake);
+        (void)a->live_offers(sky::Catalog::embedded(), {}, log.sink());
+    }
+    const std::string text = err.text();
+    INFO(text);
+    CHECK(sky::test::occurrences(text,
+                                 "sky: notice: Verda: requests with your client "
+                                 "credentials go to " +
+                                     fake.endpoint() + " (set by Verda{.endpoint})\n") == 1);
+    CHECK(sky::test::occurrences(text, "sky: ") == 1);
+    CHECK(log.all<sky::ErrorEvent>().empty());
 }
