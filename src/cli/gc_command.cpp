@@ -135,6 +135,9 @@ struct Gc {
             case LedgerRecord::Owner::other_host:
                 owner = fmt::format("owner on host {}", r.host);
                 break;
+            case LedgerRecord::Owner::unknown:
+                owner = fmt::format("owner pid {} in another PID namespace", r.owner_pid);
+                break;
         }
         return fmt::format("pool {} ({}{}{}, {}{})", r.pool_id, r.provider,
                            r.region.empty() ? "" : " ", r.region, owner,
@@ -404,6 +407,13 @@ struct Gc {
             if (owner == LedgerRecord::Owner::other_host) {
                 if (!r.closed)
                     say(fmt::format("{}: started on another machine: left alone", describe(r)));
+                continue;
+            }
+            if (owner == LedgerRecord::Owner::unknown && !r.closed) {
+                say(
+                    fmt::format("{}: cannot tell whether it still runs (written by an older sky "
+                                "without the ledger lock): left alone",
+                                describe(r)));
                 continue;
             }
             const auto live = r.live_instances();

@@ -57,6 +57,9 @@ std::string pool_state(const LedgerRecord& r) {
     switch (r.owner()) {
         case LedgerRecord::Owner::other_host:
             return fmt::format("on host {}", r.host);
+        case LedgerRecord::Owner::unknown:
+            if (!r.closed) return "cannot tell";
+            break;
         case LedgerRecord::Owner::alive:
             if (!r.closed) return "running";
             break;

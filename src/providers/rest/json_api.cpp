@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -45,6 +46,23 @@ std::string error_text(const std::exception& e) {
         h && (!h->code().empty() || !h->provider_message().empty()))
         return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
     return e.what();
+}
+
+std::string pool_of_machine_name(std::string_view name) {
+    auto hex = [](std::string_view s) {
+        return std::all_of(s.begin(), s.end(),
+                           [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    };
+    if (name.rfind("sky-", 0) != 0) return {};
+    const std::string_view rest = name.substr(4);
+    const auto n = rest.rfind("-n");
+    if (n == std::string_view::npos) return {};
+    const std::string_view pool = rest.substr(0, n), node = rest.substr(n + 2);
+    const bool node_ok =
+        !node.empty() && node.size() <= 6 &&
+        std::all_of(node.begin(), node.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (pool.size() < 8 || pool.size() > 32 || !hex(pool) || !node_ok) return {};
+    return std::string(pool);
 }
 
 CloudInstance unknown_instance(const std::string& id, std::string_view cloud) {

@@ -93,6 +93,11 @@ private:
 /// carries the cloud's code or message, else what() says.
 [[nodiscard]] std::string error_text(const std::exception& e);
 
+/// The pool of a machine named as the cloud layer names them, "sky-<pool id>-n<node>" (a pool id
+/// is 8 to 32 lowercase hex digits); "" for any other name: a machine someone named "sky-..."
+/// by hand is never taken for a sky pool's (`sky gc --include-unknown` would end it).
+[[nodiscard]] std::string pool_of_machine_name(std::string_view name);
+
 /// What describe() reports for an id `cloud` ("Vast.ai") does not know.
 [[nodiscard]] CloudInstance unknown_instance(const std::string& id, std::string_view cloud);
 

@@ -394,12 +394,7 @@ private:
         CloudInstance c;
         c.id = text_of(p, "id");
         const std::string status = text_of(p, "desiredStatus");
-        const std::string name = text_of(p, "name");
-        if (name.rfind("sky-", 0) == 0) {
-            std::string rest = name.substr(4);
-            auto n = rest.rfind("-n");
-            c.pool_id = n == std::string::npos ? rest : rest.substr(0, n);
-        }
+        c.pool_id = rest::pool_of_machine_name(text_of(p, "name"));
         c.spot = text_of(p, "podType") == "INTERRUPTABLE";
         c.instance_type = text_of(p, "machineId");
         if (status == "RUNNING") {

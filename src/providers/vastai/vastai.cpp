@@ -85,14 +85,6 @@ std::optional<std::pair<int, std::string>> parse_type(const std::string& type) {
     }
 }
 
-// The label names the pool: "sky-<pool id>-n<node>".
-std::string pool_of_label(const std::string& label) {
-    if (label.rfind("sky-", 0) != 0) return {};
-    std::string rest = label.substr(4);
-    auto n = rest.rfind("-n");
-    return n == std::string::npos ? rest : rest.substr(0, n);
-}
-
 std::optional<std::string> read_key_file() {
     const std::string home = env_or("HOME");
     if (home.empty()) return std::nullopt;
@@ -264,8 +256,7 @@ public:
         if (!r.is_object() || !r.contains("instances") || !r["instances"].is_array()) return out;
         for (const auto& i : r["instances"]) {
             CloudInstance c = instance_from(i);
-            if (c.state == CloudInstance::State::gone) continue;
-            if (text_of(i, "label").rfind("sky-", 0) != 0) continue;
+            if (c.state == CloudInstance::State::gone || c.pool_id.empty()) continue;
             if (!pool_id.empty() && c.pool_id != pool_id) continue;
             out.push_back(std::move(c));
         }
@@ -407,7 +398,7 @@ private:
         else
             c.state = CloudInstance::State::stopping;  // exited, stopped, offline, unknown, frozen
         c.spot = i.value("is_bid", false);
-        c.pool_id = pool_of_label(text_of(i, "label"));
+        c.pool_id = rest::pool_of_machine_name(text_of(i, "label"));
         c.instance_type = type_name(static_cast<int>(number_of(i, "num_gpus").value_or(0)), [&] {
             auto a = accelerator_from_device_name(text_of(i, "gpu_name"), 0, 1);
             return a ? a->name : text_of(i, "gpu_name");

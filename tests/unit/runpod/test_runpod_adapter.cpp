@@ -8,6 +8,7 @@
 #include "fakes/runpod/fake_runpod.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/registry/registry.hpp"
+#include "providers/rest/json_api.hpp"
 #include "providers/runpod/runpod.hpp"
 #include "sky/sky.hpp"
 #include "support/adapter_test.hpp"
@@ -233,5 +234,27 @@ TEST_CASE("runpod: a GPU type RunPod refuses as unknown moves the pool to the ne
     REQUIRE(fake.pods().size() == 1);
     CHECK(fake.deploy_inputs().back()["gpuTypeId"] == "NVIDIA A100 80GB PCIe");
     b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("runpod: a pod someone named sky-... by hand is never taken for a sky pool's",
+          "[runpod]") {
+    FakeRunPod fake;
+    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
+    const auto offer = offer_of(offers, "1x_RTX4090_SECURE");
+    auto by_hand = launch_request(offer);
+    by_hand.name = "sky-notebook";  // a teammate's pod "sky-notebook-n0" in the shared account
+    const std::string theirs = a->launch(by_hand);
+    const std::string ours = a->launch(launch_request(offer));  // "sky-0123456789abcdef-n0"
+    auto listed = a->list("");
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].id == ours);
+    CHECK(listed[0].pool_id == "0123456789abcdef");
+    CHECK(sky::detail::rest::pool_of_machine_name("sky-deadbeef") == "");
+    CHECK(sky::detail::rest::pool_of_machine_name("sky-DEADBEEF-n0") == "");
+    CHECK(sky::detail::rest::pool_of_machine_name("sky-deadbeef-n12") == "deadbeef");
+    a->terminate({theirs, ours});
     CHECK(fake.alive() == 0);
 }

@@ -235,3 +235,22 @@ TEST_CASE("vastai: an offer that is not a Vast.ai type is refused as unknown", "
     CHECK_THROWS_AS(a->launch(launch_request(o)), sky::UnknownInstanceTypeError);
     CHECK(fake.alive() == 0);
 }
+
+TEST_CASE("vastai: an instance someone labelled sky-... by hand is never taken for a sky pool's",
+          "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore_events());
+    const auto offer = offer_of(offers, "1x-RTX4090");
+    auto by_hand = launch_request(offer);
+    by_hand.name = "sky-notebook";  // labelled "sky-notebook-n0" by a teammate
+    const std::string theirs = a->launch(by_hand);
+    const std::string ours = a->launch(launch_request(offer, false, 1));
+    auto listed = a->list("");
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].id == ours);
+    CHECK(listed[0].pool_id == "0123456789abcdef");
+    a->terminate({theirs, ours});
+    CHECK(fake.alive() == 0);
+}
