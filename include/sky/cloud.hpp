@@ -37,6 +37,7 @@ struct CloudInstance {
     std::string reason;      ///< the cloud's words on why it is stopping or gone
     std::string pool_id;     ///< the sky pool it belongs to (from its tag or name)
     std::string instance_type;
+    std::string launched;  ///< when the cloud started it (ISO 8601, UTC); empty when unknown
 };
 
 /// What launching one node needs. The adapter passes `boot_script` to the machine's first boot

@@ -217,6 +217,14 @@ std::unique_ptr<Ledger> Ledger::attach(const fs::path& file) {
     return l;
 }
 
+void Ledger::record_collected(const LedgerRecord& record, const std::vector<std::string>& gone,
+                              const std::vector<std::string>& infra_left) {
+    auto l = attach(record.file);
+    for (const auto& id : gone) l->instance_gone(id);
+    if (!infra_left.empty() || !record.infra_left.empty()) l->infra_left(infra_left);
+    l->close_collected();
+}
+
 void Ledger::append(const std::string& line) noexcept {
     std::lock_guard lk(m_);
     if (fd_ < 0) return;

@@ -99,6 +99,11 @@ public:
     /// Appends to an existing pool's ledger (`sky gc` records what it collected). Throws
     /// sky::Error when the file cannot be opened.
     static std::unique_ptr<Ledger> attach(const std::filesystem::path& file);
+    /// What `sky gc` established of a pool: these machines are gone, this much of its
+    /// infrastructure is left (recorded when the ledger said some was, or some is); then the
+    /// ledger is closed by gc. Throws sky::Error when the file cannot be opened.
+    static void record_collected(const LedgerRecord& record, const std::vector<std::string>& gone,
+                                 const std::vector<std::string>& infra_left = {});
     /// Every ledger in directory(), oldest first. Unreadable or malformed files are skipped,
     /// never fatal; each one's path and reason is appended to `skipped` when given.
     static std::vector<LedgerRecord> read_all(std::vector<std::string>* skipped = nullptr);

@@ -18,6 +18,7 @@
 #include "http/endpoint.hpp"
 #include "providers/aws/ec2_client.hpp"
 #include "providers/cloud/cloud_backend.hpp"
+#include "providers/cloud/collect.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/catalog.hpp"
 #include "sky/cloud.hpp"
@@ -85,6 +86,7 @@ CloudInstance instance_from(const json& inst) {
     i.private_ip = str_of(inst, "privateIpAddress");
     i.spot = str_of(inst, "instanceLifecycle") == "spot";
     i.instance_type = str_of(inst, "instanceType");
+    i.launched = str_of(inst, "launchTime");
     if (inst.contains("stateReason")) {
         const std::string code = str_of(inst["stateReason"], "code");
         i.preempted = code == "Server.SpotInstanceTermination";
@@ -281,6 +283,12 @@ public:
     }
 
     std::vector<CloudInstance> list(std::string_view pool_id) override {
+        return tagged(pool_id, false);
+    }
+
+    // The instances tagged with this pool (any sky pool when empty), also the ended ones that
+    // EC2 still shows when `include_gone`.
+    std::vector<CloudInstance> tagged(std::string_view pool_id, bool include_gone) {
         std::vector<CloudInstance> out;
         std::string token;
         for (int page = 0; page < 100; ++page) {  // bounded pagination
@@ -292,8 +300,11 @@ public:
                 p.set("Filter.1.Name", "tag:sky:pool");
                 p.set("Filter.1.Value.1", std::string(pool_id));
             }
-            p.set("Filter.2.Name", "instance-state-name");
-            p.set_list("Filter.2.Value", {"pending", "running", "stopping", "stopped"});
+            if (!include_gone) {
+                p.set("Filter.2.Name", "instance-state-name");
+                p.set_list("Filter.2.Value",
+                           {"pending", "running", "shutting-down", "stopping", "stopped"});
+            }
             if (!token.empty()) p.set("NextToken", token);
             json r = client_->call_json("DescribeInstances", p);
             for (const auto& res : list_of(r, "reservationSet"))
@@ -780,11 +791,22 @@ ProviderDescriptor aws_provider() {
             env_or("AWS_ENDPOINT_URL", fmt::format("https://ec2.{}.amazonaws.com/", region)));
         return c;
     };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
+    auto adapter = [](std::string_view region) {
         AWS cfg;
-        cfg.region = env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1"));
+        cfg.region = region.empty()
+                         ? env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1"))
+                         : std::string(region);
         return std::make_unique<Ec2Adapter>(cfg);
     };
+    d.make_adapter = [adapter](std::string_view region) -> std::unique_ptr<CloudAdapter> {
+        return adapter(region);
+    };
+    // EC2 shows terminated instances for about an hour: `sky ls --all` lists those too.
+    d.list_machines = [adapter](const MachineQuery& q) {
+        auto a = adapter(q.region);
+        return Machines{a->region(), a->tagged("", q.include_gone)};
+    };
+    add_cloud_gc(d);
     return d;
 }
 

@@ -524,7 +524,10 @@ private:
         return false;
     }
 
-    // Terminates, then describes until every id is gone (bounded). Never throws.
+    // Terminates, then describes until every id is gone (bounded). Never throws. One failed
+    // call (an expired token, an unreadable answer) must not leave a machine running: the sweep
+    // asks again, a bounded number of times. What is still left then carries the pool's tag and
+    // is in the ledger (`sky gc`), and its watchdog or the boot script's timer powers it off.
     void terminate(std::vector<std::string> ids) noexcept {
         {
             // Confirmed earlier: a second stop_all() costs no call.
@@ -532,55 +535,15 @@ private:
             std::erase_if(ids, [&](const std::string& id) { return terminated_.count(id) > 0; });
         }
         if (ids.empty()) return;
-        auto confirmed = [&](const std::string& id) {
+        SweepOptions o;
+        o.on_gone = [&](const std::string& id) {
             {
                 std::lock_guard lk(m_);
                 terminated_.insert(id);
             }
             if (ledger_) ledger_->instance_gone(id);
         };
-        // One failed call (an expired token, an unreadable answer) must not leave a machine
-        // running: a terminate that failed is sent again, and a describe that failed is asked
-        // again, a bounded number of times. What is still left then carries the pool's tag and
-        // is in the ledger (`sky gc`), and its watchdog or the boot script's timer powers it off.
-        constexpr int kTerminateTries = 4;
-        int sent = 0;
-        bool need_send = true;
-        auto send = [&](const std::vector<std::string>& which) {
-            ++sent;
-            try {
-                api_->terminate(which);
-                return true;
-            } catch (...) {
-                return false;
-            }
-        };
-        std::vector<std::string> to_send = ids;
-        const auto until = Clock::now() + std::chrono::minutes(5);
-        auto pause = std::chrono::milliseconds(200);
-        for (int poll = 0; poll < 200 && Clock::now() < until && !ids.empty(); ++poll) {
-            if (need_send && sent < kTerminateTries) need_send = !send(to_send);
-            try {
-                std::vector<std::string> still;
-                for (const auto& i : api_->describe(ids)) {
-                    if (i.state == State::gone || i.state == State::unknown) {
-                        confirmed(i.id);
-                        std::erase(ids, i.id);
-                    } else if (i.state != State::stopping) {
-                        still.push_back(i.id);  // not on its way out: the terminate was lost
-                    }
-                }
-                if (!still.empty() && !need_send && poll >= 2) {
-                    to_send = std::move(still);
-                    need_send = true;
-                }
-            } catch (...) {
-            }
-            if (ids.empty()) return;
-            if (need_send && sent >= kTerminateTries && poll > 8) return;  // give up: gc's turn
-            std::this_thread::sleep_for(pause);
-            pause = std::min(pause * 2, std::chrono::milliseconds(5000));
-        }
+        (void)terminate_and_confirm(*api_, std::move(ids), o);
     }
 
     // A lost node gets a new machine: the old one is terminated (it is gone, being reclaimed,

@@ -37,8 +37,8 @@ bool is_provider_credential(std::string_view name) {
     return false;
 }
 
-LocalWorker::LocalWorker(const PoolSpec& spec, std::string workdir)
-    : spec_(spec), workdir_(std::move(workdir)) {
+LocalWorker::LocalWorker(const PoolSpec& spec, std::string workdir, std::string pool_id)
+    : spec_(spec), workdir_(std::move(workdir)), pool_id_(std::move(pool_id)) {
     std::lock_guard lk(m_);
     start();
 }
@@ -67,7 +67,9 @@ void LocalWorker::start() {
         if (!spec_.env.count(k))
             req.env.push_back(k + "=" + v);  // the pool's env wins, as on a node
     for (auto& [k, v] : spec_.env) req.env.push_back(k + "=" + v);
-    for (auto& v : WorkerLaunch{.fd = 3, .token = token, .parent_pid = ::getpid()}.env())
+    for (auto& v :
+         WorkerLaunch{.fd = 3, .token = token, .parent_pid = ::getpid(), .parent_pool = pool_id_}
+             .env())
         req.env.push_back(std::move(v));
     req.workdir = workdir_;
     req.child_fd = sv[1];

@@ -33,6 +33,7 @@
 
 #include "pool/ledger.hpp"
 #include "providers/cloud/cloud_backend.hpp"
+#include "providers/cloud/collect.hpp"
 #include "providers/local/local_worker.hpp"
 #include "providers/registry/registry.hpp"
 #include "runtime/protocol.hpp"
@@ -799,9 +800,10 @@ ProviderDescriptor simulated_provider() {
         return make_cloud_backend(std::make_unique<SimulatedAdapter>(cloud, seed), c,
                                   std::move(starter));
     };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
+    d.make_adapter = [](std::string_view) -> std::unique_ptr<CloudAdapter> {
         return std::make_unique<SimulatedAdapter>(nullptr, 0);
     };
+    add_cloud_gc(d);
     return d;
 }
 

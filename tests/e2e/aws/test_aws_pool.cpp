@@ -462,20 +462,22 @@ TEST_CASE("sky ls --provider aws lists the tagged instances, never a credential"
         std::istringstream words(line);
         std::vector<std::string> w;
         for (std::string x; words >> x;) w.push_back(x);
-        if (!w.empty()) rows[w[0]] = w;
+        if (w.size() > 1 && w[0] == "aws") rows[w[1]] = w;
     }
     REQUIRE(rows.count(a));
     REQUIRE(rows.count(b));
     CHECK_FALSE(rows.count(untagged));
     CHECK_FALSE(rows.count(gone));
-    REQUIRE(rows[a].size() == 7);
-    CHECK(rows[a][1] == "pool0001");
-    CHECK(rows[a][2] == "p4d.24xlarge");
-    CHECK(rows[a][3] == "running");
-    CHECK(rows[a][4].rfind("203.0.113.", 0) == 0);
-    CHECK(rows[a][5] == "yes");
-    CHECK(rows[b][1] == "pool0002");
-    CHECK(rows[b][5] == "no");
+    // PROVIDER INSTANCE POOL TYPE STATE ADDRESS SPOT LAUNCHED POOL HERE ("no ledger here").
+    REQUIRE(rows[a].size() == 11);
+    CHECK(rows[a][2] == "pool0001");
+    CHECK(rows[a][3] == "p4d.24xlarge");
+    CHECK(rows[a][4] == "running");
+    CHECK(rows[a][5].rfind("203.0.113.", 0) == 0);
+    CHECK(rows[a][6] == "yes");
+    CHECK(rows[a][7].rfind("20", 0) == 0);  // launchTime, ISO 8601
+    CHECK(rows[b][2] == "pool0002");
+    CHECK(rows[b][6] == "no");
     CHECK(r.output.find(kSecret) == std::string::npos);
     CHECK(r.output.find(kKey) == std::string::npos);
 
@@ -1076,7 +1078,7 @@ TEST_CASE("aws: the custom-endpoint and open-SSH notices are printed once, as no
     sky::test::EventLog log;
     sky::test::CapturedStderr err;
     for (const char* pool : {"0a0a0a0a", "0b0b0b0b"}) {  // two pools of one program
-        auto a = sky::detail::find_provider("aws")->make_adapter();
+        auto a = sky::detail::find_provider("aws")->make_adapter("");
         (void)a->live_offers(sky::Catalog::embedded(),
                              {.accelerator = sky::Accelerator("A10G"), .region = "us-east-1"},
                              log.sink());

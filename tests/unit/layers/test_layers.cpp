@@ -65,12 +65,9 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"providers/simulated",
          {"catalog", "pool", "providers/cloud", "providers/local", "providers/registry", "runtime",
           "util"}},
-        // The tool reaches providers through the registry. Debt: `sky ls --provider aws` keeps
-        // EC2's own table (region, --all) through the EC2 client; gc deletes infrastructure
-        // through the cloud layer's sweep.
-        {"cli",
-         {"catalog", "http", "pool", "providers/aws", "providers/cloud", "providers/registry",
-          "util"}},
+        // The tool reaches providers only through their descriptors (the registry): `sky ls` and
+        // `sky gc` name no provider.
+        {"cli", {"catalog", "http", "pool", "providers/registry", "util"}},
     };
     return table;
 }
