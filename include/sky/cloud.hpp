@@ -38,6 +38,10 @@ struct CloudInstance {
     std::string pool_id;     ///< the sky pool it belongs to (from its tag or name)
     std::string instance_type;
     std::string launched;  ///< when the cloud started it (ISO 8601, UTC); empty when unknown
+    /// The machine's own SSH host key ("ssh-ed25519 AAAA..."), where the cloud reports it
+    /// through its authenticated API: the pool pins this key instead of the boot script's (for
+    /// a cloud that cannot run the boot script). Empty: the boot script installs the key.
+    std::string host_public_key;
 };
 
 /// What launching one node needs. The adapter passes `boot_script` to the machine's first boot

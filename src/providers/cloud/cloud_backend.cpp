@@ -155,11 +155,19 @@ public:
         try {
             for (const CloudInstance& i : api_->describe({n->instance_id})) {
                 if (i.id != n->instance_id) continue;
-                if (i.preempted) {
+                // Preemption is a spot machine's fate (InstancePreempted, api.md §8); a machine
+                // bought on demand that the cloud takes back is lost like any other.
+                if (i.preempted && n->spot) {
                     mark_gone(*n);
                     return {NodeLostError::Reason::preempted,
                             fmt::format("{} reclaimed the spot instance {}", provider_,
                                         n->instance_id)};
+                }
+                if (i.preempted) {
+                    mark_gone(*n);
+                    return {NodeLostError::Reason::unreachable,
+                            fmt::format("{} took back instance {} ({})", provider_, n->instance_id,
+                                        i.reason.empty() ? "no reason given" : i.reason)};
                 }
                 if (i.state == State::stopping || i.state == State::gone ||
                     i.state == State::unknown) {
@@ -514,6 +522,8 @@ private:
                 it->public_ip = i.public_ip;
                 it->private_ip = i.private_ip;
                 it->ssh_port = i.ssh_port;
+                // A key the cloud vouches for replaces the boot script's (which may never run).
+                if (!i.host_public_key.empty()) it->host_public_key = i.host_public_key;
                 if (i.state == State::running && !i.public_ip.empty()) ++ready;
             }
             if (ready == ns.size()) return true;
@@ -583,6 +593,7 @@ private:
             r.machine.spot = n.spot;
             r.machine.instance_type = n.offer.instance_type;
             r.machine.pool_id = pool_id_;
+            r.machine.host_public_key = n.host_public_key;  // the key the pool pins
             r.offer = n.offer;
             r.spec = &spec_;
             r.pool_id = pool_id_;

@@ -33,7 +33,9 @@ struct FakeCloudState {
     int infra_busy_deletes = 0;
     std::set<std::string> infra;           ///< pools whose firewall exists
     std::chrono::seconds infra_wait{120};  ///< login().infra_wait
-    std::vector<std::string> log;          ///< "launch small spot", "terminate i-1", ...
+    /// describe() reports this host key for running machines (a cloud that vouches for it).
+    std::string reported_host_key;
+    std::vector<std::string> log;  ///< "launch small spot", "terminate i-1", ...
     int next_id = 0;
 
     [[nodiscard]] int live() const {
@@ -144,8 +146,11 @@ public:
                 continue;
             }
             auto& mc = it->second;
-            if (mc.info.state == CloudInstance::State::pending && mc.describes_until_running-- <= 0)
+            if (mc.info.state == CloudInstance::State::pending &&
+                mc.describes_until_running-- <= 0) {
                 mc.info.state = CloudInstance::State::running;
+                mc.info.host_public_key = s_->reported_host_key;
+            }
             if (mc.info.state == CloudInstance::State::stopping)
                 mc.info.state = CloudInstance::State::gone;  // one describe to end
             out.push_back(mc.info);

@@ -7,6 +7,7 @@
 
 #include "fakes/cloud/fake_cloud.hpp"
 #include "pool/ledger.hpp"
+#include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
 #include "providers/cloud/sweep.hpp"
@@ -415,4 +416,54 @@ TEST_CASE(
     FakeCloud adapter(r.cloud);
     CHECK(sky::detail::delete_infra_until_gone(adapter, "pool1", std::chrono::seconds(5)).empty());
     CHECK(r.cloud->infra.empty());
+}
+
+TEST_CASE(
+    "cloud layer: a spot machine taken back is preempted, an on-demand one the cloud takes back "
+    "is lost",
+    "[cloud]") {
+    for (const bool spot : {true, false}) {
+        INFO((spot ? "spot" : "on demand"));
+        Run r;
+        auto spec = r.spec(spot ? always() : never(), 1);
+        auto b = r.backend(spec);
+        b->provision(1, r.emit());
+        const std::string id = r.all<sky::InstanceProvisioned>().at(0).instance_id;
+        r.cloud->preempt(id);  // the cloud says: taken back
+        const sky::detail::NodeExit ex = b->exit_reason(0);
+        CHECK(ex.reason == (spot ? sky::NodeLostError::Reason::preempted
+                                 : sky::NodeLostError::Reason::unreachable));
+        CHECK(ex.detail.find(id) != std::string::npos);
+        b->stop_all();
+        CHECK(r.cloud->live() == 0);
+    }
+}
+
+TEST_CASE(
+    "cloud layer: a host key the cloud reports is pinned instead of the boot script's, for "
+    "clouds that cannot run the script",
+    "[cloud]") {
+    for (const bool reported : {false, true}) {
+        Run r;
+        if (reported) r.cloud->reported_host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIReported";
+        auto spec = r.spec(never(), 1);
+        std::string pinned;
+        auto b = sky::detail::make_cloud_backend(
+            std::make_unique<FakeCloud>(r.cloud),
+            sky::detail::BackendContext{spec, "pool1", nullptr},
+            [&](const sky::detail::NodeStartRequest& s, const std::function<void(sky::Event)>&)
+                -> std::unique_ptr<sky::detail::NodeHandle> {
+                pinned = s.machine.host_public_key;
+                throw std::runtime_error("the starter saw what it needed");
+            });
+        b->provision(1, r.emit());
+        CHECK_THROWS_WITH(b->connect(0, r.emit()), "the starter saw what it needed");
+        if (reported)
+            CHECK(pinned == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIReported");
+        else
+            CHECK((pinned.rfind("ssh-ed25519 ", 0) == 0 &&
+                   pinned.find("Reported") == std::string::npos));  // the boot script's key
+        b->stop_all();
+        CHECK(r.cloud->live() == 0);
+    }
 }
