@@ -327,6 +327,8 @@ public:
         l.power_off_on_expiry = false;
         l.rotate_host_key = true;  // user_data is readable at 169.254.169.254/metadata/v1
         l.boot_wait = std::chrono::seconds(300);
+        // An account key is never held by a droplet: a short wait rides out a failed call.
+        l.infra_wait = std::chrono::seconds(30);
         return l;
     }
 

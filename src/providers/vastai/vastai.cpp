@@ -303,6 +303,7 @@ public:
         l.power_off_on_expiry = false;  // a container: powering off ends nothing
         l.rotate_host_key = true;
         l.boot_wait = std::chrono::seconds(600);  // the image is pulled first
+        l.infra_wait = std::chrono::seconds(30);  // a key is never held by an instance
         return l;
     }
 

@@ -83,22 +83,30 @@ std::string blob_of(const std::string& public_key) {
     return t.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
 }
 
-// The id in a body that is the id as text (the SDK reads `.text`): quoted or not.
+// The id in a body that is the id as text (the SDK reads `.text`): quoted or not. "" when the
+// body holds no id (an error page, a cut answer): never an id made of whatever came back.
 std::string id_of_text(const std::string& body) {
+    auto plausible = [](const std::string& id) {
+        return !id.empty() && id.size() <= 128 &&
+               std::all_of(id.begin(), id.end(),
+                           [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_'; });
+    };
     std::string t(trim(body));
     if (t.size() >= 2 && t.front() == '"' && t.back() == '"') {
         try {
-            return json::parse(t).get<std::string>();
+            const std::string id = json::parse(t).get<std::string>();
+            return plausible(id) ? id : std::string();
         } catch (const std::exception&) {
         }
     }
     if (!t.empty() && t.front() == '{') {
         try {
-            return text_of(json::parse(t), "id");
+            const std::string id = text_of(json::parse(t), "id");
+            return plausible(id) ? id : std::string();
         } catch (const std::exception&) {
         }
     }
-    return t;
+    return plausible(t) ? t : std::string();
 }
 
 // "sky:pool=<id>" in the instance's description names its pool.
@@ -243,17 +251,23 @@ public:
     void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
         std::lock_guard lk(m_);
         if (!key_id_.empty()) return;
-        try {
+        auto find_key = [&] {
             json keys = call("GET", "/sshkeys");
             if (keys.is_array())
                 for (const auto& k : keys)
                     if (blob_of(text_of(k, "key")) == blob_of(r.ssh_public_key))
                         key_id_ = text_of(k, "id");
-            if (key_id_.empty())
+        };
+        try {
+            find_key();
+            if (key_id_.empty()) {
                 key_id_ =
                     id_of_text(send("POST", "/sshkeys",
                                     json{{"name", r.name}, {"key", r.ssh_public_key}}, Repeat::once)
                                    .body);
+                // An answer without an id (cut short, an error page): the key may exist anyway.
+                if (key_id_.empty()) find_key();
+            }
         } catch (const std::exception& e) {
             throw ProvisionError("Verda: registering the pool's SSH key failed: " + error_text(e));
         }
@@ -415,13 +429,7 @@ public:
                             scripts.push_back(text_of(s, "id"));
             } catch (...) {
             }
-            if (!scripts.empty()) {
-                try {
-                    (void)send("DELETE", "/scripts", json{{"scripts", scripts}});
-                    scripts_.clear();
-                } catch (...) {
-                }
-            }
+            if (delete_each("/scripts", "scripts", scripts)) scripts_.clear();
             std::vector<std::string> keys;
             if (!key_id_.empty()) keys.push_back(key_id_);
             try {
@@ -433,10 +441,7 @@ public:
                             keys.push_back(text_of(k, "id"));
             } catch (...) {
             }
-            if (!keys.empty()) {
-                (void)send("DELETE", "/sshkeys", json{{"keys", keys}});
-                key_id_.clear();
-            }
+            if (delete_each("/sshkeys", "keys", keys)) key_id_.clear();
         } catch (...) {
         }
     }
@@ -471,10 +476,35 @@ public:
         l.power_off_on_expiry = false;
         l.rotate_host_key = true;
         l.boot_wait = std::chrono::seconds(600);  // Verda's instances take minutes to boot
+        // Keys and scripts are never held by a machine: a short wait rides out a failed call.
+        l.infra_wait = std::chrono::seconds(30);
         return l;
     }
 
 private:
+    // DELETE `path` {field: ids}: all at once, else one at a time (one id that is gone fails the
+    // whole call; 404 is success). Whether every id is gone now. Never throws.
+    bool delete_each(const std::string& path, const char* field,
+                     const std::vector<std::string>& ids) noexcept {
+        if (ids.empty()) return true;
+        try {
+            (void)send("DELETE", path, json{{field, ids}});
+            return true;
+        } catch (...) {
+        }
+        bool all = true;
+        for (const auto& id : ids) {
+            try {
+                (void)send("DELETE", path, json{{field, json::array({id})}});
+            } catch (const HttpError& e) {
+                all = all && is_not_found(e);
+            } catch (...) {
+                all = false;
+            }
+        }
+        return all;
+    }
+
     CloudInstance instance_from(const json& i) {
         CloudInstance c;
         c.id = text_of(i, "id");

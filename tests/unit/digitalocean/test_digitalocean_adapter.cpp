@@ -198,10 +198,33 @@ TEST_CASE("digitalocean: the cloud layer provisions 2 droplets and deletes them 
     b->provision(2, keep());
     CHECK(fake.alive() == 2);
     CHECK(fake.keys().size() == 1);
+    // What `sky gc` would see from the pool id alone: the account key.
+    auto other = sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>());
+    CHECK(other->infra_left("0123456789abcdef").size() == 1);
     b->stop_all();
     CHECK(fake.alive() == 0);
     CHECK(fake.keys().empty());
+    CHECK(other->infra_left("0123456789abcdef").empty());
 }
+
+namespace {
+
+// A one-node pool of `accelerator` in nyc2 on the fake, provisioned; its attempts in `log`.
+std::unique_ptr<sky::detail::Backend> provisioned(const FakeDigitalOcean& fake,
+                                                  const char* accelerator, sky::PoolSpec& spec,
+                                                  sky::test::EventLog& log) {
+    spec.provider = sky::DigitalOcean{.region = "nyc2", .endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = accelerator;
+    spec.spot = sky::Spot::Never{};
+    auto b = sky::detail::make_cloud_backend(
+        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
+        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(1, log.sink());
+    return b;
+}
+
+}  // namespace
 
 TEST_CASE(
     "digitalocean: live offers win: a region the catalog lists and /v2/sizes does not is never "
@@ -218,15 +241,8 @@ TEST_CASE(
     FakeDigitalOcean fake(o);
     Token t("dop_v1_fake_token_0123456789abcdef");
     sky::PoolSpec spec;
-    spec.provider = sky::DigitalOcean{.region = "nyc2", .endpoint = fake.endpoint()};
-    spec.nodes = 1;
-    spec.accelerator = "L40S";
-    spec.spot = sky::Spot::Never{};
     sky::test::EventLog log;
-    auto b = sky::detail::make_cloud_backend(
-        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
-        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(1, log.sink());
+    auto b = provisioned(fake, "L40S", spec, log);
     CHECK(log.tried() == std::vector<std::string>{"gpu-l40sx1-48gb"});
     int posts = 0;
     for (const auto& r : fake.http().requests())
@@ -247,15 +263,8 @@ TEST_CASE("digitalocean: a size DigitalOcean refuses as invalid moves the pool t
     FakeDigitalOcean fake(o);
     Token t("dop_v1_fake_token_0123456789abcdef");
     sky::PoolSpec spec;
-    spec.provider = sky::DigitalOcean{.region = "nyc2", .endpoint = fake.endpoint()};
-    spec.nodes = 1;
-    spec.accelerator = "H100";
-    spec.spot = sky::Spot::Never{};
     sky::test::EventLog log;
-    auto b = sky::detail::make_cloud_backend(
-        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
-        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(1, log.sink());
+    auto b = provisioned(fake, "H100", spec, log);
     CHECK(log.tried() == std::vector<std::string>{"gpu-h100x1-80gb", "gpu-h100x8-640gb"});
     CHECK(fake.alive() == 1);
     b->stop_all();

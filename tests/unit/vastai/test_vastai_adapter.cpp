@@ -193,9 +193,32 @@ TEST_CASE("vastai: the cloud layer rents 2 instances and destroys them all", "[v
         adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
     b->provision(2, ignore_events());
     CHECK(fake.alive() == 2);
+    // From the pool id alone (`sky gc`): the pool's key, found by its comment.
+    auto other = adapter(fake);
+    REQUIRE(other->infra_left("0123456789abcdef").size() == 1);
+    CHECK(other->infra_left("0123456789abcdef")[0].find("SSH key") != std::string::npos);
     b->stop_all();
     CHECK(fake.alive() == 0);
     CHECK(fake.ssh_keys().empty());
+    CHECK(other->infra_left("0123456789abcdef").empty());
+}
+
+TEST_CASE("vastai: a killed client's SSH key is deleted from the pool id alone", "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto client = adapter(fake);
+    // A key as the cloud layer makes it: commented with the pool's name.
+    const std::string key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake "
+        "sky-0123456789abcdef";
+    client->create_infra({"0123456789abcdef", "sky-0123456789abcdef", key}, ignore_events());
+    client.reset();  // the client is gone; `sky gc` has only the pool id
+    auto gc = adapter(fake);
+    CHECK(gc->infra_left("0123456789abcdef").size() == 1);
+    CHECK(gc->infra_left("0aaaaaaaaaaaaaaa").empty());  // another pool's name: not ours
+    gc->delete_infra("0123456789abcdef");
+    CHECK(fake.ssh_keys().empty());
+    CHECK(gc->infra_left("0123456789abcdef").empty());
 }
 
 TEST_CASE("vastai: live offers win: a catalog type the marketplace does not list is never tried",

@@ -207,10 +207,14 @@ TEST_CASE("verda: the cloud layer provisions 2 instances and deletes them all", 
     b->provision(2, ignore_events());
     CHECK(fake.alive() == 2);
     for (const auto& i : fake.instances()) CHECK(i["is_spot"] == true);  // "always" by default
+    // What `sky gc` would see from the pool id alone: the key and a script per node.
+    auto other = adapter(fake);
+    CHECK(other->infra_left("0123456789abcdef").size() == 3);
     b->stop_all();
     CHECK(fake.alive() == 0);
     CHECK(fake.ssh_keys().empty());
     CHECK(fake.scripts().empty());
+    CHECK(other->infra_left("0123456789abcdef").empty());
 }
 
 namespace {
