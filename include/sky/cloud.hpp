@@ -2,13 +2,13 @@
 /// \file The cloud adapter: what a cloud must answer so that sky can run pools on it (api.md §5).
 ///
 /// sky's cloud layer does everything that is the same on every cloud: it picks offers (the
-/// embedded catalog merged with the adapter's live offers), walks them on capacity errors with
-/// the pool's spot strategy, makes the pool's SSH key and each node's host key, writes the
-/// ledger, waits for nodes to run, bootstraps them over SSH, replaces lost ones, terminates and
-/// confirms, and sweeps by tag. An adapter is the cloud's REST mapping only: launch one machine,
-/// describe machines, terminate them, list a pool's machines by tag. The built-in clouds (AWS,
-/// RunPod, Vast.ai, Verda, DigitalOcean, Simulated) are adapters; a user's own adapter becomes
-/// a provider by conversion: `.provider = MyCloud{...}` (see docs/providers.md).
+/// adapter's live offers, or the embedded catalog's where the cloud gave none), walks them on
+/// capacity errors with the pool's spot strategy, makes the pool's SSH key and each node's host
+/// key, writes the ledger, waits for nodes to run, bootstraps them over SSH, replaces lost ones,
+/// terminates and confirms, and sweeps by tag. An adapter is the cloud's REST mapping only: launch
+/// one machine, describe machines, terminate them, list a pool's machines by tag. The built-in
+/// clouds (AWS, RunPod, Vast.ai, Verda, DigitalOcean, Simulated) are adapters; a user's own adapter
+/// becomes a provider by conversion: `.provider = MyCloud{...}` (see docs/providers.md).
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -37,6 +37,11 @@ struct CloudInstance {
     std::string reason;      ///< the cloud's words on why it is stopping or gone
     std::string pool_id;     ///< the sky pool it belongs to (from its tag or name)
     std::string instance_type;
+    std::string launched;  ///< when the cloud started it (ISO 8601, UTC); empty when unknown
+    /// The machine's own SSH host key ("ssh-ed25519 AAAA..."), where the cloud reports it
+    /// through its authenticated API: the pool pins this key instead of the boot script's (for
+    /// a cloud that cannot run the boot script). Empty: the boot script installs the key.
+    std::string host_public_key;
 };
 
 /// What launching one node needs. The adapter passes `boot_script` to the machine's first boot
@@ -75,13 +80,27 @@ struct CloudLogin {
     /// How long a fresh machine may take to present the pinned host key (its boot script runs
     /// after sshd first starts); a mismatch until then is retried, never accepted.
     std::chrono::seconds boot_wait{300};
+    /// How long teardown keeps deleting the pool's infrastructure while CloudAdapter::infra_left
+    /// names something (a machine that has just ended can keep a firewall in use: EC2 keeps a
+    /// terminated instance's network interface, and with it the security group, for seconds to
+    /// minutes). What is left then is recorded in the ledger; `sky gc` deletes it later.
+    std::chrono::seconds infra_wait{120};
 };
 
 /// Thrown by CloudAdapter::launch when the offer has no capacity now: the pool moves on to the
-/// next offer (any other exception ends provisioning with a ProvisionError).
+/// next offer, or with a spot strategy that falls back, to the same offer on demand (any other
+/// exception ends provisioning with a ProvisionError).
 class CapacityError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
+};
+
+/// Thrown by CloudAdapter::launch when the cloud does not know this offer's instance type or
+/// does not sell it (in this region, or at all any more): the pool moves on to the next offer at
+/// once, without trying the same type on demand.
+class UnknownInstanceTypeError : public CapacityError {
+public:
+    using CapacityError::CapacityError;
 };
 
 /// A cloud's REST mapping. Every method may be called from several threads at once, and the
@@ -96,9 +115,12 @@ public:
     [[nodiscard]] virtual std::string name() const = 0;
     /// The region the pool runs in (InfraCreated, attempts); empty where the cloud places it.
     [[nodiscard]] virtual std::string region() const { return {}; }
-    /// Offers read from the cloud now (facts and prices); they replace the embedded catalog's
-    /// rows with the same instance type and region and add new ones. `notify` takes notices
-    /// (ErrorEvent) for the program's event stream. Default: none, the catalog's own.
+    /// Offers read from the cloud now (facts and prices). When the cloud answers with any, they
+    /// are the pool's only candidates: an instance type the cloud did not list is never tried.
+    /// The embedded catalog (`catalog`) still fills what an offer lacks (accelerator, sizes,
+    /// prices) from its row with the same instance type. Empty: the cloud could not be asked (or
+    /// has no such API), and the embedded catalog's rows are the candidates. `notify` takes
+    /// warnings (ErrorEvent) for the program's event stream. Default: none, the catalog's own.
     [[nodiscard]] virtual std::vector<Offer> live_offers(const Catalog& catalog,
                                                          const SelectionRequest& request,
                                                          const std::function<void(Event)>& notify) {
@@ -112,7 +134,8 @@ public:
         (void)request, (void)notify;
     }
     /// Launches one machine and returns its id as soon as the cloud names it. Throws
-    /// CapacityError when the offer has no capacity now.
+    /// CapacityError when the offer has no capacity now, UnknownInstanceTypeError when the cloud
+    /// refuses its instance type as unknown or not sold there.
     virtual std::string launch(const LaunchRequest& request) = 0;
     /// The machines with these ids, one entry per id; an id the cloud does not know is
     /// `unknown`.
@@ -124,6 +147,16 @@ public:
     virtual std::vector<CloudInstance> list(std::string_view pool_id) = 0;
     /// Deletes what create_infra() made for this pool. Best effort; never throws.
     virtual void delete_infra(std::string_view pool_id) noexcept { (void)pool_id; }
+    /// What of this pool's infrastructure is still there (after delete_infra()), one line per
+    /// thing, with why when known ("security group sg-0a1b (sky-1a2b3c4d): DependencyViolation:
+    /// ..."); empty when nothing is. While it is not empty, teardown calls delete_infra() again
+    /// with backoff for login().infra_wait, then records what is left for `sky ls` and `sky gc`.
+    /// Like delete_infra(), it must work from the pool id alone. Never throws. Default: nothing
+    /// (delete_infra() is taken at its word).
+    [[nodiscard]] virtual std::vector<std::string> infra_left(std::string_view pool_id) noexcept {
+        (void)pool_id;
+        return {};
+    }
     /// How the client logs in to the nodes.
     [[nodiscard]] virtual CloudLogin login() const { return {}; }
 };

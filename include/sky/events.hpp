@@ -15,7 +15,7 @@ namespace sky {
 struct InfraCreating {};
 /// Provider-side infrastructure is ready in `region`.
 struct InfraCreated {
-    std::string region;
+    std::string region;  ///< empty where the cloud places each machine (offers name the region)
 };
 /// `count` instances of `instance_type` are being requested from `provider`.
 struct InstanceLaunching {

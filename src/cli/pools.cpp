@@ -14,12 +14,12 @@ namespace sky::cli {
 using detail::LedgerRecord;
 using detail::ProviderDescriptor;
 
-std::vector<const ProviderDescriptor*> cloud_providers(const std::optional<std::string>& only,
-                                                       std::vector<std::string>* not_asked) {
+std::vector<const ProviderDescriptor*> listing_providers(const std::optional<std::string>& only,
+                                                         std::vector<std::string>* not_asked) {
     std::vector<const ProviderDescriptor*> out;
     for (const auto& d : detail::providers()) {
         if (only && d.name != *only) continue;
-        if (!d.make_adapter) continue;  // Local, SSH, and clouds this build cannot reach yet
+        if (!d.list_machines) continue;  // Local, SSH: no machines of their own to list
         if (d.credentials) {
             const detail::CredentialStatus c = d.credentials();
             if (!c.present) {
@@ -32,16 +32,13 @@ std::vector<const ProviderDescriptor*> cloud_providers(const std::optional<std::
     return out;
 }
 
-std::unique_ptr<CloudAdapter> make_adapter(const ProviderDescriptor& d) { return d.make_adapter(); }
-
-TaggedMachines list_tagged(const ProviderDescriptor& d) {
+TaggedMachines list_tagged(const ProviderDescriptor& d, const detail::MachineQuery& query) {
     TaggedMachines t;
     t.provider = std::string(d.name);
     try {
-        auto adapter = make_adapter(d);
-        t.region = adapter->region();
-        for (auto& m : adapter->list(""))
-            if (m.state != CloudInstance::State::gone) t.machines.push_back(std::move(m));
+        detail::Machines m = d.list_machines(query);
+        t.region = std::move(m.region);
+        t.machines = std::move(m.machines);
     } catch (const ConfigError& e) {
         t.error = detail::terminal_safe(e.what());
         t.unconfigured = true;
@@ -57,6 +54,9 @@ std::string pool_state(const LedgerRecord& r) {
     switch (r.owner()) {
         case LedgerRecord::Owner::other_host:
             return fmt::format("on host {}", r.host);
+        case LedgerRecord::Owner::unknown:
+            if (!r.closed) return "cannot tell";
+            break;
         case LedgerRecord::Owner::alive:
             if (!r.closed) return "running";
             break;
@@ -64,7 +64,8 @@ std::string pool_state(const LedgerRecord& r) {
             if (!r.closed) return "owner gone";
             break;
     }
-    return live ? fmt::format("closed, {} left", live) : std::string("closed");
+    if (live) return fmt::format("closed, {} left", live);
+    return r.infra_left.empty() ? std::string("closed") : std::string("closed, infra left");
 }
 
 std::string utc(std::int64_t unix_seconds) {

@@ -14,7 +14,7 @@
 
 namespace sky::cli {
 
-/// One cloud provider's answer to "which sky machines do you have" (list("")).
+/// One provider's answer to "which sky machines do you have".
 struct TaggedMachines {
     std::string provider;
     std::string region;                   ///< the adapter's region ("" where the cloud places)
@@ -23,16 +23,14 @@ struct TaggedMachines {
     bool unconfigured = false;  ///< error is the adapter's ConfigError (no credentials, ...)
 };
 
-/// The cloud providers to ask: those with an adapter whose credentials are set (all of them,
-/// or only `only` when given). `not_asked` gets "name (why)" for each one left out.
-std::vector<const detail::ProviderDescriptor*> cloud_providers(
+/// The providers to ask for machines: those that list any whose credentials are set (all of
+/// them, or only `only` when given). `not_asked` gets "name (why)" for each one left out.
+std::vector<const detail::ProviderDescriptor*> listing_providers(
     const std::optional<std::string>& only, std::vector<std::string>* not_asked);
 
-/// An adapter with the provider's default configuration; throws what make_adapter throws.
-std::unique_ptr<CloudAdapter> make_adapter(const detail::ProviderDescriptor& d);
-
 /// Asks one provider for every sky machine it has; never throws (the error is in the result).
-TaggedMachines list_tagged(const detail::ProviderDescriptor& d);
+TaggedMachines list_tagged(const detail::ProviderDescriptor& d,
+                           const detail::MachineQuery& query = {});
 
 /// "running", "owner gone", "closed, 2 left", "on host X": what the ledger says of a pool.
 std::string pool_state(const detail::LedgerRecord& r);

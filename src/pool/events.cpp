@@ -45,7 +45,9 @@ std::string describe(const Event& event) {
     struct V {
         std::string operator()(const InfraCreating&) const { return "creating infrastructure"; }
         std::string operator()(const InfraCreated& e) const {
-            return fmt::format("infrastructure ready in {}", e.region);
+            // Empty where the cloud places each machine (its offers name their regions).
+            return e.region.empty() ? std::string("infrastructure ready")
+                                    : fmt::format("infrastructure ready in {}", e.region);
         }
         std::string operator()(const InstanceLaunching& e) const {
             return fmt::format("launching {} x {} on {}", e.count, e.instance_type, e.provider);

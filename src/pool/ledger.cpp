@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,8 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "sky/errors.hpp"
+#include "util/private_files.hpp"
 
 namespace sky::detail {
 
@@ -49,28 +52,6 @@ bool safe_name(std::string_view id) {
     return std::all_of(id.begin(), id.end(), [](unsigned char c) {
         return std::isalnum(c) || c == '-' || c == '_' || c == '.';
     });
-}
-
-// Makes `dir` (and a missing parent) 0700, and refuses one that is a symlink or another user's:
-// the ledger says which machines gc may terminate, so nobody else may write it.
-void ensure_private_dir(const fs::path& dir) {
-    // mkdir -p with 0700 for every missing component (~/.sky included when sky makes it).
-    fs::path partial;
-    for (const auto& part : dir) {
-        partial /= part;
-        if (partial == partial.root_path()) continue;
-        if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST)
-            throw Error("cannot create " + partial.string() + ": " + errno_text(errno));
-    }
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0)
-        throw Error("cannot read " + dir.string() + ": " + errno_text(errno));
-    if (!S_ISDIR(st.st_mode)) throw Error(dir.string() + " is not a directory");
-    if (st.st_uid != ::geteuid())
-        throw Error(dir.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
-                    "): refusing to keep pool ledgers there");
-    if ((st.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) != 0)
-        throw Error("cannot make " + dir.string() + " private: " + errno_text(errno));
 }
 
 // Writes all of `data` (retrying short writes and EINTR); returns how much was written.
@@ -114,10 +95,39 @@ std::string process_identity(long pid) {
     return boot + ":" + f[19];
 }
 
+std::string this_machine_id() { return read_small_file("/etc/machine-id"); }
+
+std::string this_pid_namespace() {
+    std::error_code ec;
+    const fs::path ns = fs::read_symlink("/proc/self/ns/pid", ec);
+    return ec ? std::string() : ns.string();
+}
+
+bool ledger_locked(const fs::path& file) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    // A shared probe: it conflicts with the owner's exclusive lock only, never with another gc.
+    const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(fd);  // releases the probe's lock
+    return held;
+}
+
 LedgerRecord::Owner LedgerRecord::owner() const {
+    // The running pool holds its ledger locked; the kernel releases the lock when the process
+    // dies, whatever its PID namespace or container. Held: alive, whatever the pid says.
+    if (ledger_locked(file)) return Owner::alive;
     if (!host.empty() && host != this_host()) return Owner::other_host;
-    const std::string now = process_identity(owner_pid);
-    return !now.empty() && now == owner_start ? Owner::alive : Owner::dead;
+    if (!machine_id.empty() && machine_id != this_machine_id()) return Owner::other_host;
+    // The pid means something only in the namespace it was recorded in.
+    const bool same_namespace = pid_namespace.empty() || pid_namespace == this_pid_namespace();
+    const bool pid_alive =
+        same_namespace && !owner_start.empty() && process_identity(owner_pid) == owner_start;
+    // The owner locked its ledger and the lock is free: it ended (the pid check only confirms).
+    if (locked) return pid_alive ? Owner::alive : Owner::dead;
+    // No lock (an older sky, a file system without flock): only the pid can tell, and only in
+    // this namespace; an empty start time tells nothing.
+    if (!same_namespace || owner_start.empty()) return Owner::unknown;
+    return pid_alive ? Owner::alive : Owner::dead;
 }
 
 std::vector<std::string> LedgerRecord::live_instances() const {
@@ -158,6 +168,16 @@ std::unique_ptr<Ledger> Ledger::open(const std::string& pool_id, std::string_vie
         ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         throw Error("cannot create pool ledger " + file.string() + ": " + errno_text(errno));
+    // Held for the pool's life (the fd stays open until the Ledger is destroyed): `sky gc` takes
+    // a held lock for a running pool. Taken before the record is written, so whoever can read
+    // the record finds the lock held. A gc probing this instant holds a shared lock for
+    // microseconds: retried, bounded.
+    bool locked = false;
+    for (int i = 0; i < 200 && !locked; ++i) {
+        locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+        if (!locked && errno != EWOULDBLOCK && errno != EINTR) break;  // no flock here (ENOLCK)
+        if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     json j = {{"sky_ledger", kFormat},
               {"type", "pool"},
               {"pool", pool_id},
@@ -165,7 +185,10 @@ std::unique_ptr<Ledger> Ledger::open(const std::string& pool_id, std::string_vie
               {"region", region},
               {"pid", static_cast<long>(::getpid())},
               {"pid_start", process_identity(::getpid())},
+              {"pid_ns", this_pid_namespace()},
               {"host", this_host()},
+              {"machine_id", this_machine_id()},
+              {"lock", locked},
               {"started", now_unix()}};
     const std::string line = dump(j) + "\n";
     int err = 0;
@@ -192,6 +215,14 @@ std::unique_ptr<Ledger> Ledger::attach(const fs::path& file) {
     if (const off_t end = ::lseek(fd, 0, SEEK_END); end > 0 && ::pread(fd, &last, 1, end - 1) == 1)
         l->torn_ = last != '\n';
     return l;
+}
+
+void Ledger::record_collected(const LedgerRecord& record, const std::vector<std::string>& gone,
+                              const std::vector<std::string>& infra_left) {
+    auto l = attach(record.file);
+    for (const auto& id : gone) l->instance_gone(id);
+    if (!infra_left.empty() || !record.infra_left.empty()) l->infra_left(infra_left);
+    l->close_collected();
 }
 
 void Ledger::append(const std::string& line) noexcept {
@@ -237,6 +268,13 @@ void Ledger::instance_gone(const std::string& id) noexcept {
     }
 }
 
+void Ledger::infra_left(const std::vector<std::string>& what) noexcept {
+    try {
+        append(dump({{"type", "infra"}, {"left", what}}));
+    } catch (...) {
+    }
+}
+
 void Ledger::close() noexcept {
     try {
         append(dump({{"type", "closed"}, {"at", now_unix()}, {"by", "owner"}}));
@@ -252,32 +290,8 @@ void Ledger::close_collected() noexcept {
 }
 
 LedgerRecord Ledger::read(const fs::path& file) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) throw Error("cannot read " + file.string() + ": " + errno_text(errno));
-    std::string text;
-    {
-        struct stat st {};
-        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-            static_cast<std::size_t>(st.st_size) > kMaxFile) {
-            ::close(fd);
-            throw Error(file.string() + ": not a pool ledger (not a regular file, or too large)");
-        }
-        // A ledger tells gc what it may terminate: one that someone else wrote is not believed.
-        if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
-            ::close(fd);
-            throw Error(file.string() +
-                        ": not trusted (owned by another user or writable by others)");
-        }
-        char buf[8192];
-        for (;;) {
-            ssize_t n = ::read(fd, buf, sizeof buf);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break;
-            text.append(buf, static_cast<std::size_t>(n));
-            if (text.size() > kMaxFile) break;
-        }
-        ::close(fd);
-    }
+    // A ledger tells gc what it may terminate: one that someone else wrote is not believed.
+    const std::string text = read_private_file(file, kMaxFile);
     LedgerRecord r;
     r.file = file;
     std::size_t pos = 0;
@@ -305,6 +319,9 @@ LedgerRecord Ledger::read(const fs::path& file) {
                 r.owner_pid = j.at("pid").get<long>();
                 r.owner_start = j.value("pid_start", "");
                 r.host = j.value("host", "");
+                r.machine_id = j.value("machine_id", "");
+                r.pid_namespace = j.value("pid_ns", "");
+                r.locked = j.value("lock", false);
                 r.started_unix = j.value("started", std::int64_t{0});
             } catch (const Error&) {
                 throw;
@@ -326,6 +343,8 @@ LedgerRecord Ledger::read(const fs::path& file) {
                 r.instances.push_back(j.at("id").get<std::string>());
             } else if (type == "gone") {
                 r.gone_instances.push_back(j.at("id").get<std::string>());
+            } else if (type == "infra") {
+                r.infra_left = j.at("left").get<std::vector<std::string>>();
             } else if (type == "closed") {
                 r.closed = true;
                 r.closed_unix = j.value("at", std::int64_t{0});
@@ -349,13 +368,10 @@ std::vector<LedgerRecord> Ledger::read_all(std::vector<std::string>* skipped) {
         if (skipped) skipped->push_back(e.what());
         return out;
     }
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0) return out;  // no ledger yet
-    if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
-        if (skipped)
-            skipped->push_back(dir.string() +
-                               ": not trusted (not a directory, another user's, or writable by "
-                               "others): no ledger read");
+    std::error_code exists_ec;
+    if (!fs::exists(fs::symlink_status(dir, exists_ec))) return out;  // no ledger yet
+    if (std::string why; !is_private_dir(dir, &why)) {
+        if (skipped) skipped->push_back(why + ": no ledger read");
         return out;
     }
     std::error_code ec;

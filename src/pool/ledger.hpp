@@ -8,10 +8,14 @@
 // The file is JSON lines, appended with O_APPEND and fsync'ed per record, so a crash loses at
 // most the record being written: a torn last line is ignored when the file is read.
 //   {"sky_ledger":1,"type":"pool","pool":"..","provider":"..","region":"..","pid":N,
-//    "pid_start":"<boot id>:<start ticks>","host":"..","started":<unix s>}
+//    "pid_start":"<boot id>:<start ticks>","pid_ns":"pid:[N]","host":"..","machine_id":"..",
+//    "lock":true,"started":<unix s>}
+// The pool holds its file locked (flock) for its whole life: the lock, not the pid, says whether
+// it still runs (the kernel drops it when the process dies, in any PID namespace).
 //   {"type":"region","region":".."}          (when open() did not know it)
 //   {"type":"instance","id":".."}
 //   {"type":"gone","id":".."}
+//   {"type":"infra","left":[".."]}           (what teardown could not delete; [] once deleted)
 //   {"type":"closed","at":<unix s>,"by":"owner"|"gc"}
 #include <cstdint>
 #include <filesystem>
@@ -31,25 +35,38 @@ namespace sky::detail {
 
 /// This machine's host name ("" when unknown).
 [[nodiscard]] std::string this_host();
+/// /etc/machine-id ("" when unknown).
+[[nodiscard]] std::string this_machine_id();
+/// This process's PID namespace ("pid:[4026531836]"; "" when unknown).
+[[nodiscard]] std::string this_pid_namespace();
+/// Whether a process holds this ledger file's lock: its pool still runs.
+[[nodiscard]] bool ledger_locked(const std::filesystem::path& file);
 
 /// One pool as its ledger file records it.
 struct LedgerRecord {
     /// Whether the pool's client still runs.
     enum class Owner {
-        alive,       ///< the recorded process runs (same pid, same start, same boot)
-        dead,        ///< it has ended (or its pid now belongs to another process)
+        alive,       ///< the ledger's lock is held (or the recorded process runs)
+        dead,        ///< the lock is free and the recorded process has ended
         other_host,  ///< written on another machine (a shared home): cannot be told from here
+        unknown,     ///< no lock recorded and the pid cannot tell (another PID namespace)
     };
     std::string pool_id;
-    std::string provider;     ///< Provider::name()
-    std::string region;       ///< may be empty
-    long owner_pid = 0;       ///< the client process
-    std::string owner_start;  ///< process_identity(owner_pid) when the pool started
-    std::string host;         ///< the client's host name
+    std::string provider;       ///< Provider::name()
+    std::string region;         ///< may be empty
+    long owner_pid = 0;         ///< the client process
+    std::string owner_start;    ///< process_identity(owner_pid) when the pool started
+    std::string host;           ///< the client's host name
+    std::string machine_id;     ///< the client's /etc/machine-id
+    std::string pid_namespace;  ///< the client's PID namespace (the pid means something there)
+    bool locked = false;        ///< the client holds the file locked while it runs
     std::int64_t started_unix = 0;
     std::vector<std::string> instances;       ///< every id ever recorded, in order
     std::vector<std::string> gone_instances;  ///< confirmed gone
-    bool closed = false;                      ///< teardown finished (or gc collected it)
+    /// The pool's infrastructure (key pair, firewall) that teardown could not delete, as its
+    /// last "infra" record says; empty when all of it is gone.
+    std::vector<std::string> infra_left;
+    bool closed = false;  ///< teardown finished (or gc collected it)
     std::int64_t closed_unix = 0;
     std::string closed_by;  ///< "owner" or "gc"
     int damaged_lines = 0;  ///< records after the first that could not be read (skipped)
@@ -57,13 +74,17 @@ struct LedgerRecord {
 
     /// Whether the owning process still runs, is gone, or cannot be checked from here.
     [[nodiscard]] Owner owner() const;
-    /// Whether the owning process is still this pool's client (same pid and start time). A
-    /// pool recorded on another host counts as alive: nothing here may touch it.
+    /// Whether the pool may still run: anything but a proven dead owner (another host, another
+    /// namespace without a lock) counts as alive: nothing here may touch it.
     [[nodiscard]] bool owner_alive() const { return owner() != Owner::dead; }
     /// Instances recorded and not confirmed gone, in recording order.
     [[nodiscard]] std::vector<std::string> live_instances() const;
     /// Not running any more: closed, or its owner is gone (what `sky gc` may collect).
     [[nodiscard]] bool finished() const { return closed || owner() == Owner::dead; }
+    /// Whether machines or infrastructure of this pool may still exist.
+    [[nodiscard]] bool leaves_something() const {
+        return !live_instances().empty() || !infra_left.empty();
+    }
 };
 
 class Ledger {
@@ -78,6 +99,11 @@ public:
     /// Appends to an existing pool's ledger (`sky gc` records what it collected). Throws
     /// sky::Error when the file cannot be opened.
     static std::unique_ptr<Ledger> attach(const std::filesystem::path& file);
+    /// What `sky gc` established of a pool: these machines are gone, this much of its
+    /// infrastructure is left (recorded when the ledger said some was, or some is); then the
+    /// ledger is closed by gc. Throws sky::Error when the file cannot be opened.
+    static void record_collected(const LedgerRecord& record, const std::vector<std::string>& gone,
+                                 const std::vector<std::string>& infra_left = {});
     /// Every ledger in directory(), oldest first. Unreadable or malformed files are skipped,
     /// never fatal; each one's path and reason is appended to `skipped` when given.
     static std::vector<LedgerRecord> read_all(std::vector<std::string>* skipped = nullptr);
@@ -98,6 +124,9 @@ public:
     void region(std::string_view region) noexcept;
     /// Records that an instance is confirmed gone. Thread-safe; never throws.
     void instance_gone(const std::string& id) noexcept;
+    /// Records what of the pool's infrastructure is still there after an attempt to delete it
+    /// (empty: all of it is gone). The last such record counts. Thread-safe; never throws.
+    void infra_left(const std::vector<std::string>& what) noexcept;
     /// Records that teardown finished. Thread-safe; never throws.
     void close() noexcept;
     /// close() on behalf of `sky gc` (the record says who closed it).

@@ -14,8 +14,9 @@ std::string remote_what(const std::string& function, int node, const std::string
 std::string attempts_what(const std::string& message, const std::vector<ProvisionAttempt>& a) {
     std::string s = message;
     for (auto& x : a)
-        s += fmt::format("\n  - {} {} {}{}: {}", x.provider, x.instance_type, x.region,
-                         x.spot ? " (spot)" : "", x.error);
+        s += fmt::format("\n  - {} {}{}{}: {}", x.provider, x.instance_type,
+                         x.region.empty() ? "" : " in " + x.region, x.spot ? " (spot)" : "",
+                         x.error);
     return s;
 }
 // What a user reads first about a crash: the signal, where (the top frames), what it printed.

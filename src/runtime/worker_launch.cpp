@@ -25,6 +25,7 @@ constexpr const char* heartbeat_file_var = "SKY_WORKER_HEARTBEAT_FILE";
 constexpr const char* accept_timeout_var = "SKY_WORKER_ACCEPT_TIMEOUT";
 constexpr const char* crash_file_var = "SKY_WORKER_CRASH_FILE";
 constexpr const char* parent_pid_var = "SKY_PARENT_PID";
+constexpr const char* parent_pool_var = "SKY_PARENT_POOL";
 
 // A value as an error message shows it: quoted, cut, control characters as '?'.
 std::string shown(std::string_view v) {
@@ -80,6 +81,7 @@ std::vector<std::string> WorkerLaunch::env() const {
     if (accept_timeout) add(accept_timeout_var, std::to_string(accept_timeout->count()));
     add(crash_file_var, crash_file);
     if (parent_pid > 0) add(parent_pid_var, std::to_string(parent_pid));
+    add(parent_pool_var, parent_pool);
     return out;
 }
 
@@ -124,6 +126,7 @@ WorkerLaunch WorkerLaunch::from_env(const std::function<const char*(const char*)
     if (auto v = get(parent_pid_var); !v.empty())
         l.parent_pid = static_cast<long>(whole_number(
             parent_pid_var, v, 1, std::numeric_limits<int>::max(), "a process id (from 1)"));
+    l.parent_pool = get(parent_pool_var);
     return l;
 }
 
@@ -134,9 +137,13 @@ void WorkerLaunch::check_complete() const {
                           " (a sky pool starts its workers with them)");
 }
 
+std::string WorkerLaunch::parent_pool_entry(std::string_view pool_id) {
+    return std::string(parent_pool_var) + "=" + std::string(pool_id);
+}
+
 bool WorkerLaunch::is_launch_variable(std::string_view entry) noexcept {
     const std::string_view name = entry.substr(0, entry.find('='));
-    return name.rfind("SKY_WORKER_", 0) == 0 || name == parent_pid_var;
+    return name.rfind("SKY_WORKER_", 0) == 0 || name == parent_pid_var || name == parent_pool_var;
 }
 
 void WorkerLaunch::erase_token_from_env() noexcept {

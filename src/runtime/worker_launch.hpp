@@ -37,6 +37,9 @@ struct WorkerLaunch {
     std::string crash_file;
     /// SKY_PARENT_PID (> 0): the client's process; the worker dies with it. 0: none.
     long parent_pid = 0;
+    /// SKY_PARENT_POOL: the pool of a worker this machine's client started (Local): `sky gc`
+    /// kills a dead client's leftover worker only when /proc/PID/environ has this entry.
+    std::string parent_pool;
 
     /// "NAME=value" for each field that is set, for a child's environment.
     [[nodiscard]] std::vector<std::string> env() const;
@@ -54,6 +57,9 @@ struct WorkerLaunch {
     /// Throws sky::ConfigError unless a worker has what it needs: a token (SKY_WORKER_TOKEN or
     /// SKY_WORKER_TOKEN_FILE) and a connection (SKY_WORKER_FD or SKY_WORKER_LISTEN).
     void check_complete() const;
+
+    /// The SKY_PARENT_POOL entry of a worker of `pool_id` ("SKY_PARENT_POOL=<pool id>").
+    [[nodiscard]] static std::string parent_pool_entry(std::string_view pool_id);
 
     /// Whether an environment entry ("NAME=value" or "NAME") is one of these variables, or
     /// another SKY_WORKER_* one: a launcher passes none of its own on to the worker it starts.

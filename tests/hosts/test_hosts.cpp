@@ -350,7 +350,109 @@ TestHosts::TestHosts(int n, TestHostOptions options) : options_(options) {
 
 TestHosts::~TestHosts() { teardown(); }
 
+// The reaper's script. It blocks reading fd 3, the read end of a pipe whose only write end the
+// test process holds (close-on-exec, so nothing it starts inherits it). "done" (teardown
+// finished) ends it; end of file means the test process died: then it kills every process in
+// the hosts' namespaces, deletes them, the links and the bridge, and the run's directory.
+// Arguments: ip, the bridge, the directory's prefix, then the namespaces and links.
+constexpr const char* kReaperScript = R"sh(set -u
+ip=$1; bridge=$2; dirprefix=$3; shift 3
+line=
+read -r line <&3 || true
+exec 3<&-
+[ "$line" = done ] && exit 0
+for ns in "$@"; do
+  case $ns in skyn*) ;; *) continue ;; esac
+  round=0
+  while [ $round -lt 25 ]; do
+    pids=$("$ip" netns pids "$ns" 2>/dev/null) || break
+    [ -z "$pids" ] && break
+    kill -9 $pids 2>/dev/null
+    sleep 0.2
+    round=$((round + 1))
+  done
+  "$ip" netns del "$ns" 2>/dev/null
+done
+for l in "$@"; do
+  case $l in skyv*) "$ip" link del "$l" 2>/dev/null ;; esac
+done
+"$ip" link del "$bridge" 2>/dev/null
+rm -rf -- "$dirprefix"* 2>/dev/null
+if [ -n "${SKY_TEST_REAPER_LOG:-}" ]; then echo "reaped $bridge" >> "$SKY_TEST_REAPER_LOG"; fi
+exit 0
+)sh";
+
+void TestHosts::start_reaper(int n) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("test hosts: pipe failed");
+    std::vector<std::string> argv = {
+        "/bin/sh",
+        "-c",
+        kReaperScript,
+        "sky-test-hosts-reaper",
+        ip_tool(),
+        bridge_,
+        (std::filesystem::temp_directory_path() / (std::string(kDirPrefix) + tag_ + "-")).string()};
+    for (int i = 0; i < n; ++i) {
+        const std::string suffix = "h" + base32(static_cast<unsigned long>(i));
+        argv.push_back(kNetnsPrefix + tag_ + suffix);
+        argv.push_back(kVethPrefix + tag_ + suffix);
+    }
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[0], 3);  // dup2 clears close-on-exec
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    // A session of its own: a signal to the test's process group (a CI time limit, Ctrl-C)
+    // does not reach it; default dispositions and an empty mask whatever the test set.
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(fds[0]);
+    if (rc != 0) {
+        ::close(fds[1]);
+        throw std::runtime_error(std::string("test hosts: cannot start the reaper: ") +
+                                 std::strerror(rc));
+    }
+    reaper_pid_ = pid;
+    reaper_fd_ = fds[1];
+}
+
+void TestHosts::stop_reaper() noexcept {
+    if (reaper_fd_ >= 0) {
+        const char done[] = "done\n";
+        (void)!::write(reaper_fd_, done, sizeof done - 1);
+        ::close(reaper_fd_);
+        reaper_fd_ = -1;
+    }
+    if (reaper_pid_ > 0) {
+        // It exits at once on "done"; bounded anyway (init reaps it if it ever lingers).
+        for (int i = 0; i < 500; ++i) {
+            if (::waitpid(reaper_pid_, nullptr, WNOHANG) != 0) break;
+            std::this_thread::sleep_for(milliseconds(10));
+        }
+        reaper_pid_ = -1;
+    }
+}
+
 void TestHosts::setup(int n) {
+    // Before anything exists: from here on a killed test process leaves nothing behind.
+    start_reaper(n);
     std::string tmpl =
         (std::filesystem::temp_directory_path() / (kDirPrefix + tag_ + "-XXXXXX")).string();
     if (!::mkdtemp(tmpl.data())) throw std::runtime_error("test hosts: mkdtemp failed");
@@ -583,6 +685,7 @@ void TestHosts::teardown() noexcept {
         // Teardown runs in destructors: best effort, never throw; the next run's sweep finishes.
     }
     hosts_.clear();
+    stop_reaper();
 }
 
 const std::string& TestHosts::address(int i) const {

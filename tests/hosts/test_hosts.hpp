@@ -8,7 +8,11 @@
 // callers check available() and skip with its reason otherwise.
 //
 // Names carry a "sky" prefix, the creating pid (base 32) and a per-process counter, so parallel
-// test processes never collide and a later run can sweep what a crashed run left behind.
+// test processes never collide and a later run can sweep what a crashed run left behind. A run
+// that is killed (ctest's time limit, SIGTERM, SIGKILL) leaves nothing either: each TestHosts has
+// a reaper, a small process in a session of its own (a kill of the test's process group misses
+// it) that waits for the test process to end and, unless teardown finished first, kills what runs
+// in the hosts and removes their namespaces, links and directory.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -123,6 +127,8 @@ private:
     };
     void setup(int n);
     void teardown() noexcept;
+    void start_reaper(int n);
+    void stop_reaper() noexcept;
     void start_sshd(Host& h, int i, bool die_with_parent = true);
     void write_sshd_config(Host& h, int i, const std::filesystem::path& host_key,
                            const std::filesystem::path& authorized_keys);
@@ -136,6 +142,8 @@ private:
     std::filesystem::path dir_;
     std::vector<Host> hosts_;
     TestHostOptions options_;
+    int reaper_pid_ = -1;  // the reaper (see the file comment)
+    int reaper_fd_ = -1;   // the write end of its pipe: EOF without "done" means we died
 };
 
 }  // namespace sky::test

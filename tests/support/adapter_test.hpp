@@ -4,6 +4,7 @@
 /// by its type. Header-only: a unit test links nothing more for it.
 #include <catch2/catch.hpp>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,37 @@ inline sky::LaunchRequest launch_request(const sky::Offer& offer, bool spot = fa
     r.boot_script = "#!/bin/bash\ncat > /etc/ssh/k <<'SKY_HOST_KEY'\nkey\nSKY_HOST_KEY\n";
     return r;
 }
+
+/// Every event a pool's cloud layer emits, kept for the test to read (thread-safe).
+class EventLog {
+public:
+    /// A `notify` / `emit` that appends to this log.
+    std::function<void(sky::Event)> sink() {
+        return [this](sky::Event e) {
+            std::lock_guard lk(m_);
+            events_.push_back(std::move(e));
+        };
+    }
+    /// The events of type E, in order.
+    template <class E>
+    std::vector<E> all() const {
+        std::lock_guard lk(m_);
+        std::vector<E> out;
+        for (const auto& e : events_)
+            if (const E* x = std::get_if<E>(&e)) out.push_back(*x);
+        return out;
+    }
+    /// The instance types the pool asked the cloud for (InstanceLaunching), in order.
+    std::vector<std::string> tried() const {
+        std::vector<std::string> out;
+        for (const auto& l : all<sky::InstanceLaunching>()) out.push_back(l.instance_type);
+        return out;
+    }
+
+private:
+    mutable std::mutex m_;
+    std::vector<sky::Event> events_;
+};
 
 /// The offer of this instance type; FAILs the test when there is none.
 inline sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::string& type) {

@@ -15,8 +15,10 @@
 #include <set>
 
 #include "catalog/names.hpp"
+#include "http/endpoint.hpp"
 #include "providers/aws/ec2_client.hpp"
 #include "providers/cloud/cloud_backend.hpp"
+#include "providers/cloud/collect.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/catalog.hpp"
 #include "sky/cloud.hpp"
@@ -43,9 +45,16 @@ bool is_capacity_error(const std::string& code) {
                                                 "MaxSpotInstanceCountExceeded",
                                                 "InstanceLimitExceeded",
                                                 "VcpuLimitExceeded",
-                                                "Unsupported",
                                                 "InsufficientFreeAddressesInSubnet"};
     return codes.count(code) > 0;
+}
+
+// Answers that mean "this instance type is not sold here": the next offer, never the same type
+// on demand after spot. ("Unsupported": the type is not offered in the zone or region.)
+bool is_unknown_type_error(const HttpError& e) {
+    if (e.code() == "Unsupported" || e.code() == "InvalidInstanceType") return true;
+    return e.code() == "InvalidParameterValue" &&
+           to_lower(e.provider_message()).find("instancetype") != std::string::npos;
 }
 
 bool is_not_found(const std::string& code) {
@@ -77,6 +86,7 @@ CloudInstance instance_from(const json& inst) {
     i.private_ip = str_of(inst, "privateIpAddress");
     i.spot = str_of(inst, "instanceLifecycle") == "spot";
     i.instance_type = str_of(inst, "instanceType");
+    i.launched = str_of(inst, "launchTime");
     if (inst.contains("stateReason")) {
         const std::string code = str_of(inst["stateReason"], "code");
         i.preempted = code == "Server.SpotInstanceTermination";
@@ -124,6 +134,14 @@ public:
         } catch (const std::exception&) {
             throw ConfigError("SKY_AWS_BOOT_WAIT_S: expected a number of seconds");
         }
+        // How long teardown retries the security group while a terminated instance's network
+        // interface still holds it (DependencyViolation), before `sky gc`'s turn.
+        try {
+            infra_wait_ = std::chrono::seconds(
+                std::clamp(std::stol(env_or("SKY_AWS_INFRA_WAIT_S", "120")), 1L, 3600L));
+        } catch (const std::exception&) {
+            throw ConfigError("SKY_AWS_INFRA_WAIT_S: expected a number of seconds");
+        }
         // Checked before anything is created: a malformed value is a ConfigError now.
         (void)ssh_ingress_cidr(/*detect=*/false);
     }
@@ -133,9 +151,8 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        // Credentials (signatures) and user-data go to a host the user named: say so once.
-        if (client_->custom_endpoint())
-            emit(ErrorEvent{"AWS: notice: " + client_->endpoint_notice(), std::nullopt});
+        // A custom endpoint (signatures and user-data go there) was noticed once, on stderr,
+        // when the client was made: a notice, not an error in the event stream.
         // Facts first (they may add or remove candidates), then today's spot prices for the
         // candidates as EC2 describes them; only the rows read from EC2 are returned.
         std::vector<Offer> types = live_instance_types(catalog, req, emit);
@@ -153,6 +170,7 @@ public:
         l.power_off_on_expiry = true;  // shutdown terminates (InstanceInitiatedShutdown)
         l.rotate_host_key = true;
         l.boot_wait = boot_wait_;
+        l.infra_wait = infra_wait_;
         return l;
     }
 
@@ -190,6 +208,7 @@ public:
         try {
             answer = client_->call_json("RunInstances", p);
         } catch (const HttpError& e) {
+            if (is_unknown_type_error(e)) throw UnknownInstanceTypeError(error_text(e));
             if (is_capacity_error(e.code())) throw CapacityError(error_text(e));
             throw ProvisionError("AWS RunInstances: " + error_text(e));
         }
@@ -264,6 +283,12 @@ public:
     }
 
     std::vector<CloudInstance> list(std::string_view pool_id) override {
+        return tagged(pool_id, false);
+    }
+
+    // The instances tagged with this pool (any sky pool when empty), also the ended ones that
+    // EC2 still shows when `include_gone`.
+    std::vector<CloudInstance> tagged(std::string_view pool_id, bool include_gone) {
         std::vector<CloudInstance> out;
         std::string token;
         for (int page = 0; page < 100; ++page) {  // bounded pagination
@@ -275,8 +300,11 @@ public:
                 p.set("Filter.1.Name", "tag:sky:pool");
                 p.set("Filter.1.Value.1", std::string(pool_id));
             }
-            p.set("Filter.2.Name", "instance-state-name");
-            p.set_list("Filter.2.Value", {"pending", "running", "stopping", "stopped"});
+            if (!include_gone) {
+                p.set("Filter.2.Name", "instance-state-name");
+                p.set_list("Filter.2.Value",
+                           {"pending", "running", "shutting-down", "stopping", "stopped"});
+            }
             if (!token.empty()) p.set("NextToken", token);
             json r = client_->call_json("DescribeInstances", p);
             for (const auto& res : list_of(r, "reservationSet"))
@@ -296,21 +324,19 @@ public:
             p.set("KeyName", name);
             (void)client_->call("DeleteKeyPair", p);
             key_imported_ = false;
-        } catch (...) {
+            why_left_.erase("key:" + name);
+        } catch (const std::exception& e) {
+            why_left_["key:" + name] = error_text(e);
         }
-        // The group by id when this adapter made it, else by its name (`sky gc`). Best effort:
-        // EC2 refuses (DependencyViolation) while an instance still uses it.
+        // The group by id when this adapter made it, else by its name (`sky gc`). EC2 refuses
+        // (DependencyViolation) while an instance, or a terminated instance's network interface,
+        // still uses it: the cloud layer calls again with backoff.
         std::vector<std::string> groups;
         if (!group_id_.empty()) {
             groups.push_back(group_id_);
         } else {
             try {
-                QueryParams d;
-                d.set("Filter.1.Name", "group-name");
-                d.set("Filter.1.Value.1", name);
-                json r = client_->call_json("DescribeSecurityGroups", d);
-                for (const auto& g : list_of(r, "securityGroupInfo"))
-                    groups.push_back(str_of(g, "groupId"));
+                for (const auto& g : groups_named(name)) groups.push_back(g.first);
             } catch (...) {
             }
         }
@@ -320,11 +346,46 @@ public:
                 p.set("GroupId", g);
                 (void)client_->call("DeleteSecurityGroup", p);
                 if (g == group_id_) group_id_.clear();
+                why_left_.erase("group:" + g);
             } catch (const HttpError& e) {
-                if (is_not_found(e.code()) && g == group_id_) group_id_.clear();
-            } catch (...) {
+                if (is_not_found(e.code())) {
+                    if (g == group_id_) group_id_.clear();
+                    why_left_.erase("group:" + g);
+                } else {
+                    why_left_["group:" + g] = error_text(e);
+                }
+            } catch (const std::exception& e) {
+                why_left_["group:" + g] = e.what();
             }
         }
+    }
+
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::lock_guard lk(infra_m_);
+        const std::string name = "sky-" + std::string(pool_id);
+        std::vector<std::string> left;
+        try {
+            auto why = [&](const std::string& key) {
+                auto it = why_left_.find(key);
+                return it == why_left_.end() ? std::string() : ": " + it->second;
+            };
+            for (const auto& [id, group_name] : groups_named(name))
+                left.push_back(
+                    fmt::format("security group {} ({}){}", id, group_name, why("group:" + id)));
+            QueryParams p;
+            p.set("Filter.1.Name", "key-name");
+            p.set("Filter.1.Value.1", name);
+            json r = client_->call_json("DescribeKeyPairs", p);
+            for (const auto& k : list_of(r, "keySet"))
+                if (str_of(k, "keyName") == name)
+                    left.push_back(fmt::format("key pair {}{}", name, why("key:" + name)));
+        } catch (const std::exception& e) {
+            // Unknown: say so rather than claim nothing is left.
+            left.push_back(fmt::format("security group and key pair {} (cannot tell: {})", name,
+                                       error_text(e)));
+        } catch (...) {
+        }
+        return left;
     }
 
 private:
@@ -374,7 +435,7 @@ private:
 
     // The pool's key pair (its client key, imported) and a security group that admits SSH from
     // the client and every port from the pool's own members (distributed training).
-    void create_infra(const InfraRequest& r, const std::function<void(Event)>& emit) override {
+    void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
         std::lock_guard lk(infra_m_);
         const std::string& name_ = r.name;
         const std::string& pool_id_ = r.pool_id;
@@ -406,7 +467,8 @@ private:
         if (group_id_.empty()) {
             QueryParams p;
             p.set("GroupName", name_);
-            p.set("GroupDescription", "sky pool " + pool_id_ + ": SSH only");
+            p.set("GroupDescription",
+                  "sky pool " + pool_id_ + ": SSH from the client, all ports among the pool");
             p.set("TagSpecification.1.ResourceType", "security-group");
             p.set("TagSpecification.1.Tag.1.Key", "sky:pool");
             p.set("TagSpecification.1.Tag.1.Value", pool_id_);
@@ -415,25 +477,17 @@ private:
             } catch (const HttpError& e) {
                 if (e.code() != "InvalidGroup.Duplicate")
                     throw provision_error("CreateSecurityGroup", e);
-                QueryParams d;
-                d.set("Filter.1.Name", "group-name");
-                d.set("Filter.1.Value.1", name_);
-                json r = client_->call_json("DescribeSecurityGroups", d);
-                for (const auto& g : list_of(r, "securityGroupInfo"))
-                    group_id_ = str_of(g, "groupId");
+                for (const auto& g : groups_named(name_)) group_id_ = g.first;
             }
             if (group_id_.empty()) throw ProvisionError("AWS: CreateSecurityGroup returned no id");
             // Port 22 only: the worker is reached through the SSH tunnel, never directly. And
             // only from this client where its address is known.
             std::optional<std::string> cidr = ssh_ingress_cidr(/*detect=*/true);
-            if (!cidr) {
-                const std::string text =
-                    "AWS: notice: SSH (port 22) of this pool's instances is open to 0.0.0.0/0, "
-                    "since this client's public address is unknown; set SKY_CLIENT_CIDR (e.g. "
-                    "203.0.113.7/32) to allow only it";
-                std::fprintf(stderr, "sky: %s\n", text.substr(std::string("AWS: ").size()).c_str());
-                emit(ErrorEvent{text, std::nullopt});
-            }
+            if (!cidr)
+                notice_once(
+                    "SSH (port 22) of this pool's instances is open to 0.0.0.0/0, since this "
+                    "client's public address is unknown; set SKY_CLIENT_CIDR (e.g. "
+                    "203.0.113.7/32) to allow only it");
             QueryParams a;
             a.set("GroupId", group_id_);
             a.set("IpPermissions.1.IpProtocol", "tcp");
@@ -455,6 +509,18 @@ private:
                     throw provision_error("AuthorizeSecurityGroupIngress", e);
             }
         }
+    }
+
+    // The security groups with this name: (id, name) pairs. Throws what the call throws.
+    std::vector<std::pair<std::string, std::string>> groups_named(const std::string& name) const {
+        QueryParams d;
+        d.set("Filter.1.Name", "group-name");
+        d.set("Filter.1.Value.1", name);
+        json r = client_->call_json("DescribeSecurityGroups", d);
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& g : list_of(r, "securityGroupInfo"))
+            out.emplace_back(str_of(g, "groupId"), str_of(g, "groupName"));
+        return out;
     }
 
     ProvisionError provision_error(const std::string& action, const std::exception& e) const {
@@ -687,10 +753,12 @@ private:
     std::unique_ptr<aws::Ec2Client> client_;
     std::string ssh_user_;
     std::chrono::seconds boot_wait_{300};
+    std::chrono::seconds infra_wait_{120};
     std::mutex infra_m_;  // guards the key pair, group and images
     bool key_imported_ = false;
     std::string group_id_;
     std::string gpu_ami_, cpu_ami_;
+    std::map<std::string, std::string> why_left_;  // "group:<id>" / "key:<name>" -> EC2's answer
 };
 
 }  // namespace
@@ -723,11 +791,22 @@ ProviderDescriptor aws_provider() {
             env_or("AWS_ENDPOINT_URL", fmt::format("https://ec2.{}.amazonaws.com/", region)));
         return c;
     };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
+    auto adapter = [](std::string_view region) {
         AWS cfg;
-        cfg.region = env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1"));
+        cfg.region = region.empty()
+                         ? env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1"))
+                         : std::string(region);
         return std::make_unique<Ec2Adapter>(cfg);
     };
+    d.make_adapter = [adapter](std::string_view region) -> std::unique_ptr<CloudAdapter> {
+        return adapter(region);
+    };
+    // EC2 shows terminated instances for about an hour: `sky ls --all` lists those too.
+    d.list_machines = [adapter](const MachineQuery& q) {
+        auto a = adapter(q.region);
+        return Machines{a->region(), a->tagged("", q.include_gone)};
+    };
+    add_cloud_gc(d);
     return d;
 }
 

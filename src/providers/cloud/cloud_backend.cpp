@@ -6,6 +6,7 @@
 #include "providers/cloud/cloud_backend.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,8 @@
 
 #include "pool/ledger.hpp"
 #include "providers/cloud/node_keys.hpp"
+#include "providers/cloud/offers.hpp"
+#include "providers/cloud/sweep.hpp"
 #include "providers/remote/remote_node.hpp"
 #include "sky/catalog.hpp"
 #include "util/text.hpp"
@@ -88,21 +91,24 @@ public:
             .region = region_.empty() ? std::nullopt : std::optional<std::string>(region_),
             .spot = spec_.spot,
             .machine = spec_.machine};
-        Catalog catalog = Catalog::embedded();
+        std::vector<Offer> live;
         try {
-            catalog.merge(api_->live_offers(catalog, req, emit));
+            live = api_->live_offers(Catalog::embedded(), req, emit);
         } catch (const Error&) {
             throw;
         } catch (const std::exception& e) {
             throw ProvisionError(fmt::format("{}: reading offers failed: {}", provider_, e.what()));
         }
+        const bool answered = !live.empty();
+        const Catalog catalog = pool_offers(Catalog::embedded(), std::move(live), provider_);
         offers_ = catalog.select(req, provider_);
         if (offers_.empty())
-            throw ProvisionError(fmt::format("{}: no instance type matches: {}", provider_,
-                                             explain_no_match(catalog.offers(provider_), req)));
+            throw ProvisionError(fmt::format("{}: no instance type {}matches: {}", provider_,
+                                             answered ? "the cloud offers now " : "",
+                                             explain_no_match(catalog.offers(), req)));
         emit(InfraCreating{});
         create_infra(emit);
-        emit(InfraCreated{region_});
+        emit(InfraCreated{region_});  // empty: each offer names its own region
 
         std::vector<int> all(static_cast<std::size_t>(nodes));
         for (int i = 0; i < nodes; ++i) all[static_cast<std::size_t>(i)] = i;
@@ -149,11 +155,19 @@ public:
         try {
             for (const CloudInstance& i : api_->describe({n->instance_id})) {
                 if (i.id != n->instance_id) continue;
-                if (i.preempted) {
+                // Preemption is a spot machine's fate (InstancePreempted, api.md §8); a machine
+                // bought on demand that the cloud takes back is lost like any other.
+                if (i.preempted && n->spot) {
                     mark_gone(*n);
                     return {NodeLostError::Reason::preempted,
                             fmt::format("{} reclaimed the spot instance {}", provider_,
                                         n->instance_id)};
+                }
+                if (i.preempted) {
+                    mark_gone(*n);
+                    return {NodeLostError::Reason::unreachable,
+                            fmt::format("{} took back instance {} ({})", provider_, n->instance_id,
+                                        i.reason.empty() ? "no reason given" : i.reason)};
                 }
                 if (i.state == State::stopping || i.state == State::gone ||
                     i.state == State::unknown) {
@@ -284,11 +298,24 @@ private:
         }
     }
 
+    // The pool's infrastructure, retried while the cloud still says it is in use; what is left
+    // goes into the ledger (`sky ls` shows it, `sky gc` deletes it later).
     void delete_infra() noexcept {
         std::lock_guard lk(infra_m_);
         if (infra_created_) {
-            api_->delete_infra(pool_id_);
+            const std::vector<std::string> left =
+                delete_infra_until_gone(*api_, pool_id_, login_.infra_wait);
             infra_created_ = false;
+            if (!left.empty()) {
+                if (ledger_) ledger_->infra_left(left);
+                try {
+                    spdlog::warn(
+                        "sky: pool {}: still there after {} s: {}; `sky ls` shows it and `sky gc` "
+                        "deletes it",
+                        pool_id_, login_.infra_wait.count(), fmt::join(left, "; "));
+                } catch (...) {
+                }
+            }
         }
         if (!dir_.empty()) {
             std::error_code ec;
@@ -330,14 +357,10 @@ private:
                     return started;
             }
         }
-        std::string list;
-        for (const auto& a : attempts)
-            list += fmt::format("\n  {} in {} ({}): {}", a.instance_type,
-                                a.region.empty() ? std::string("any region") : a.region,
-                                a.spot ? "spot" : "on-demand", a.error);
-        throw ProvisionError(fmt::format("{}: could not launch {} node(s); every offer failed:{}",
-                                         provider_, count, list),
-                             std::move(attempts));
+        // ProvisionError lists the attempts itself, once.
+        throw ProvisionError(
+            fmt::format("{}: could not launch {} node(s); every offer failed:", provider_, count),
+            std::move(attempts));
     }
 
     // One offer for every node in `which`, one launch per node (each node has its own host
@@ -347,13 +370,22 @@ private:
                    const std::string& token_base, std::vector<ProvisionAttempt>& attempts,
                    std::vector<CloudNode>& started, const std::function<void(Event)>& emit) {
         const std::string where = offer.region.empty() ? region_ : offer.region;
+        auto record = [&](bool spot, const std::string& err) {
+            const ProvisionAttempt a{provider_, offer.instance_type, where, spot, err};
+            // Several nodes refused alike are one attempt.
+            if (attempts.empty() || attempts.back().instance_type != a.instance_type ||
+                attempts.back().region != a.region || attempts.back().spot != a.spot ||
+                attempts.back().error != a.error)
+                attempts.push_back(a);
+        };
         auto give_up = [&](bool spot, const std::string& err) {
-            attempts.push_back({provider_, offer.instance_type, where, spot, err});
+            record(spot, err);
             std::vector<std::string> ids;
             for (auto& n : started) ids.push_back(n.instance_id);
             terminate(ids);
             started.clear();
         };
+        bool spot_refused = false;  // this offer had no spot capacity: the rest go on demand
         for (std::size_t k = 0; k < which.size(); ++k) {
             const int node = which[k];
             if (stopping()) {
@@ -361,7 +393,7 @@ private:
                 throw ProvisionError(provider_ + ": the pool is closing", attempts);
             }
             const bool wants_spot = static_cast<int>(k) < want_spot;
-            bool spot = wants_spot && offer.spot_available;
+            bool spot = wants_spot && offer.spot_available && !spot_refused;
             if (wants_spot && !offer.spot_available && !fallback) {
                 give_up(true, "no spot market for this instance type");
                 return false;
@@ -388,20 +420,27 @@ private:
                     fmt::format("{}-{}{}", token_base, node, spot ? "s" : "d").substr(0, 64);
                 try {
                     id = api_->launch(r);
+                } catch (const UnknownInstanceTypeError& e) {
+                    // Not sold here at all: neither spot nor on demand; the next offer.
+                    give_up(spot, e.what());
+                    return false;
                 } catch (const CapacityError& e) {
                     if (spot && fallback) {
                         // IfAvailable and Percent: this node goes on-demand on the same offer.
-                        attempts.push_back({provider_, offer.instance_type, where, true, e.what()});
+                        record(true, e.what());
                         spot = false;
+                        spot_refused = true;
                         continue;
                     }
                     give_up(spot, e.what());
                     return false;
                 } catch (const std::exception& e) {
                     give_up(spot, e.what());
-                    throw ProvisionError(fmt::format("{}: launching {} failed: {}", provider_,
-                                                     offer.instance_type, e.what()),
-                                         attempts);
+                    throw ProvisionError(
+                        fmt::format("{}: launching {} failed with an error that is not about "
+                                    "capacity; provisioning stopped:",
+                                    provider_, offer.instance_type),
+                        attempts);
                 }
             }
             if (id.empty()) {
@@ -483,6 +522,8 @@ private:
                 it->public_ip = i.public_ip;
                 it->private_ip = i.private_ip;
                 it->ssh_port = i.ssh_port;
+                // A key the cloud vouches for replaces the boot script's (which may never run).
+                if (!i.host_public_key.empty()) it->host_public_key = i.host_public_key;
                 if (i.state == State::running && !i.public_ip.empty()) ++ready;
             }
             if (ready == ns.size()) return true;
@@ -493,7 +534,10 @@ private:
         return false;
     }
 
-    // Terminates, then describes until every id is gone (bounded). Never throws.
+    // Terminates, then describes until every id is gone (bounded). Never throws. One failed
+    // call (an expired token, an unreadable answer) must not leave a machine running: the sweep
+    // asks again, a bounded number of times. What is still left then carries the pool's tag and
+    // is in the ledger (`sky gc`), and its watchdog or the boot script's timer powers it off.
     void terminate(std::vector<std::string> ids) noexcept {
         {
             // Confirmed earlier: a second stop_all() costs no call.
@@ -501,55 +545,15 @@ private:
             std::erase_if(ids, [&](const std::string& id) { return terminated_.count(id) > 0; });
         }
         if (ids.empty()) return;
-        auto confirmed = [&](const std::string& id) {
+        SweepOptions o;
+        o.on_gone = [&](const std::string& id) {
             {
                 std::lock_guard lk(m_);
                 terminated_.insert(id);
             }
             if (ledger_) ledger_->instance_gone(id);
         };
-        // One failed call (an expired token, an unreadable answer) must not leave a machine
-        // running: a terminate that failed is sent again, and a describe that failed is asked
-        // again, a bounded number of times. What is still left then carries the pool's tag and
-        // is in the ledger (`sky gc`), and its watchdog or the boot script's timer powers it off.
-        constexpr int kTerminateTries = 4;
-        int sent = 0;
-        bool need_send = true;
-        auto send = [&](const std::vector<std::string>& which) {
-            ++sent;
-            try {
-                api_->terminate(which);
-                return true;
-            } catch (...) {
-                return false;
-            }
-        };
-        std::vector<std::string> to_send = ids;
-        const auto until = Clock::now() + std::chrono::minutes(5);
-        auto pause = std::chrono::milliseconds(200);
-        for (int poll = 0; poll < 200 && Clock::now() < until && !ids.empty(); ++poll) {
-            if (need_send && sent < kTerminateTries) need_send = !send(to_send);
-            try {
-                std::vector<std::string> still;
-                for (const auto& i : api_->describe(ids)) {
-                    if (i.state == State::gone || i.state == State::unknown) {
-                        confirmed(i.id);
-                        std::erase(ids, i.id);
-                    } else if (i.state != State::stopping) {
-                        still.push_back(i.id);  // not on its way out: the terminate was lost
-                    }
-                }
-                if (!still.empty() && !need_send && poll >= 2) {
-                    to_send = std::move(still);
-                    need_send = true;
-                }
-            } catch (...) {
-            }
-            if (ids.empty()) return;
-            if (need_send && sent >= kTerminateTries && poll > 8) return;  // give up: gc's turn
-            std::this_thread::sleep_for(pause);
-            pause = std::min(pause * 2, std::chrono::milliseconds(5000));
-        }
+        (void)terminate_and_confirm(*api_, std::move(ids), o);
     }
 
     // A lost node gets a new machine: the old one is terminated (it is gone, being reclaimed,
@@ -589,6 +593,7 @@ private:
             r.machine.spot = n.spot;
             r.machine.instance_type = n.offer.instance_type;
             r.machine.pool_id = pool_id_;
+            r.machine.host_public_key = n.host_public_key;  // the key the pool pins
             r.offer = n.offer;
             r.spec = &spec_;
             r.pool_id = pool_id_;

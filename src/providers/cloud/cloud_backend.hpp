@@ -15,7 +15,7 @@ namespace sky::detail {
 /// What starting a launched machine's worker needs.
 struct NodeStartRequest {
     int node = 0;
-    CloudInstance machine;  ///< as describe() saw it running (id, addresses, spot)
+    CloudInstance machine;  ///< as describe() saw it running (id, addresses, spot, pinned key)
     Offer offer;
     const PoolSpec* spec = nullptr;
     std::string pool_id;

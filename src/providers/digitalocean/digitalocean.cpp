@@ -43,6 +43,12 @@ std::string error_text(const std::exception& e) {
     return e.what();
 }
 
+// DigitalOcean's answer for a size it does not know (retired or renamed): the next offer.
+bool is_unknown_size(const HttpError& e) {
+    return e.status() == 422 &&
+           to_lower(e.provider_message()).find("invalid size") != std::string::npos;
+}
+
 // DigitalOcean's answers that mean "not this size here, now": the size is not sold in the
 // region or has no capacity, or the account's droplet limit is reached (HTTP 422).
 bool is_capacity(const HttpError& e) {
@@ -113,7 +119,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest&,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("token", emit);
+        api_->notice_endpoint("token");
         std::vector<json> sizes;
         try {
             for_each_page("/sizes", "sizes", [&](const json& s) { sizes.push_back(s); });
@@ -223,6 +229,8 @@ public:
         try {
             answer = api_->call("POST", "/droplets", body, Repeat::once);
         } catch (const HttpError& e) {
+            if (is_unknown_size(e))
+                throw UnknownInstanceTypeError("DigitalOcean: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("DigitalOcean: " + error_text(e));
             throw provision_error("POST /droplets", e);
         }
@@ -297,6 +305,21 @@ public:
         }
     }
 
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::vector<std::string> left;
+        const std::string name = "sky-" + std::string(pool_id);
+        try {
+            for_each_page("/account/keys", "ssh_keys", [&](const json& k) {
+                if (text_of(k, "name") == name)
+                    left.push_back(fmt::format("account key {} ({})", text_of(k, "id"), name));
+            });
+        } catch (const std::exception& e) {
+            left.push_back(fmt::format("account key {} (cannot tell: {})", name, error_text(e)));
+        } catch (...) {
+        }
+        return left;
+    }
+
     CloudLogin login() const override {
         CloudLogin l;
         l.user = "root";
@@ -304,6 +327,8 @@ public:
         l.power_off_on_expiry = false;
         l.rotate_host_key = true;  // user_data is readable at 169.254.169.254/metadata/v1
         l.boot_wait = std::chrono::seconds(300);
+        // An account key is never held by a droplet: a short wait rides out a failed call.
+        l.infra_wait = std::chrono::seconds(30);
         return l;
     }
 

@@ -16,6 +16,8 @@
 
 namespace sky::detail {
 
+void collect_local_pools(std::vector<GcPool> pools, const GcOptions& options);  // local_gc.cpp
+
 namespace {
 
 class LocalBackend final : public Backend {
@@ -26,9 +28,6 @@ public:
           pool_id_(std::move(pool_id)),
           ledger_(ledger),
           image_(spec.image) {
-        // Each worker's environment names its pool: `sky gc` kills a dead client's leftover
-        // worker only when /proc/PID/environ proves it is that pool's.
-        spec_.env["SKY_PARENT_POOL"] = pool_id_;
         // The image's venv is active for the worker, as env.sh makes it on a node; the image's
         // own env (and the pool's) may still set these.
         for (auto& [k, v] : image_.worker_env()) spec_.image.env.emplace(k, v);
@@ -64,7 +63,7 @@ public:
                 std::lock_guard lk(m_);
                 auto& slot = workers_.at(static_cast<std::size_t>(node));
                 if (!slot) {
-                    slot = std::make_unique<LocalWorker>(spec_, cfg_.workdir);
+                    slot = std::make_unique<LocalWorker>(spec_, cfg_.workdir, pool_id_);
                     fresh = true;
                 }
                 w = slot.get();
@@ -142,6 +141,7 @@ ProviderDescriptor local_provider() {
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         return std::make_unique<LocalBackend>(c.spec, c.pool_id, c.ledger);
     };
+    d.collect = collect_local_pools;
     return d;
 }
 

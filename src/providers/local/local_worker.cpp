@@ -44,8 +44,8 @@ namespace {
 std::string crash_file_in(const std::string& dir) { return dir.empty() ? "" : dir + "/crash"; }
 }  // namespace
 
-LocalWorker::LocalWorker(const PoolSpec& spec, std::string workdir)
-    : spec_(spec), workdir_(std::move(workdir)) {
+LocalWorker::LocalWorker(const PoolSpec& spec, std::string workdir, std::string pool_id)
+    : spec_(spec), workdir_(std::move(workdir)), pool_id_(std::move(pool_id)) {
     // Where the worker leaves its crash report: a directory only this user can enter.
     const char* tmp = std::getenv("TMPDIR");
     std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/sky-worker-XXXXXX";
@@ -86,9 +86,10 @@ void LocalWorker::start() {
     // A report from the previous worker must not pass for this one's.
     if (!crash_dir_.empty()) ::unlink(crash_file_in(crash_dir_).c_str());
     for (auto& v : WorkerLaunch{.fd = 3,
-                   .token = token,
-                   .crash_file = crash_file_in(crash_dir_),
-                   .parent_pid = ::getpid()}
+                                .token = token,
+                                .crash_file = crash_file_in(crash_dir_),
+                                .parent_pid = ::getpid(),
+                                .parent_pool = pool_id_}
                        .env())
         req.env.push_back(std::move(v));
     req.workdir = workdir_;

@@ -16,8 +16,10 @@ namespace sky::detail {
 class LocalWorker final : public NodeHandle {
 public:
     /// Starts a worker for `spec` (its env and its image's env) in `workdir` (empty: the
-    /// client's). Throws sky::Error when the process cannot be started.
-    LocalWorker(const PoolSpec& spec, std::string workdir);
+    /// client's); its environment names `pool_id` (SKY_PARENT_POOL, when not empty), which is
+    /// what lets `sky gc` prove a leftover worker is that pool's. Throws sky::Error when the
+    /// process cannot be started.
+    LocalWorker(const PoolSpec& spec, std::string workdir, std::string pool_id = {});
     /// Stops the worker (stop()).
     ~LocalWorker() override;
     LocalWorker(const LocalWorker&) = delete;
@@ -52,6 +54,7 @@ private:
 
     PoolSpec spec_;
     std::string workdir_;
+    std::string pool_id_;
     mutable std::mutex m_;
     int pid_ = -1;
     int status_ = 0;

@@ -2,7 +2,8 @@
 // The provider descriptor (providers/registry/registry.hpp) of a REST cloud, made the same way
 // for the four (DigitalOcean, Verda, Vast.ai, RunPod): a spec's checks (the cloud's own, then its
 // endpoint, then the accelerator a GPU-only cloud needs), the pool's backend on the cloud layer,
-// an adapter from the environment for `sky ls` / `sky gc`, and `sky doctor`'s credential status
+// an adapter from the environment and the cloud layer's listing and collection for `sky ls` /
+// `sky gc`, and `sky doctor`'s credential status
 // from environment variables. Each cloud passes only what is its own.
 #include <functional>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "providers/cloud/cloud_backend.hpp"
+#include "providers/cloud/collect.hpp"
 #include "providers/registry/registry.hpp"
 
 namespace sky::detail::rest {
@@ -58,9 +60,13 @@ ProviderDescriptor cloud_descriptor(
         return make_cloud_backend(make_adapter(*c.spec.provider.get<Config>()), c);
     };
     d.credentials = std::move(credentials);
-    d.make_adapter = [make_adapter]() -> std::unique_ptr<CloudAdapter> {
-        return make_adapter(Config{});
+    d.make_adapter = [make_adapter](std::string_view region) -> std::unique_ptr<CloudAdapter> {
+        Config c{};
+        if constexpr (requires { c.region; })
+            if (!region.empty()) c.region = std::string(region);
+        return make_adapter(c);
     };
+    add_cloud_gc(d);
     return d;
 }
 

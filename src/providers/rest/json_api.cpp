@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -47,6 +48,23 @@ std::string error_text(const std::exception& e) {
     return e.what();
 }
 
+std::string pool_of_machine_name(std::string_view name) {
+    auto hex = [](std::string_view s) {
+        return std::all_of(s.begin(), s.end(),
+                           [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    };
+    if (name.rfind("sky-", 0) != 0) return {};
+    const std::string_view rest = name.substr(4);
+    const auto n = rest.rfind("-n");
+    if (n == std::string_view::npos) return {};
+    const std::string_view pool = rest.substr(0, n), node = rest.substr(n + 2);
+    const bool node_ok =
+        !node.empty() && node.size() <= 6 &&
+        std::all_of(node.begin(), node.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (pool.size() < 8 || pool.size() > 32 || !hex(pool) || !node_ok) return {};
+    return std::string(pool);
+}
+
 CloudInstance unknown_instance(const std::string& id, std::string_view cloud) {
     CloudInstance u;
     u.id = id;
@@ -55,13 +73,11 @@ CloudInstance unknown_instance(const std::string& id, std::string_view cloud) {
     return u;
 }
 
-void JsonApi::notice_endpoint(std::string_view credential,
-                              const std::function<void(Event)>& emit) const {
+void JsonApi::notice_endpoint(std::string_view credential) const {
+    // A notice, not an error: on stderr, once per process (not in the event stream).
     if (config_.endpoint.source != "default")
-        emit(ErrorEvent{
-            fmt::format("{}: notice: requests with your {} go to {} (set by {})", config_.provider,
-                        credential, shown_url(base_url()), config_.endpoint.source),
-            std::nullopt});
+        notice_once(fmt::format("{}: requests with your {} go to {} (set by {})", config_.provider,
+                                credential, shown_url(base_url()), config_.endpoint.source));
 }
 
 void check_endpoint(const std::string& provider, const Endpoint& e) {

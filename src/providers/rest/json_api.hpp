@@ -78,9 +78,9 @@ public:
                         const std::optional<nlohmann::json>& body = std::nullopt,
                         Repeat repeat = Repeat::safe) const;
 
-    /// When the endpoint is not the cloud's own: an ErrorEvent noticing that requests with the
-    /// user's `credential` ("API key") go there, and what set it.
-    void notice_endpoint(std::string_view credential, const std::function<void(Event)>& emit) const;
+    /// When the endpoint is not the cloud's own: a notice on stderr, once per process, that
+    /// requests with the user's `credential` ("API key") go there, and what set it.
+    void notice_endpoint(std::string_view credential) const;
 
     [[nodiscard]] const std::string& base_url() const { return config_.endpoint.url; }
     [[nodiscard]] const ApiConfig& config() const { return config_; }
@@ -92,6 +92,11 @@ private:
 /// An error as the REST clouds quote it: "HTTP <status> <code>: <message>" for an HttpError that
 /// carries the cloud's code or message, else what() says.
 [[nodiscard]] std::string error_text(const std::exception& e);
+
+/// The pool of a machine named as the cloud layer names them, "sky-<pool id>-n<node>" (a pool id
+/// is 8 to 32 lowercase hex digits); "" for any other name: a machine someone named "sky-..."
+/// by hand is never taken for a sky pool's (`sky gc --include-unknown` would end it).
+[[nodiscard]] std::string pool_of_machine_name(std::string_view name);
 
 /// What describe() reports for an id `cloud` ("Vast.ai") does not know.
 [[nodiscard]] CloudInstance unknown_instance(const std::string& id, std::string_view cloud);

@@ -61,6 +61,15 @@ bool is_capacity_message(const std::string& message) {
     return false;
 }
 
+// RunPod's answers for a GPU type id it does not know (renamed or retired).
+bool is_unknown_gpu_message(const std::string& message) {
+    const std::string m = to_lower(message);
+    return m.find("gpu type") != std::string::npos &&
+           (m.find("invalid") != std::string::npos || m.find("unknown") != std::string::npos ||
+            m.find("not found") != std::string::npos ||
+            m.find("does not exist") != std::string::npos);
+}
+
 // The embedded catalog's names ("1x_H100-80GB_SECURE"): the GPU's short name.
 std::string short_name(const std::string& accelerator, double memory_gb) {
     if (accelerator_info(accelerator).memory_gb.size() > 1 && memory_gb > 0)
@@ -132,7 +141,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("API key", emit);
+        api_->notice_endpoint("API key");
         json data;
         try {
             data = graphql(
@@ -205,7 +214,8 @@ public:
 
     std::string launch(const LaunchRequest& r) override {
         auto shape = parse_type(r.offer.instance_type);
-        if (!shape) throw ProvisionError("RunPod: not a RunPod offer: " + r.offer.instance_type);
+        if (!shape)
+            throw UnknownInstanceTypeError("RunPod: not a RunPod offer: " + r.offer.instance_type);
         std::vector<std::string> ids;
         {
             std::lock_guard lk(m_);
@@ -214,9 +224,11 @@ public:
         }
         if (ids.empty()) ids = known_gpu_ids(shape->gpu);
         if (ids.empty())
-            throw ProvisionError("RunPod: no GPU type id known for " + r.offer.instance_type);
+            throw UnknownInstanceTypeError("RunPod: no GPU type id known for " +
+                                           r.offer.instance_type);
         const std::string start = container_boot_script(r.boot_script, r.ssh_public_key);
         std::string last;
+        bool capacity = false;  // some GPU id exists but had none: a capacity answer
         for (const auto& gpu_id : ids) {
             json input = {{"name", fmt::format("{}-n{}", r.name, r.node)},
                           {"imageName", image_},
@@ -268,9 +280,14 @@ public:
             }
             const auto err = first_error(answer);
             last = err ? err->message : "no pod in the answer";
-            if (err && is_capacity_message(err->message)) continue;  // the next GPU id
+            if (err && is_capacity_message(err->message)) {
+                capacity = true;
+                continue;  // the next GPU id
+            }
+            if (err && is_unknown_gpu_message(err->message)) continue;  // the next GPU id
             throw ProvisionError(fmt::format("RunPod {} failed: {}", field, last));
         }
+        if (!capacity) throw UnknownInstanceTypeError("RunPod: " + last);
         throw CapacityError("RunPod: " + last);
     }
 
@@ -377,12 +394,7 @@ private:
         CloudInstance c;
         c.id = text_of(p, "id");
         const std::string status = text_of(p, "desiredStatus");
-        const std::string name = text_of(p, "name");
-        if (name.rfind("sky-", 0) == 0) {
-            std::string rest = name.substr(4);
-            auto n = rest.rfind("-n");
-            c.pool_id = n == std::string::npos ? rest : rest.substr(0, n);
-        }
+        c.pool_id = rest::pool_of_machine_name(text_of(p, "name"));
         c.spot = text_of(p, "podType") == "INTERRUPTABLE";
         c.instance_type = text_of(p, "machineId");
         if (status == "RUNNING") {

@@ -33,11 +33,13 @@
 
 #include "pool/ledger.hpp"
 #include "providers/cloud/cloud_backend.hpp"
+#include "providers/cloud/collect.hpp"
 #include "providers/local/local_worker.hpp"
 #include "providers/registry/registry.hpp"
 #include "runtime/protocol.hpp"
 #include "sky/catalog.hpp"
 #include "sky/cloud.hpp"
+#include "util/private_files.hpp"
 
 namespace sky::detail {
 
@@ -85,8 +87,7 @@ void write_record(const Record& r) noexcept {
     try {
         const fs::path dir = records_dir();
         if (dir.empty() || !safe_id(r.id)) return;
-        fs::create_directories(dir);
-        ::chmod(dir.c_str(), 0700);
+        ensure_private_dir(dir);  // throws for a directory another user could write
         json j = {{"id", r.id},
                   {"pool", r.pool},
                   {"instance_type", r.instance_type},
@@ -116,13 +117,12 @@ void remove_record(const std::string& id) noexcept {
     fs::remove(dir / (id + ".json"), ec);
 }
 
+// A record tells `sky gc` which process to SIGKILL: believed only in a private directory, from a
+// file of this user that nobody else could write (never through a symbolic link).
 std::optional<Record> read_record(const fs::path& file) noexcept {
     try {
-        std::ifstream in(file, std::ios::binary);
-        if (!in) return std::nullopt;
-        std::stringstream ss;
-        ss << in.rdbuf();
-        const json j = json::parse(ss.str());
+        if (!is_private_dir(file.parent_path())) return std::nullopt;
+        const json j = json::parse(read_private_file(file, 64 * 1024));
         Record r;
         r.id = j.at("id").get<std::string>();
         r.pool = j.at("pool").get<std::string>();
@@ -800,9 +800,10 @@ ProviderDescriptor simulated_provider() {
         return make_cloud_backend(std::make_unique<SimulatedAdapter>(cloud, seed), c,
                                   std::move(starter));
     };
-    d.make_adapter = []() -> std::unique_ptr<CloudAdapter> {
+    d.make_adapter = [](std::string_view) -> std::unique_ptr<CloudAdapter> {
         return std::make_unique<SimulatedAdapter>(nullptr, 0);
     };
+    add_cloud_gc(d);
     return d;
 }
 

@@ -17,6 +17,7 @@
 
 #include "pool/backend.hpp"
 #include "pool/ledger.hpp"
+#include "providers/cloud/collect.hpp"
 #include "providers/registry/registry.hpp"
 #include "providers/slurm/jobs.hpp"
 #include "providers/slurm/login.hpp"
@@ -813,7 +814,10 @@ ProviderDescriptor slurm_provider() {
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         return std::make_unique<SlurmBackend>(c.spec, c.pool_id, c.ledger);
     };
-    d.make_adapter = [] { return make_slurm_adapter(); };
+    // `sky ls` and `sky gc` reach Slurm as they reach a cloud: its adapter lists sky's jobs
+    // (squeue by name) and scancels those of dead pools.
+    d.make_adapter = [](std::string_view) { return make_slurm_adapter(); };
+    add_cloud_gc(d);
     return d;
 }
 

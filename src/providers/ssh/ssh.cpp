@@ -170,6 +170,26 @@ ProviderDescriptor ssh_provider() {
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         return std::make_unique<SshBackend>(c.spec, c.pool_id, c.ledger);
     };
+    // Nothing to terminate: the machines are the user's (their workers end by their idle
+    // timeout). The ledger is closed.
+    d.collect = [](std::vector<GcPool> pools, const GcOptions& o) {
+        for (const auto& p : pools) {
+            if (!p.record) continue;
+            std::string hosts;
+            for (const auto& h : p.machines) hosts += (hosts.empty() ? "" : ", ") + h;
+            o.say(fmt::format(
+                "{}: nothing to terminate: {} are your machines (its workers there end by their "
+                "idle timeout){}",
+                p.label, hosts.empty() ? std::string("its hosts") : hosts,
+                o.dry_run ? "; would close its ledger" : "; ledger closed"));
+            if (o.dry_run) continue;
+            try {
+                Ledger::record_collected(*p.record, p.machines);
+            } catch (const std::exception& e) {
+                o.fail(fmt::format("pool {}: cannot update its ledger: {}", p.pool_id, e.what()));
+            }
+        }
+    };
     return d;
 }
 

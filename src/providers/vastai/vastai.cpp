@@ -85,14 +85,6 @@ std::optional<std::pair<int, std::string>> parse_type(const std::string& type) {
     }
 }
 
-// The label names the pool: "sky-<pool id>-n<node>".
-std::string pool_of_label(const std::string& label) {
-    if (label.rfind("sky-", 0) != 0) return {};
-    std::string rest = label.substr(4);
-    auto n = rest.rfind("-n");
-    return n == std::string::npos ? rest : rest.substr(0, n);
-}
-
 std::optional<std::string> read_key_file() {
     const std::string home = env_or("HOME");
     if (home.empty()) return std::nullopt;
@@ -127,7 +119,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog&, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("API key", emit);
+        api_->notice_endpoint("API key");
         std::vector<json> asks;
         const bool bid = wants_spot(req.spot);
         try {
@@ -175,7 +167,9 @@ public:
 
     std::string launch(const LaunchRequest& r) override {
         auto shape = parse_type(r.offer.instance_type);
-        if (!shape) throw ProvisionError("Vast.ai: not a Vast.ai offer: " + r.offer.instance_type);
+        if (!shape)
+            throw UnknownInstanceTypeError("Vast.ai: not a Vast.ai offer: " +
+                                           r.offer.instance_type);
         const std::string onstart = vastai_onstart(r.boot_script, r.ssh_public_key);
         SelectionRequest req;
         std::vector<json> asks;
@@ -262,33 +256,45 @@ public:
         if (!r.is_object() || !r.contains("instances") || !r["instances"].is_array()) return out;
         for (const auto& i : r["instances"]) {
             CloudInstance c = instance_from(i);
-            if (c.state == CloudInstance::State::gone) continue;
-            if (text_of(i, "label").rfind("sky-", 0) != 0) continue;
+            if (c.state == CloudInstance::State::gone || c.pool_id.empty()) continue;
             if (!pool_id.empty() && c.pool_id != pool_id) continue;
             out.push_back(std::move(c));
         }
         return out;
     }
 
-    void delete_infra(std::string_view) noexcept override {
+    void delete_infra(std::string_view pool_id) noexcept override {
         std::lock_guard lk(m_);
         try {
-            std::string id = key_id_;
-            if (id.empty() && !public_key_.empty()) {
-                json keys = api_->call("GET", "/ssh/");
-                const json& list = keys.is_array()
-                                       ? keys
-                                       : keys.value("keys", keys.value("ssh_keys", json::array()));
-                for (const auto& k : list)
-                    if (trim(text_of(k, "public_key")) == trim(public_key_) ||
-                        trim(text_of(k, "ssh_key")) == trim(public_key_))
-                        id = text_of(k, "id");
+            std::vector<std::string> ids;
+            if (!key_id_.empty()) ids.push_back(key_id_);
+            for (const auto& id : pool_keys(pool_id))
+                if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+            for (const auto& id : ids) {
+                try {
+                    (void)api_->send("DELETE", "/ssh/" + url_encode(id) + "/");
+                } catch (const HttpError& e) {
+                    if (e.status() != 404) continue;
+                }
+                if (id == key_id_) key_id_.clear();
             }
-            if (!id.empty()) (void)api_->send("DELETE", "/ssh/" + url_encode(id) + "/");
-            key_id_.clear();
-            key_registered_ = false;
+            key_registered_ = !key_id_.empty();
         } catch (...) {
         }
+    }
+
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::lock_guard lk(m_);
+        std::vector<std::string> left;
+        try {
+            for (const auto& id : pool_keys(pool_id))
+                left.push_back(fmt::format("SSH key {} (sky-{})", id, pool_id));
+        } catch (const std::exception& e) {
+            left.push_back(
+                fmt::format("SSH key of sky-{} (cannot tell: {})", pool_id, error_text(e)));
+        } catch (...) {
+        }
+        return left;
     }
 
     CloudLogin login() const override {
@@ -297,10 +303,33 @@ public:
         l.power_off_on_expiry = false;  // a container: powering off ends nothing
         l.rotate_host_key = true;
         l.boot_wait = std::chrono::seconds(600);  // the image is pulled first
+        l.infra_wait = std::chrono::seconds(30);  // a key is never held by an instance
         return l;
     }
 
 private:
+    // The account keys that are this pool's: the one this adapter registered, or any whose
+    // comment is the pool's name (the cloud layer comments its key "sky-<pool id>", so `sky gc`
+    // finds it from the pool id alone). Caller holds m_; throws what the call throws.
+    std::vector<std::string> pool_keys(std::string_view pool_id) {
+        json keys = api_->call("GET", "/ssh/");
+        const json& list =
+            keys.is_array() ? keys : keys.value("keys", keys.value("ssh_keys", json::array()));
+        const std::string comment = "sky-" + std::string(pool_id);
+        std::vector<std::string> ids;
+        for (const auto& k : list) {
+            std::string text = text_of(k, "public_key");
+            if (text.empty()) text = text_of(k, "ssh_key");
+            const std::string t(trim(text));
+            const bool ours =
+                (!public_key_.empty() && t == trim(public_key_)) ||
+                (t.size() > comment.size() + 1 &&
+                 t.compare(t.size() - comment.size() - 1, std::string::npos, " " + comment) == 0);
+            if (ours) ids.push_back(text_of(k, "id"));
+        }
+        return ids;
+    }
+
     // Asks that meet the request, cheapest first (by min_bid for bids).
     std::vector<json> search(const std::optional<std::string>& accelerator, int count, bool exact,
                              const SelectionRequest& req, bool bid, int limit) {
@@ -370,7 +399,7 @@ private:
         else
             c.state = CloudInstance::State::stopping;  // exited, stopped, offline, unknown, frozen
         c.spot = i.value("is_bid", false);
-        c.pool_id = pool_of_label(text_of(i, "label"));
+        c.pool_id = rest::pool_of_machine_name(text_of(i, "label"));
         c.instance_type = type_name(static_cast<int>(number_of(i, "num_gpus").value_or(0)), [&] {
             auto a = accelerator_from_device_name(text_of(i, "gpu_name"), 0, 1);
             return a ? a->name : text_of(i, "gpu_name");

@@ -48,6 +48,19 @@ std::optional<ProviderErrorInfo> parse_verda_error(const HttpResponse& r) {
 
 bool is_not_found(const HttpError& e) { return e.status() == 404 || e.code() == "not_found"; }
 
+// Verda's answers that mean "no such type" (a retired or renamed type, one this account may not
+// order): the next offer, never the same type again.
+bool is_unknown_type(const HttpError& e) {
+    if (e.status() != 400 && e.status() != 404 && e.status() != 422) return false;
+    const std::string m = to_lower(e.provider_message());
+    if (m.find("instance type") == std::string::npos &&
+        m.find("instance_type") == std::string::npos)
+        return false;
+    for (const char* w : {"invalid", "unknown", "not found", "does not exist", "not supported"})
+        if (m.find(w) != std::string::npos) return true;
+    return false;
+}
+
 // Verda's answers that mean "not this type here, now".
 bool is_capacity(const HttpError& e) {
     if (e.code() == "insufficient_resources" || e.code() == "no_capacity" ||
@@ -70,22 +83,30 @@ std::string blob_of(const std::string& public_key) {
     return t.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
 }
 
-// The id in a body that is the id as text (the SDK reads `.text`): quoted or not.
+// The id in a body that is the id as text (the SDK reads `.text`): quoted or not. "" when the
+// body holds no id (an error page, a cut answer): never an id made of whatever came back.
 std::string id_of_text(const std::string& body) {
+    auto plausible = [](const std::string& id) {
+        return !id.empty() && id.size() <= 128 &&
+               std::all_of(id.begin(), id.end(),
+                           [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_'; });
+    };
     std::string t(trim(body));
     if (t.size() >= 2 && t.front() == '"' && t.back() == '"') {
         try {
-            return json::parse(t).get<std::string>();
+            const std::string id = json::parse(t).get<std::string>();
+            return plausible(id) ? id : std::string();
         } catch (const std::exception&) {
         }
     }
     if (!t.empty() && t.front() == '{') {
         try {
-            return text_of(json::parse(t), "id");
+            const std::string id = text_of(json::parse(t), "id");
+            return plausible(id) ? id : std::string();
         } catch (const std::exception&) {
         }
     }
-    return t;
+    return plausible(t) ? t : std::string();
 }
 
 // "sky:pool=<id>" in the instance's description names its pool.
@@ -133,7 +154,7 @@ public:
 
     std::vector<Offer> live_offers(const Catalog& catalog, const SelectionRequest& req,
                                    const std::function<void(Event)>& emit) override {
-        api_->notice_endpoint("client credentials", emit);
+        api_->notice_endpoint("client credentials");
         json types;
         try {
             types = call("GET", "/instance-types");
@@ -230,17 +251,23 @@ public:
     void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
         std::lock_guard lk(m_);
         if (!key_id_.empty()) return;
-        try {
+        auto find_key = [&] {
             json keys = call("GET", "/sshkeys");
             if (keys.is_array())
                 for (const auto& k : keys)
                     if (blob_of(text_of(k, "key")) == blob_of(r.ssh_public_key))
                         key_id_ = text_of(k, "id");
-            if (key_id_.empty())
+        };
+        try {
+            find_key();
+            if (key_id_.empty()) {
                 key_id_ =
                     id_of_text(send("POST", "/sshkeys",
                                     json{{"name", r.name}, {"key", r.ssh_public_key}}, Repeat::once)
                                    .body);
+                // An answer without an id (cut short, an error page): the key may exist anyway.
+                if (key_id_.empty()) find_key();
+            }
         } catch (const std::exception& e) {
             throw ProvisionError("Verda: registering the pool's SSH key failed: " + error_text(e));
         }
@@ -263,6 +290,7 @@ public:
                 throw CapacityError(fmt::format("Verda: {}{} is not available in {} now", type,
                                                 r.spot ? " (spot)" : "", location));
         } catch (const HttpError& e) {
+            if (is_unknown_type(e)) throw UnknownInstanceTypeError("Verda: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("Verda: " + error_text(e));
             throw ProvisionError("Verda GET /instance-availability failed: " + error_text(e));
         }
@@ -304,6 +332,7 @@ public:
             if (id.empty()) throw ProvisionError("Verda: POST /instances answered without an id");
             return id;
         } catch (const HttpError& e) {
+            if (is_unknown_type(e)) throw UnknownInstanceTypeError("Verda: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("Verda: " + error_text(e));
             throw ProvisionError("Verda POST /instances failed: " + error_text(e));
         }
@@ -400,13 +429,7 @@ public:
                             scripts.push_back(text_of(s, "id"));
             } catch (...) {
             }
-            if (!scripts.empty()) {
-                try {
-                    (void)send("DELETE", "/scripts", json{{"scripts", scripts}});
-                    scripts_.clear();
-                } catch (...) {
-                }
-            }
+            if (delete_each("/scripts", "scripts", scripts)) scripts_.clear();
             std::vector<std::string> keys;
             if (!key_id_.empty()) keys.push_back(key_id_);
             try {
@@ -418,12 +441,32 @@ public:
                             keys.push_back(text_of(k, "id"));
             } catch (...) {
             }
-            if (!keys.empty()) {
-                (void)send("DELETE", "/sshkeys", json{{"keys", keys}});
-                key_id_.clear();
-            }
+            if (delete_each("/sshkeys", "keys", keys)) key_id_.clear();
         } catch (...) {
         }
+    }
+
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::vector<std::string> left;
+        const std::string prefix = "sky-" + std::string(pool_id);
+        try {
+            json scripts = call("GET", "/scripts");
+            if (scripts.is_array())
+                for (const auto& s : scripts)
+                    if (text_of(s, "name").rfind(prefix + "-", 0) == 0)
+                        left.push_back(fmt::format("startup script {} ({})", text_of(s, "id"),
+                                                   text_of(s, "name")));
+            json keys = call("GET", "/sshkeys");
+            if (keys.is_array())
+                for (const auto& k : keys)
+                    if (text_of(k, "name") == prefix)
+                        left.push_back(fmt::format("SSH key {} ({})", text_of(k, "id"), prefix));
+        } catch (const std::exception& e) {
+            left.push_back(fmt::format("SSH key and startup scripts {} (cannot tell: {})", prefix,
+                                       error_text(e)));
+        } catch (...) {
+        }
+        return left;
     }
 
     CloudLogin login() const override {
@@ -433,10 +476,35 @@ public:
         l.power_off_on_expiry = false;
         l.rotate_host_key = true;
         l.boot_wait = std::chrono::seconds(600);  // Verda's instances take minutes to boot
+        // Keys and scripts are never held by a machine: a short wait rides out a failed call.
+        l.infra_wait = std::chrono::seconds(30);
         return l;
     }
 
 private:
+    // DELETE `path` {field: ids}: all at once, else one at a time (one id that is gone fails the
+    // whole call; 404 is success). Whether every id is gone now. Never throws.
+    bool delete_each(const std::string& path, const char* field,
+                     const std::vector<std::string>& ids) noexcept {
+        if (ids.empty()) return true;
+        try {
+            (void)send("DELETE", path, json{{field, ids}});
+            return true;
+        } catch (...) {
+        }
+        bool all = true;
+        for (const auto& id : ids) {
+            try {
+                (void)send("DELETE", path, json{{field, json::array({id})}});
+            } catch (const HttpError& e) {
+                all = all && is_not_found(e);
+            } catch (...) {
+                all = false;
+            }
+        }
+        return all;
+    }
+
     CloudInstance instance_from(const json& i) {
         CloudInstance c;
         c.id = text_of(i, "id");

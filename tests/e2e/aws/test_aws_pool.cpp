@@ -14,9 +14,16 @@
 
 #include "fakes/ec2/fake_ec2.hpp"
 #include "hosts/test_hosts.hpp"
+#include "pool/ledger.hpp"
 #include "providers/aws/ec2_client.hpp"
+#include "providers/cloud/node_keys.hpp"
+#include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
 #include "ssh/session.hpp"
+#include "support/adapter_test.hpp"
+#include "support/capture_stderr.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_home.hpp"
 
 using sky::test::Ec2Fault;
 using sky::test::FakeEc2;
@@ -55,10 +62,13 @@ std::string instance_types_path() {
            "/ec2-instance-types/accelerated-instance-types.json";
 }
 
-// overrides: JSON merge patches over the test data's DescribeInstanceTypes answers, by type.
+// overrides: JSON merge patches over the test data's DescribeInstanceTypes answers, by type;
+// linger: how long a terminated instance's network interface outlives it.
 FakeEc2 make_fake(TestHosts* hosts, bool install_host_key = true,
-                  std::map<std::string, nlohmann::json> overrides = {}) {
+                  std::map<std::string, nlohmann::json> overrides = {},
+                  std::chrono::milliseconds linger = {}) {
     sky::test::FakeEc2Options o;
+    o.interface_linger = linger;
     if (std::filesystem::exists(instance_types_path()))
         o.instance_types_path = instance_types_path();
     o.instance_type_overrides = std::move(overrides);
@@ -236,9 +246,10 @@ TEST_CASE("aws pool: 2 A100 nodes run a gather and leave no instance running", "
     CHECK(sky_groups(fake).empty());
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
                                 std::chrono::seconds(10)));
-    // The fake's endpoint is not AWS's, and this client's address is unknown to it: both said.
-    CHECK(said(rec, "AWS requests signed with your credentials go to " + fake.endpoint()));
-    CHECK(said(rec, "open to 0.0.0.0/0"));
+    // The fake's endpoint is not AWS's, and this client's address is unknown to it: both are
+    // notices on stderr (the aws_notice test), not errors in the event stream.
+    CHECK_FALSE(said(rec, "AWS requests signed with your credentials go to"));
+    CHECK_FALSE(said(rec, "open to 0.0.0.0/0"));
     CHECK(rec.count<sky::InfraCreating>() == 1);
     CHECK(rec.count<sky::InfraCreated>() == 1);
     CHECK(rec.count<sky::InstanceLaunching>() >= 1);
@@ -451,20 +462,22 @@ TEST_CASE("sky ls --provider aws lists the tagged instances, never a credential"
         std::istringstream words(line);
         std::vector<std::string> w;
         for (std::string x; words >> x;) w.push_back(x);
-        if (!w.empty()) rows[w[0]] = w;
+        if (w.size() > 1 && w[0] == "aws") rows[w[1]] = w;
     }
     REQUIRE(rows.count(a));
     REQUIRE(rows.count(b));
     CHECK_FALSE(rows.count(untagged));
     CHECK_FALSE(rows.count(gone));
-    REQUIRE(rows[a].size() == 7);
-    CHECK(rows[a][1] == "pool0001");
-    CHECK(rows[a][2] == "p4d.24xlarge");
-    CHECK(rows[a][3] == "running");
-    CHECK(rows[a][4].rfind("203.0.113.", 0) == 0);
-    CHECK(rows[a][5] == "yes");
-    CHECK(rows[b][1] == "pool0002");
-    CHECK(rows[b][5] == "no");
+    // PROVIDER INSTANCE POOL TYPE STATE ADDRESS SPOT LAUNCHED POOL HERE ("no ledger here").
+    REQUIRE(rows[a].size() == 11);
+    CHECK(rows[a][2] == "pool0001");
+    CHECK(rows[a][3] == "p4d.24xlarge");
+    CHECK(rows[a][4] == "running");
+    CHECK(rows[a][5].rfind("203.0.113.", 0) == 0);
+    CHECK(rows[a][6] == "yes");
+    CHECK(rows[a][7].rfind("20", 0) == 0);  // launchTime, ISO 8601
+    CHECK(rows[b][2] == "pool0002");
+    CHECK(rows[b][6] == "no");
     CHECK(r.output.find(kSecret) == std::string::npos);
     CHECK(r.output.find(kKey) == std::string::npos);
 
@@ -525,9 +538,10 @@ int slow_node_index(int ms) {
     return sky::instance_info().node;
 }
 
-TEST_CASE("aws pool: a node preempted in the middle of a gather is replaced, and calls with "
-          ".retries(1) re-run on the pool back at its size",
-          "[aws_pool]") {
+TEST_CASE(
+    "aws pool: a node preempted in the middle of a gather is replaced, and calls with "
+    ".retries(1) re-run on the pool back at its size",
+    "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
     Env env;
     TestHosts hosts(2);  // the reclaimed machine's host serves the replacement
@@ -540,8 +554,8 @@ TEST_CASE("aws pool: a node preempted in the middle of a gather is replaced, and
         victim = pool.instances().at(1).id;
         std::vector<sky::PendingCompute<int>> calls;
         for (int i = 0; i < 8; ++i) calls.push_back(sky::compute<slow_node_index>(1500).retries(1));
-        auto gather = std::async(std::launch::async,
-                                 [&] { return sky::gather(std::move(calls)) >> pool; });
+        auto gather =
+            std::async(std::launch::async, [&] { return sky::gather(std::move(calls)) >> pool; });
         std::this_thread::sleep_for(std::chrono::milliseconds(700));
         fake.set_instance_state(victim, "terminated", "Server.SpotInstanceTermination");
         REQUIRE(gather.wait_for(std::chrono::seconds(240)) == std::future_status::ready);
@@ -927,4 +941,160 @@ TEST_CASE("aws: a gzip bomb from the endpoint is a clear error with bounded memo
     const long rss_kib = std::stol(r.output.substr(at + std::string("sky-ls-max-rss-kib=").size()));
     CHECK(rss_kib < 256 * 1024);
     CHECK(r.output.find(kSecret) == std::string::npos);
+}
+
+TEST_CASE(
+    "aws: live offers win: a catalog type EC2 does not describe is never tried, an unsupported "
+    "one moves on at once",
+    "[aws_offers]") {
+    if (!std::filesystem::exists(model_path()) || !std::filesystem::exists(instance_types_path())) {
+        WARN("skipped: no EC2 model or instance types under SKY_TESTDATA_DIR");
+        return;
+    }
+    Env env;
+    // Provisioning only (no test hosts): which offers the pool asks EC2 for.
+    auto provision = [](FakeEc2& fake, const char* accelerator, sky::Spot spot) {
+        Recorder rec;
+        auto spec = spec_for(fake, 1, rec);
+        spec.accelerator = accelerator;
+        spec.spot = spot;
+        sky::test::EventLog log;
+        auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "0a1b2c3d", nullptr});
+        b->provision(1, log.sink());
+        REQUIRE(fake.instances().size() == 1);
+        const std::string launched = fake.instances()[0]["InstanceType"];
+        b->stop_all();
+        CHECK(live_instances(fake) == 0);
+        CHECK(sky_groups(fake).empty());
+        return std::pair{launched, log.tried()};
+    };
+    SECTION("the test data's EC2 does not describe the p3 family: the catalog's V100s there") {
+        auto v100 = sky::Catalog::embedded().select(
+            {.accelerator = sky::Accelerator("V100"), .region = "us-east-1"}, "aws");
+        REQUIRE(!v100.empty());
+        REQUIRE(v100.front().instance_type == "p3.2xlarge");
+        FakeEc2 fake = make_fake(nullptr);
+        auto [launched, tried] = provision(fake, "V100", sky::Spot::Never{});
+        CHECK(launched == "p3dn.24xlarge");
+        CHECK(tried == std::vector<std::string>{"p3dn.24xlarge"});
+    }
+    SECTION("Unsupported: the next offer, without the same type on demand") {
+        FakeEc2 fake = make_fake(nullptr);
+        fake.inject_fault(
+            Ec2Fault{.action = "RunInstances",
+                     .status = 400,
+                     .code = "Unsupported",
+                     .message = "Your requested instance type is not supported in your requested "
+                                "Availability Zone (us-east-1e).",
+                     .count = 1});
+        auto [launched, tried] = provision(fake, "A10G", sky::Spot::IfAvailable{});
+        REQUIRE(tried.size() == 2);  // the cheapest spot offer once, then the next one
+        CHECK(tried[0] != tried[1]);
+        CHECK(launched == tried[1]);
+    }
+}
+
+TEST_CASE(
+    "aws: a security group held by a terminated instance's interface is deleted once it goes, "
+    "one held longer is in the ledger, sky ls shows it and sky gc deletes it",
+    "[aws_infra]") {
+    if (!std::filesystem::exists(model_path())) {
+        WARN("skipped: no EC2 model at " << model_path() << " (SKY_TESTDATA_DIR)");
+        return;
+    }
+    Env env;
+    sky::test::TempSkyHome home;
+    // A pool's provisioning and teardown as PoolCore does them (no test hosts needed).
+    auto run_pool = [](FakeEc2& fake, const std::string& pool_id) {
+        Recorder rec;
+        auto spec = spec_for(fake, 1, rec);
+        spec.spot = sky::Spot::Never{};
+        auto ledger = sky::detail::Ledger::open(pool_id, "aws", "");
+        {
+            auto b =
+                sky::detail::make_backend(sky::detail::BackendContext{spec, pool_id, ledger.get()});
+            b->provision(1, [](sky::Event) {});
+            REQUIRE(sky_groups(fake).size() == 1);
+            b->stop_all();
+        }
+        ledger->close();
+        CHECK(live_instances(fake) == 0);
+        rec.check_no_secrets();
+        return sky::detail::Ledger::read(ledger->file());
+    };
+    SECTION("the interface goes within the teardown's wait: nothing left") {
+        FakeEc2 fake = make_fake(nullptr, true, {}, std::chrono::seconds(3));
+        const auto started = std::chrono::steady_clock::now();
+        auto rec = run_pool(fake, "1f2e3d4c");
+        CHECK(std::chrono::steady_clock::now() - started >= std::chrono::seconds(3));
+        CHECK(sky_groups(fake).empty());
+        CHECK(sky_key_pairs(fake).empty());
+        CHECK(rec.infra_left.empty());
+    }
+    SECTION("the interface outlives the teardown's wait: recorded, listed, collected later") {
+        FakeEc2 fake = make_fake(nullptr, true, {}, std::chrono::seconds(8));
+        sky::test::ScopedEnv wait(
+            {{"SKY_AWS_INFRA_WAIT_S", "1"}, {"AWS_ENDPOINT_URL_EC2", fake.endpoint()}});
+        const auto terminated = std::chrono::steady_clock::now();
+        auto rec = run_pool(fake, "5a6b7c8d");
+        REQUIRE(rec.infra_left.size() == 1);
+        const std::string group = sky_groups(fake).at(0).value("groupId", "");
+        CHECK(rec.infra_left[0].find("security group " + group + " (sky-5a6b7c8d)") !=
+              std::string::npos);
+        CHECK(rec.infra_left[0].find("DependencyViolation") != std::string::npos);
+        CHECK(sky_key_pairs(fake).empty());  // the key pair went at once
+
+        auto ls = sky::test::run_command({SKY_CLI_PATH, "ls"});
+        INFO(ls.output);
+        CHECK(ls.output.find("5a6b7c8d") != std::string::npos);
+        CHECK(ls.output.find("INFRA LEFT") != std::string::npos);
+        CHECK(ls.output.find("security group " + group) != std::string::npos);
+
+        // After the interface has gone: gc deletes the group and records that nothing is left.
+        std::this_thread::sleep_until(terminated + std::chrono::seconds(9));
+        auto gc = sky::test::run_command({SKY_CLI_PATH, "gc", "--provider", "aws"},
+                                         std::chrono::seconds(120));
+        INFO(gc.output);
+        CHECK(gc.status == 0);
+        CHECK(sky_groups(fake).empty());
+        CHECK(sky::detail::Ledger::read(rec.file).infra_left.empty());
+        ls = sky::test::run_command({SKY_CLI_PATH, "ls"});
+        CHECK(ls.output.find("5a6b7c8d") == std::string::npos);
+    }
+}
+
+TEST_CASE("aws: the custom-endpoint and open-SSH notices are printed once, as notices",
+          "[aws_notice]") {
+    if (!std::filesystem::exists(model_path())) {
+        WARN("skipped: no EC2 model at " << model_path() << " (SKY_TESTDATA_DIR)");
+        return;
+    }
+    Env env;
+    FakeEc2 fake = make_fake(nullptr);
+    sky::test::ScopedEnv endpoint({{"AWS_ENDPOINT_URL_EC2", fake.endpoint()}});
+    sky::test::TempSkyHome scratch;
+    sky::detail::ssh_keygen(scratch.dir() / "key", "sky-test");
+    const std::string public_key = sky::detail::public_key_of(scratch.dir() / "key");
+    sky::test::EventLog log;
+    sky::test::CapturedStderr err;
+    for (const char* pool : {"0a0a0a0a", "0b0b0b0b"}) {  // two pools of one program
+        auto a = sky::detail::find_provider("aws")->make_adapter("");
+        (void)a->live_offers(sky::Catalog::embedded(),
+                             {.accelerator = sky::Accelerator("A10G"), .region = "us-east-1"},
+                             log.sink());
+        a->create_infra({pool, std::string("sky-") + pool, public_key}, log.sink());
+        a->delete_infra(pool);
+    }
+    const std::string text = err.text();
+    INFO(text);
+    CHECK(sky::test::occurrences(text,
+                                 "sky: notice: AWS requests signed with your credentials go "
+                                 "to " +
+                                     fake.endpoint()) == 1);
+    CHECK(sky::test::occurrences(text,
+                                 "sky: notice: SSH (port 22) of this pool's instances is "
+                                 "open to 0.0.0.0/0") == 1);
+    CHECK(sky::test::occurrences(text, "sky: ") == 2);
+    CHECK(log.all<sky::ErrorEvent>().empty());
+    CHECK(sky_groups(fake).empty());
 }

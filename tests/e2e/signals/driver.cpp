@@ -1,6 +1,6 @@
 // A program written from api.md that owns a pool and is interrupted by the signals tests:
-//   sky_signal_driver local|aws [--nodes N] [--endpoint URL] [--slow-teardown] [--ignore-hup]
-//                               [--own-term-handler]
+//   sky_signal_driver local|aws|simulated [--nodes N] [--endpoint URL] [--slow-teardown]
+//                                         [--ignore-hup] [--own-term-handler]
 // It prints "ready <pool id>" and one "instance <id>" line per node once the pool runs, then
 // blocks in a long remote call until a signal ends it.
 #include <unistd.h>
@@ -28,7 +28,7 @@ extern "C" void own_term_handler(int) {
 int main(int argc, char** argv) {
     sky::init(argc, argv);  // first: in a worker this serves calls and exits
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s local|aws [options]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s local|aws|simulated [options]\n", argv[0]);
         return 2;
     }
     const std::string provider = argv[1];
@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
     sky::PoolSpec spec;
     if (provider == "aws") {
         spec.provider = sky::AWS{.region = "us-east-1", .endpoint = endpoint};
+        spec.accelerator = "A100";
+    } else if (provider == "simulated") {
+        spec.provider = sky::Simulated{};
         spec.accelerator = "A100";
     } else {
         spec.provider = sky::Local{};

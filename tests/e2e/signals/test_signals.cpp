@@ -59,13 +59,16 @@ struct TempHome {
 // whatever happens.
 class Driver {
 public:
-    explicit Driver(std::vector<std::string> args, std::vector<std::string> extra_env = {}) {
+    // `wrapper`: a command that runs the driver (e.g. unshare with its options).
+    explicit Driver(std::vector<std::string> args, std::vector<std::string> extra_env = {},
+                    std::vector<std::string> wrapper = {}) {
         int p[2];
         REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-        std::vector<std::string> argv_s = {SKY_SIGNAL_DRIVER};
+        std::vector<std::string> argv_s = wrapper;
+        argv_s.push_back(SKY_SIGNAL_DRIVER);
         argv_s.insert(argv_s.end(), args.begin(), args.end());
         std::vector<char*> argv;
         for (auto& a : argv_s) argv.push_back(a.data());
@@ -617,4 +620,131 @@ TEST_CASE("signals: SIGINT while the pool is still provisioning over the fake EC
         CHECK(ledger_of(all[0].pool_id)->live_instances().empty());
     }
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 10s));
+}
+
+TEST_CASE(
+    "signals: sky gc never touches a pool whose client runs in its own PID namespace with the "
+    "same host name and home, and collects it once the client is killed",
+    "[signals]") {
+    if (::geteuid() != 0 || !fs::exists("/usr/bin/unshare")) {
+        WARN("skipped: a client in its own PID namespace needs root and /usr/bin/unshare");
+        return;
+    }
+    TempHome home;
+    // As `docker run --uts=host -v $HOME:$HOME`: another PID namespace, the same host name and
+    // home. --kill-child: the namespace dies with the unshare process.
+    Driver d({"simulated"}, {},
+             {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child"});
+    auto ready = d.line("ready ", 60s);
+    INFO(d.output());
+    REQUIRE(ready);
+    const std::string pool = pool_of(*ready);
+    auto rec = ledger_of(pool);
+    REQUIRE(rec);
+    CHECK(rec->host == sky::detail::this_host());
+    CHECK(rec->pid_namespace != sky::detail::this_pid_namespace());
+    CHECK(rec->owner_pid != d.pid());  // a pid of its own namespace: meaningless here
+    CHECK(rec->owner() == sky::detail::LedgerRecord::Owner::alive);
+
+    auto gc = sky_cli({"gc"});
+    INFO(gc.output);
+    CHECK(gc.status == 0);
+    CHECK(gc.output.find("pool " + pool) != std::string::npos);
+    CHECK(gc.output.find("running: left alone") != std::string::npos);
+    CHECK(gc.output.find("terminating") == std::string::npos);
+    CHECK_FALSE(ledger_of(pool)->closed);
+    CHECK_FALSE(d.wait(0ms).has_value());  // its call still runs on its machine
+    auto ls = sky_cli({"ls", "--provider", "simulated"});
+    INFO(ls.output);
+    CHECK(ls.output.find(pool) != std::string::npos);
+
+    // Killed with its namespace: the kernel drops the lock, gc collects the pool.
+    REQUIRE(::kill(d.pid(), SIGKILL) == 0);
+    REQUIRE(d.wait(10s).has_value());
+    CHECK(sky::test::wait_until(
+        [&] { return ledger_of(pool)->owner() == sky::detail::LedgerRecord::Owner::dead; },
+        std::chrono::seconds(10)));
+    gc = sky_cli({"gc"});
+    INFO(gc.output);
+    CHECK(gc.status == 0);
+    rec = ledger_of(pool);
+    REQUIRE(rec);
+    CHECK(rec->closed);
+    CHECK(rec->closed_by == "gc");
+}
+
+TEST_CASE(
+    "signals: sky gc believes only simulated machine records this user alone could have "
+    "written",
+    "[signals]") {
+    TempHome home;
+    const fs::path dir = home.dir / "simulated";
+    // A process of this user that a planted record names: `sky gc --include-unknown` must not
+    // kill it unless the record is this user's own.
+    auto plant = [&](const std::string& id, pid_t victim) {
+        fs::create_directories(dir);
+        ::chmod(dir.c_str(), 0700);
+        const std::string identity = sky::detail::process_identity(victim);
+        std::ofstream out(dir / (id + ".json"));
+        out << "{\"id\":\"" << id << "\",\"pool\":\"0badc0de\",\"instance_type\":\"t3\","
+            << "\"node\":0,\"spot\":false,\"owner_pid\":" << victim << ",\"owner_start\":\""
+            << identity << "\",\"worker_pid\":" << victim << ",\"worker_start\":\"" << identity
+            << "\"}\n";
+        out.close();
+        ::chmod((dir / (id + ".json")).c_str(), 0600);
+        return dir / (id + ".json");
+    };
+    auto victim = [] {
+        pid_t pid = -1;
+        char* argv[] = {const_cast<char*>("/bin/sleep"), const_cast<char*>("120"), nullptr};
+        REQUIRE(::posix_spawn(&pid, "/bin/sleep", nullptr, nullptr, argv, environ) == 0);
+        return pid;
+    };
+    auto collect = [] { return sky_cli({"gc", "--provider", "simulated", "--include-unknown"}); };
+    struct Reaped {
+        pid_t pid;
+        ~Reaped() {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+    };
+    SECTION("in a directory others can write") {
+        Reaped v{victim()};
+        plant("sim-0badc0de-0001", v.pid);
+        ::chmod(dir.c_str(), 0777);
+        auto gc = collect();
+        INFO(gc.output);
+        CHECK(running(v.pid));
+    }
+    SECTION("a file others can write") {
+        Reaped v{victim()};
+        ::chmod(plant("sim-0badc0de-0002", v.pid).c_str(), 0666);
+        auto gc = collect();
+        INFO(gc.output);
+        CHECK(running(v.pid));
+    }
+    SECTION("a symbolic link to a record elsewhere") {
+        Reaped v{victim()};
+        const fs::path real = plant("sim-0badc0de-0003", v.pid);
+        fs::rename(real, home.dir / "elsewhere.json");
+        fs::create_symlink(home.dir / "elsewhere.json", real);
+        auto gc = collect();
+        INFO(gc.output);
+        CHECK(running(v.pid));
+    }
+    SECTION("another user's file (root only)") {
+        if (::geteuid() != 0) return;
+        Reaped v{victim()};
+        REQUIRE(::chown(plant("sim-0badc0de-0004", v.pid).c_str(), 65534, 65534) == 0);
+        auto gc = collect();
+        INFO(gc.output);
+        CHECK(running(v.pid));
+    }
+    SECTION("control: this user's own private record is believed") {
+        Reaped v{victim()};
+        plant("sim-0badc0de-0005", v.pid);
+        auto gc = collect();
+        INFO(gc.output);
+        CHECK(sky::test::wait_until([&] { return !running(v.pid); }, std::chrono::seconds(10)));
+    }
 }

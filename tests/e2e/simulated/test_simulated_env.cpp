@@ -98,7 +98,7 @@ TEST_CASE("sky ls sees a running simulated pool's machines, and nothing after it
     const auto* d = sky::detail::find_provider("simulated");
     REQUIRE(d);
     REQUIRE(d->make_adapter);
-    auto adapter = d->make_adapter();  // what `sky ls` and `sky gc` use
+    auto adapter = d->make_adapter("");  // what `sky ls` and `sky gc` use
     CHECK(adapter->region() == "us-east-1");
     Recorder rec;
     std::vector<std::string> ids;
@@ -162,7 +162,7 @@ TEST_CASE("sky gc: a killed client's simulated machines are gone with it", "[sim
     std::vector<std::string> ids;
     for (std::string l; std::getline(in, l);) ids.push_back(l);
     REQUIRE(ids.size() == 2);
-    auto adapter = sky::detail::find_provider("simulated")->make_adapter();
+    auto adapter = sky::detail::find_provider("simulated")->make_adapter("");
     // While the client runs, its machines are listed under its pool.
     auto listed = adapter->list(pool_id);
     CHECK(listed.size() == 2);

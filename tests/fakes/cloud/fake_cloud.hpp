@@ -4,6 +4,7 @@
 // launch answers that get lost, preemption, and a log of every call. It drives the cloud layer
 // in unit tests without root, SSH or HTTP; `live()` counts what would still be billed.
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,7 +26,15 @@ struct FakeCloudState {
     std::map<std::string, int> capacity;       ///< on-demand machines left per type (absent: any)
     std::map<std::string, int> spot_capacity;  ///< spot machines left per type (absent: any)
     std::set<std::string> broken_types;        ///< launch fails with a non-capacity error
-    int lose_launch_answers = 0;   ///< the next N launches start a machine, then fail (a timeout)
+    std::set<std::string> unknown_types;       ///< launch refuses the type as unknown
+    int lose_launch_answers = 0;  ///< the next N launches start a machine, then fail (a timeout)
+    /// The pool's firewall stays in use for this many delete_infra() calls after create_infra()
+    /// (a terminated machine's interface lingering); -1: until released by hand.
+    int infra_busy_deletes = 0;
+    std::set<std::string> infra;           ///< pools whose firewall exists
+    std::chrono::seconds infra_wait{120};  ///< login().infra_wait
+    /// describe() reports this host key for running machines (a cloud that vouches for it).
+    std::string reported_host_key;
     std::vector<std::string> log;  ///< "launch small spot", "terminate i-1", ...
     int next_id = 0;
 
@@ -88,6 +97,7 @@ public:
     void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
         std::lock_guard lk(s_->m);
         s_->log.push_back("create_infra " + r.pool_id);
+        s_->infra.insert(r.pool_id);
     }
 
     std::string launch(const LaunchRequest& r) override {
@@ -95,6 +105,8 @@ public:
         const std::string& type = r.offer.instance_type;
         s_->log.push_back("launch " + type + (r.spot ? " spot" : " on-demand"));
         if (s_->broken_types.count(type)) throw std::runtime_error("InvalidParameter: " + type);
+        if (s_->unknown_types.count(type))
+            throw UnknownInstanceTypeError("InvalidInstanceType: no such type " + type);
         auto& cap = r.spot ? s_->spot_capacity : s_->capacity;
         if (auto it = cap.find(type); it != cap.end()) {
             if (it->second <= 0)
@@ -134,8 +146,11 @@ public:
                 continue;
             }
             auto& mc = it->second;
-            if (mc.info.state == CloudInstance::State::pending && mc.describes_until_running-- <= 0)
+            if (mc.info.state == CloudInstance::State::pending &&
+                mc.describes_until_running-- <= 0) {
                 mc.info.state = CloudInstance::State::running;
+                mc.info.host_public_key = s_->reported_host_key;
+            }
             if (mc.info.state == CloudInstance::State::stopping)
                 mc.info.state = CloudInstance::State::gone;  // one describe to end
             out.push_back(mc.info);
@@ -167,6 +182,24 @@ public:
     void delete_infra(std::string_view pool_id) noexcept override {
         std::lock_guard lk(s_->m);
         s_->log.push_back("delete_infra " + std::string(pool_id));
+        if (s_->infra_busy_deletes != 0) {
+            if (s_->infra_busy_deletes > 0) --s_->infra_busy_deletes;
+            return;  // DependencyViolation: still in use
+        }
+        s_->infra.erase(std::string(pool_id));
+    }
+
+    std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
+        std::lock_guard lk(s_->m);
+        if (!s_->infra.count(std::string(pool_id))) return {};
+        return {"firewall fw-" + std::string(pool_id) + ": in use"};
+    }
+
+    CloudLogin login() const override {
+        CloudLogin l;
+        std::lock_guard lk(s_->m);
+        l.infra_wait = s_->infra_wait;
+        return l;
     }
 
 private:

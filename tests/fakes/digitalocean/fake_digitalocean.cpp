@@ -264,7 +264,7 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
     const std::string size_slug = b["size"];
     auto size = std::find_if(options_.sizes.begin(), options_.sizes.end(),
                              [&](const json& s) { return s["slug"] == size_slug; });
-    if (size == options_.sizes.end())
+    if (size == options_.sizes.end() || options_.unknown_sizes.count(size_slug))
         return unprocessable("You specified an invalid size for Droplet creation.");
     if (b.contains("region") && !b["region"].is_string())
         return unprocessable("region must be a string");

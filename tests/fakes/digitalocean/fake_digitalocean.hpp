@@ -25,6 +25,9 @@ struct FakeDigitalOceanOptions {
     /// Sizes as GET /v2/sizes lists them; empty: three (a CPU size in nyc1/nyc3, an H100 and an
     /// L40S in nyc2/tor1), see default_sizes().
     std::vector<nlohmann::json> sizes;
+    /// Slugs that GET /v2/sizes lists, yet POST /v2/droplets refuses as an invalid size (retired
+    /// after the listing was read).
+    std::set<std::string> unknown_sizes;
     /// Droplets boot on these hosts (none: addresses from 203.0.113.0/24, nothing boots).
     HostBinding* hosts = nullptr;
     /// A droplet is "new" for this many GETs of it, then "active" with its addresses.

@@ -918,6 +918,7 @@ void FakeEc2::advance_states() {
             instance["PublicDnsName"] = fmt::format("ec2-203-0-113-{}.compute-1.amazonaws.com", n);
         } else if (name == "shutting-down") {
             instance["State"] = state(48, "terminated");
+            interface_outlives(instance);
             instance.erase("PublicIpAddress");
             instance["PublicDnsName"] = "";
             instance["StateReason"] = {
@@ -1112,8 +1113,16 @@ json FakeEc2::describe_key_pairs(const json& params) {
         }
     }
     for (const auto& [name, info] : key_pairs_) {
-        if (names.empty() || std::find(names.begin(), names.end(), name) != names.end())
-            out.push_back(info);
+        if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+        bool ok = true;
+        for (const auto& filter : params.value("Filters", json::array())) {
+            const std::string fname = filter.value("Name", "");
+            if (fname == "key-name")
+                ok = ok && any_match(filter.value("Values", json::array()), name);
+            else
+                invalid(fmt::format("The filter '{}' is invalid", fname));
+        }
+        if (ok) out.push_back(info);
     }
     return {{"KeyPairs", out}};
 }
@@ -1258,6 +1267,16 @@ void FakeEc2::set_instance_state(const std::string& instance_id, const std::stri
         it->second.erase("PublicIpAddress");
         release_host(instance_id);
     }
+    if (name == "terminated") interface_outlives(it->second);
+}
+
+void FakeEc2::interface_outlives(const json& instance) {
+    if (options_.interface_linger.count() <= 0) return;
+    LingeringInterface i;
+    for (const auto& g : instance.value("SecurityGroups", json::array()))
+        i.groups.push_back(g.value("GroupId", ""));
+    i.until = std::chrono::steady_clock::now() + options_.interface_linger;
+    interfaces_.push_back(std::move(i));
 }
 
 json FakeEc2::delete_security_group(const json& params) {
@@ -1271,7 +1290,14 @@ json FakeEc2::delete_security_group(const json& params) {
         fail(400, "InvalidGroup.NotFound",
              fmt::format("The security group '{}' does not exist", id));
     }
-    // As on EC2: not while a live instance uses it.
+    // As on EC2: not while a terminated instance's network interface is still there.
+    std::erase_if(interfaces_, [](const LingeringInterface& i) {
+        return i.until <= std::chrono::steady_clock::now();
+    });
+    for (const auto& i : interfaces_)
+        if (std::find(i.groups.begin(), i.groups.end(), id) != i.groups.end())
+            fail(400, "DependencyViolation", fmt::format("resource {} has a dependent object", id));
+    // Nor while a live instance uses it.
     for (const auto& [iid, instance] : instances_) {
         const std::string st = instance["State"]["Name"];
         if (st == "terminated") continue;

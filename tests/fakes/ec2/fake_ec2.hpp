@@ -47,6 +47,10 @@ struct FakeEc2Options {
     /// test's way to make EC2's live facts differ from the catalog's. A type not in the file is
     /// added from its patch.
     std::map<std::string, nlohmann::json> instance_type_overrides;
+    /// How long a terminated instance's network interface outlives it, as EC2's do (seconds to
+    /// minutes): meanwhile DeleteSecurityGroup of its groups answers DependencyViolation. 0: the
+    /// interface goes with the instance.
+    std::chrono::milliseconds interface_linger{0};
 };
 
 /// A fault the next matching requests get instead of their answer.
@@ -148,6 +152,8 @@ private:
     nlohmann::json describe_images(const nlohmann::json& params);
     nlohmann::json delete_security_group(const nlohmann::json& params);
     void release_host(const std::string& instance_id);  // caller holds mutex_
+    // The instance has just been terminated: its interface lingers (caller holds mutex_).
+    void interface_outlives(const nlohmann::json& instance);
     void advance_states();
     std::string new_id(const std::string& prefix);
 
@@ -173,6 +179,11 @@ private:
     std::map<std::string, std::string> client_tokens_;       // token -> reservation id
     std::map<std::string, nlohmann::json> key_pairs_;        // name -> KeyPairInfo
     std::map<std::string, nlohmann::json> security_groups_;  // id -> SecurityGroup
+    struct LingeringInterface {
+        std::vector<std::string> groups;
+        std::chrono::steady_clock::time_point until;
+    };
+    std::vector<LingeringInterface> interfaces_;  // of terminated instances, while they last
     std::vector<nlohmann::json> images_;
     std::map<std::string, nlohmann::json> instance_types_;  // name -> InstanceTypeInfo (const)
     std::map<std::string, std::string> key_material_;       // key name -> OpenSSH public key line

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "fakes/ec2/fake_ec2.hpp"
 #include "http/http_client.hpp"
@@ -77,7 +79,7 @@ std::string error_code_of(const std::function<void()>& f) {
 
 TEST_CASE("fake ec2: DescribeInstanceTypes answers by name, by filter and by page", "[fake][ec2]") {
     if (!have_model() || !std::filesystem::exists(kInstanceTypes)) {
-        WARN("EC2 model or instance-types test data not found; skipping");
+        WARN("skipped: EC2 model or instance-types test data not found");
         return;
     }
     FakeEc2Options o = options();
@@ -157,7 +159,7 @@ TEST_CASE("fake ec2: DescribeInstanceTypes answers by name, by filter and by pag
 
 TEST_CASE("fake ec2: sky's signed client runs, describes and terminates", "[fake][ec2]") {
     if (!have_model()) {
-        WARN("EC2 model not found at " << kModel << "; skipping");
+        WARN("skipped: EC2 model not found at " << kModel);
         return;
     }
     FakeEc2 fake(options());
@@ -201,7 +203,7 @@ TEST_CASE("fake ec2: sky's signed client runs, describes and terminates", "[fake
 
 TEST_CASE("fake ec2: rejects what EC2 rejects, in EC2's error shape", "[fake][ec2]") {
     if (!have_model()) {
-        WARN("EC2 model not found; skipping");
+        WARN("skipped: EC2 model not found");
         return;
     }
     FakeEc2 fake(options());
@@ -242,7 +244,7 @@ TEST_CASE("fake ec2: rejects what EC2 rejects, in EC2's error shape", "[fake][ec
 
 TEST_CASE("fake ec2: injected throttling is retried by the HTTP layer", "[fake][ec2]") {
     if (!have_model()) {
-        WARN("EC2 model not found; skipping");
+        WARN("skipped: EC2 model not found");
         return;
     }
     // Everything the client logs (debug level) goes here, to be searched for the secret.
@@ -287,13 +289,31 @@ TEST_CASE("fake ec2: injected throttling is retried by the HTTP layer", "[fake][
     CHECK(logged.find("Signature=") == std::string::npos);
 }
 
+namespace {
+
+// A Python that imports boto3 as the user running the test: the one CMake found (which may be
+// another user's, e.g. a pyenv shim under root's home), else the system's (Debian's
+// python3-boto3), else python3 on PATH.
+std::optional<std::string> python_with_boto3() {
+    for (const std::string python : {SKY_PYTHON3, "/usr/bin/python3", "python3"}) {
+        if (python.empty()) continue;
+        if (std::system(("'" + python + "' -c 'import boto3' >/dev/null 2>&1").c_str()) == 0)
+            return "'" + python + "'";
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 TEST_CASE("fake ec2: boto3 accepts every answer", "[fake][ec2][boto3]") {
     if (!have_model()) {
-        WARN("EC2 model not found; skipping");
+        WARN("skipped: EC2 model not found");
         return;
     }
-    if (std::system(SKY_PYTHON3 " -c 'import boto3' >/dev/null 2>&1") != 0) {
-        WARN("python3-boto3 is not installed; skipping");
+    const std::optional<std::string> python = python_with_boto3();
+    if (!python) {
+        WARN("skipped: no Python that can import boto3 (tried " SKY_PYTHON3
+             ", /usr/bin/python3, python3 on PATH): install python3-boto3");
         return;
     }
     FakeEc2 fake(options());
@@ -312,7 +332,7 @@ TEST_CASE("fake ec2: boto3 accepts every answer", "[fake][ec2][boto3]") {
     ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
     ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
     ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
-    FILE* pipe = ::popen("timeout 120 " SKY_PYTHON3 " " SKY_BOTO3_SCRIPT " 2>&1", "r");
+    FILE* pipe = ::popen(("timeout 120 " + *python + " " SKY_BOTO3_SCRIPT " 2>&1").c_str(), "r");
     REQUIRE(pipe);
     std::string output;
     std::array<char, 4096> buffer{};

@@ -271,7 +271,8 @@ HttpReply FakeRunPod::deploy(const std::string& field, const json& input) {
     const std::string gpu = input.value("gpuTypeId", "");
     auto type = std::find_if(options_.gpu_types.begin(), options_.gpu_types.end(),
                              [&](const json& g) { return g["id"] == gpu; });
-    if (type == options_.gpu_types.end()) return business(field, "Invalid GPU type: " + gpu);
+    if (type == options_.gpu_types.end() || options_.unknown_gpu_ids.count(gpu))
+        return business(field, "Invalid GPU type: " + gpu);
     const std::string cloud = input.value("cloudType", "ALL");
     std::lock_guard lk(m_);
     inputs_.push_back(input);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct FakeRunPodOptions {
     std::string api_key = "rpa_FAKE0123456789ABCDEFGHIJ";
     /// gpuTypes; empty: default_gpu_types() (RTX 4090 and H100 80GB HBM3).
     std::vector<nlohmann::json> gpu_types;
+    /// GPU type ids that gpuTypes lists, yet a deploy refuses as unknown (retired meanwhile).
+    std::set<std::string> unknown_gpu_ids;
     HostBinding* hosts = nullptr;
     /// A pod's runtime is null for this many queries of it, then up with its ports.
     int queries_until_up = 1;

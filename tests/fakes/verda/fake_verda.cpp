@@ -57,6 +57,7 @@ std::vector<json> FakeVerda::default_types() {
     return {type("1H100.80S.30V", "H100 SXM5 80GB", 1, 80, 30, 120, "2.19", "0.89"),
             type("8H100.80S.176V", "H100 SXM5 80GB", 8, 80, 176, 960, "17.52", "7.12"),
             type("1A100.80S.22V", "A100 SXM4 80GB", 1, 80, 22, 120, "1.29", "0.52"),
+            type("8A100.80S.176V", "A100 SXM4 80GB", 8, 80, 176, 960, "10.32", "4.16"),
             type("CPU.4V.16G", "", 0, 0, 4, 16, "0.0355", "0.0142")};
 }
 
@@ -173,7 +174,8 @@ HttpReply FakeVerda::availability(const HttpRequest& r) {
 HttpReply FakeVerda::available_one(const HttpRequest& r) {
     auto q = r.query_params();
     const std::string& t = r.params.at("type");
-    if (std::none_of(options_.types.begin(), options_.types.end(),
+    if (options_.unknown_types.count(t) ||
+        std::none_of(options_.types.begin(), options_.types.end(),
                      [&](const json& x) { return x["instance_type"] == t; }))
         return error(400, "invalid_request", "Invalid instance type " + t);
     std::lock_guard lk(m_);
@@ -287,7 +289,7 @@ HttpReply FakeVerda::instances_post(const HttpRequest& r) {
     const std::string t = (*b)["instance_type"];
     auto type = std::find_if(options_.types.begin(), options_.types.end(),
                              [&](const json& x) { return x["instance_type"] == t; });
-    if (type == options_.types.end())
+    if (type == options_.types.end() || options_.unknown_types.count(t))
         return error(400, "invalid_request", "Invalid instance type " + t);
     const std::string loc = b->value("location_code", "FIN-03");
     const bool spot = b->value("is_spot", false);

@@ -27,6 +27,9 @@ struct FakeVerdaOptions {
     std::vector<nlohmann::json> types;
     /// Locations and what each has on demand / as spot; empty: every type in FIN-01, both.
     std::map<std::string, std::set<std::string>> on_demand, spot;
+    /// Listed by GET /instance-types, yet refused as unknown by availability and POST
+    /// /instances (a type retired after the listing was read).
+    std::set<std::string> unknown_types;
     HostBinding* hosts = nullptr;
     /// An instance is "ordered", then "provisioning", for this many GETs of it in all.
     int gets_until_running = 2;

@@ -6,9 +6,14 @@
 #include <thread>
 
 #include "fakes/cloud/fake_cloud.hpp"
+#include "pool/ledger.hpp"
+#include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/node_keys.hpp"
+#include "providers/cloud/offers.hpp"
+#include "providers/cloud/sweep.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
+#include "support/temp_home.hpp"
 
 using sky::test::FakeCloud;
 using sky::test::FakeCloudState;
@@ -267,4 +272,198 @@ TEST_CASE("cloud layer: the boot script arms the power-off only where the cloud 
     CHECK(off.find("SKY_HOST_KEY") != std::string::npos);
     CHECK(off.find("shutdown") == std::string::npos);
     CHECK(off.find("power-off-on-expiry") == std::string::npos);
+}
+
+TEST_CASE(
+    "cloud layer: live offers are the only candidates, the catalog fills in what they leave "
+    "out",
+    "[cloud]") {
+    auto row = [](std::string type, double price, std::optional<double> spot) {
+        sky::Offer o;
+        o.provider = "aws";
+        o.instance_type = std::move(type);
+        o.accelerator = "H100";
+        o.accelerator_count = 1;
+        o.gpu_memory_gb = 80;
+        o.vcpus = 26;
+        o.memory_gb = 200;
+        o.region = "us-east-1";
+        o.on_demand_price = price;
+        o.spot_price = spot;
+        o.prices_date = "2025-01-15";
+        return o;
+    };
+    const sky::Catalog embedded({row("listed", 2.0, 1.0), row("retired", 1.0, 0.5)});
+    sky::Offer live;
+    live.instance_type = "listed";  // the cloud names the type and its market, nothing more
+    live.region = "us-east-1";
+    live.spot_available = true;
+    live.prices_date = "2026-11-26";
+    const sky::Catalog c = sky::detail::pool_offers(embedded, {live}, "aws");
+    REQUIRE(c.offers().size() == 1);  // "retired" is cheaper, but the cloud does not list it
+    const sky::Offer& o = c.offers()[0];
+    CHECK(o.provider == "aws");
+    CHECK(o.instance_type == "listed");
+    CHECK(o.accelerator == "H100");
+    CHECK(o.accelerator_count == 1);
+    CHECK(o.vcpus == 26);
+    CHECK(o.on_demand_price == 2.0);
+    CHECK(o.spot_price == std::optional<double>(1.0));
+    CHECK(o.prices_date == "2025-01-15");  // the price's date, not the listing's
+    // The cloud could not be asked: the catalog's rows.
+    CHECK(sky::detail::pool_offers(embedded, {}, "aws").offers().size() == 2);
+}
+
+TEST_CASE(
+    "cloud layer: a type the cloud refuses as unknown moves to the next offer at once, never "
+    "on demand",
+    "[cloud]") {
+    Run r;
+    r.cloud->unknown_types.insert("small");
+    auto spec = r.spec(sky::Spot::IfAvailable{});
+    auto b = r.backend(spec);
+    b->provision(2, r.emit());
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"medium", "medium"});
+    CHECK(r.cloud->count("launch small") == 1);  // neither on demand nor for the second node
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: an offer without spot capacity puts its other nodes on demand at once",
+          "[cloud]") {
+    Run r;
+    r.cloud->spot_capacity["small"] = 0;
+    auto spec = r.spec(sky::Spot::IfAvailable{}, 3);
+    auto b = r.backend(spec);
+    b->provision(3, r.emit());
+    CHECK(r.cloud->count("launch small spot") == 1);
+    CHECK(r.cloud->count("launch small on-demand") == 3);
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: ProvisionError names each attempt once", "[cloud]") {
+    Run r;
+    r.cloud->unknown_types.insert("small");
+    r.cloud->spot_capacity["medium"] = 0;
+    r.cloud->capacity["medium"] = 0;
+    r.cloud->capacity["large"] = 0;
+    auto spec = r.spec(sky::Spot::IfAvailable{});
+    auto b = r.backend(spec);
+    try {
+        b->provision(2, r.emit());
+        FAIL("provisioned without capacity");
+    } catch (const sky::ProvisionError& e) {
+        const std::string what = e.what();
+        INFO(what);
+        REQUIRE(e.attempts().size() == 4);  // small, medium spot, medium on demand, large
+        auto lines = [&](const std::string& s) {
+            int n = 0;
+            for (auto at = what.find(s); at != std::string::npos; at = what.find(s, at + 1)) ++n;
+            return n;
+        };
+        CHECK(lines("\n  - fakecloud small in fake-1") == 1);
+        CHECK(lines("\n  - fakecloud medium in fake-1 (spot)") == 1);
+        CHECK(lines("\n  - fakecloud medium in fake-1:") == 1);
+        CHECK(lines("\n  - fakecloud large in fake-1:") == 1);
+        CHECK(lines("\n") == 4);
+    }
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE("cloud layer: infrastructure still in use is deleted again with backoff", "[cloud]") {
+    Run r;
+    r.cloud->infra_busy_deletes = 2;  // a terminated machine's interface holds the firewall
+    sky::test::TempSkyHome home;
+    auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
+    auto spec = r.spec(never(), 1);
+    auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    b->provision(1, r.emit());
+    const auto started = std::chrono::steady_clock::now();
+    b->stop_all();
+    CHECK(r.cloud->count("delete_infra pool1") == 3);
+    CHECK(r.cloud->infra.empty());
+    CHECK(std::chrono::steady_clock::now() - started >= std::chrono::seconds(2));  // 1 s, 2 s...
+    CHECK(sky::detail::Ledger::read(ledger->file()).infra_left.empty());
+}
+
+TEST_CASE(
+    "cloud layer: infrastructure left after infra_wait is in the ledger, and a later sweep "
+    "deletes it",
+    "[cloud]") {
+    Run r;
+    r.cloud->infra_busy_deletes = -1;  // in use until released
+    r.cloud->infra_wait = std::chrono::seconds(1);
+    sky::test::TempSkyHome home;
+    auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
+    auto spec = r.spec(never(), 1);
+    auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    b->provision(1, r.emit());
+    b->stop_all();
+    ledger->close();
+    CHECK(r.cloud->live() == 0);
+    auto rec = sky::detail::Ledger::read(ledger->file());
+    REQUIRE(rec.infra_left == std::vector<std::string>{"firewall fw-pool1: in use"});
+    CHECK(rec.closed);
+    CHECK(rec.leaves_something());
+
+    // Later (`sky gc`): the interface is gone, the firewall goes.
+    {
+        std::lock_guard lk(r.cloud->m);
+        r.cloud->infra_busy_deletes = 0;
+    }
+    FakeCloud adapter(r.cloud);
+    CHECK(sky::detail::delete_infra_until_gone(adapter, "pool1", std::chrono::seconds(5)).empty());
+    CHECK(r.cloud->infra.empty());
+}
+
+TEST_CASE(
+    "cloud layer: a spot machine taken back is preempted, an on-demand one the cloud takes back "
+    "is lost",
+    "[cloud]") {
+    for (const bool spot : {true, false}) {
+        INFO((spot ? "spot" : "on demand"));
+        Run r;
+        auto spec = r.spec(spot ? always() : never(), 1);
+        auto b = r.backend(spec);
+        b->provision(1, r.emit());
+        const std::string id = r.all<sky::InstanceProvisioned>().at(0).instance_id;
+        r.cloud->preempt(id);  // the cloud says: taken back
+        const sky::detail::NodeExit ex = b->exit_reason(0);
+        CHECK(ex.reason == (spot ? sky::NodeLostError::Reason::preempted
+                                 : sky::NodeLostError::Reason::unreachable));
+        CHECK(ex.detail.find(id) != std::string::npos);
+        b->stop_all();
+        CHECK(r.cloud->live() == 0);
+    }
+}
+
+TEST_CASE(
+    "cloud layer: a host key the cloud reports is pinned instead of the boot script's, for "
+    "clouds that cannot run the script",
+    "[cloud]") {
+    for (const bool reported : {false, true}) {
+        Run r;
+        if (reported) r.cloud->reported_host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIReported";
+        auto spec = r.spec(never(), 1);
+        std::string pinned;
+        auto b = sky::detail::make_cloud_backend(
+            std::make_unique<FakeCloud>(r.cloud),
+            sky::detail::BackendContext{spec, "pool1", nullptr},
+            [&](const sky::detail::NodeStartRequest& s, const std::function<void(sky::Event)>&)
+                -> std::unique_ptr<sky::detail::NodeHandle> {
+                pinned = s.machine.host_public_key;
+                throw std::runtime_error("the starter saw what it needed");
+            });
+        b->provision(1, r.emit());
+        CHECK_THROWS_WITH(b->connect(0, r.emit()), "the starter saw what it needed");
+        if (reported)
+            CHECK(pinned == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIReported");
+        else
+            CHECK((pinned.rfind("ssh-ed25519 ", 0) == 0 &&
+                   pinned.find("Reported") == std::string::npos));  // the boot script's key
+        b->stop_all();
+        CHECK(r.cloud->live() == 0);
+    }
 }

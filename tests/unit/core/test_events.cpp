@@ -79,6 +79,12 @@ TEST_CASE("every event type has a readable description", "[events]") {
     CHECK(sky::describe(sky::LogLine{1, "i", "hello", 0}) == "[node 1] hello");
 }
 
+TEST_CASE("no empty region in an event's description", "[events]") {
+    CHECK(sky::describe(sky::InfraCreated{"us-east-1"}) == "infrastructure ready in us-east-1");
+    // Clouds that place each machine (RunPod, Vast.ai, a Verda pool with no location).
+    CHECK(sky::describe(sky::InfraCreated{""}) == "infrastructure ready");
+}
+
 TEST_CASE("the error event is the aggregate sky::ErrorEvent, apart from the exceptions",
           "[events]") {
     // An aggregate like every other event: built with braces, also under the seeds' name.

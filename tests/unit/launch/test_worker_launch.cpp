@@ -44,6 +44,7 @@ void same(const WorkerLaunch& a, const WorkerLaunch& b) {
     CHECK(a.accept_timeout == b.accept_timeout);
     CHECK(a.crash_file == b.crash_file);
     CHECK(a.parent_pid == b.parent_pid);
+    CHECK(a.parent_pool == b.parent_pool);
 }
 
 std::string error_of(const std::map<std::string, std::string>& env) {
@@ -58,12 +59,15 @@ std::string error_of(const std::map<std::string, std::string>& env) {
 }  // namespace
 
 TEST_CASE("worker launch: a Local worker's environment reads back the same", "[launch]") {
-    WorkerLaunch local{.fd = 3, .token = "0123456789abcdef", .parent_pid = 4242};
+    WorkerLaunch local{
+        .fd = 3, .token = "0123456789abcdef", .parent_pid = 4242, .parent_pool = "1a2b3c4d"};
     const auto env = as_map(local.env());
-    CHECK(env.size() == 3);
+    CHECK(env.size() == 4);
     CHECK(env.at("SKY_WORKER_FD") == "3");
     CHECK(env.at("SKY_WORKER_TOKEN") == "0123456789abcdef");
     CHECK(env.at("SKY_PARENT_PID") == "4242");
+    CHECK(env.at("SKY_PARENT_POOL") == "1a2b3c4d");
+    CHECK(WorkerLaunch::parent_pool_entry("1a2b3c4d") == "SKY_PARENT_POOL=1a2b3c4d");
     same(read_back(env), local);
 }
 
@@ -162,6 +166,7 @@ TEST_CASE("worker launch: a launcher passes none of its own variables on", "[lau
     CHECK(WorkerLaunch::is_launch_variable("SKY_WORKER_SOMETHING_NEW=1"));
     CHECK(WorkerLaunch::is_launch_variable("SKY_PARENT_PID=12"));
     CHECK(WorkerLaunch::is_launch_variable("SKY_PARENT_PID"));
+    CHECK(WorkerLaunch::is_launch_variable("SKY_PARENT_POOL=1a2b3c4d"));
     CHECK_FALSE(WorkerLaunch::is_launch_variable("SKY_PARENT_PIDS=1"));
     CHECK_FALSE(WorkerLaunch::is_launch_variable("SKY_SIMULATED=preempt"));
     CHECK_FALSE(WorkerLaunch::is_launch_variable("PATH=/usr/bin"));
@@ -173,9 +178,10 @@ TEST_CASE("worker launch: a launcher passes none of its own variables on", "[lau
                      .port_file = "/p",
                      .heartbeat_file = "/h",
                      .accept_timeout = std::chrono::seconds(5),
-                     .parent_pid = 7};
+                     .parent_pid = 7,
+                     .parent_pool = "1a2b3c4d"};
     const auto entries = all.env();
-    CHECK(entries.size() == 8);
+    CHECK(entries.size() == 9);
     for (const auto& e : entries) CHECK(WorkerLaunch::is_launch_variable(e));
     same(read_back(as_map(entries)), all);
 }

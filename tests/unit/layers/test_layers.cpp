@@ -68,11 +68,13 @@ const std::map<std::string, std::set<std::string>>& allowed() {
          {"catalog", "pool", "providers/cloud", "providers/local", "providers/registry", "runtime",
           "util"}},
         // A Slurm pool is one job: the login node over SSH (ssh), the program into its store
-        // (ship), workers started with the runtime's launch variables; no cloud layer.
-        {"providers/slurm", {"pool", "providers/registry", "runtime", "ship", "ssh", "util"}},
-        // The tool reaches providers through the registry. Debt: `sky ls --provider aws` keeps
-        // EC2's own table (region, --all) through the EC2 client.
-        {"cli", {"catalog", "http", "pool", "providers/aws", "providers/registry", "util"}},
+        // (ship), workers started with the runtime's launch variables. Of the cloud layer only
+        // its collector: `sky ls`/`sky gc` reach sky's jobs as they reach a cloud's machines.
+        {"providers/slurm",
+         {"pool", "providers/cloud", "providers/registry", "runtime", "ship", "ssh", "util"}},
+        // The tool reaches providers only through their descriptors (the registry): `sky ls` and
+        // `sky gc` name no provider.
+        {"cli", {"catalog", "http", "pool", "providers/registry", "util"}},
     };
     return table;
 }

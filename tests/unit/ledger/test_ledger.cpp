@@ -1,6 +1,7 @@
 // The write-ahead pool ledger (src/pool/ledger.hpp): private files, append-only records, torn
 // last lines, pid reuse, and malformed files that never stop `sky ls` / `sky gc`.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include "pool/ledger.hpp"
 #include "sky/errors.hpp"
+#include "support/temp_home.hpp"
 
 namespace fs = std::filesystem;
 using sky::detail::Ledger;
@@ -21,28 +23,7 @@ using sky::detail::LedgerRecord;
 
 namespace {
 
-// SKY_HOME in a fresh temporary directory for one test; removed however the test ends.
-struct TempHome {
-    fs::path dir;
-    std::string saved;
-    bool had = false;
-    TempHome() {
-        char tmpl[] = "/tmp/sky-ledger-test-XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        dir = tmpl;
-        if (const char* s = std::getenv("SKY_HOME")) saved = s, had = true;
-        ::setenv("SKY_HOME", (dir / "home").c_str(), 1);
-    }
-    ~TempHome() {
-        if (had)
-            ::setenv("SKY_HOME", saved.c_str(), 1);
-        else
-            ::unsetenv("SKY_HOME");
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
-    [[nodiscard]] fs::path pools() const { return dir / "home" / "pools"; }
-};
+using TempHome = sky::test::TempSkyHome;
 
 unsigned mode_of(const fs::path& p) {
     struct stat st {};
@@ -80,7 +61,7 @@ TEST_CASE("ledger: the directory is 0700 and each file 0600, whatever the umask"
     ::umask(old);
     CHECK(ledger->file() == home.pools() / "pool0001.jsonl");
     CHECK(mode_of(home.pools()) == 0700);
-    CHECK(mode_of(home.dir / "home") == 0700);  // made by sky: private too
+    CHECK(mode_of(home.dir() / "home") == 0700);  // made by sky: private too
     CHECK(mode_of(ledger->file()) == 0600);
 
     // A directory someone opened up is made private again before a ledger goes in it.
@@ -91,12 +72,12 @@ TEST_CASE("ledger: the directory is 0700 and each file 0600, whatever the umask"
 
 TEST_CASE("ledger: a symlinked or foreign directory is refused with its path", "[ledger]") {
     TempHome home;
-    fs::create_directories(home.dir / "elsewhere");
-    fs::create_directories(home.dir / "home");
-    fs::create_directory_symlink(home.dir / "elsewhere", home.pools());
+    fs::create_directories(home.dir() / "elsewhere");
+    fs::create_directories(home.dir() / "home");
+    fs::create_directory_symlink(home.dir() / "elsewhere", home.pools());
     CHECK_THROWS_WITH(Ledger::open("pool0001", "local", ""),
                       Catch::Contains(home.pools().string()) && Catch::Contains("not a directory"));
-    CHECK(fs::is_empty(home.dir / "elsewhere"));
+    CHECK(fs::is_empty(home.dir() / "elsewhere"));
     if (::geteuid() == 0) {
         fs::remove(home.pools());
         fs::create_directory(home.pools());
@@ -111,7 +92,7 @@ TEST_CASE("ledger: a bad pool id never becomes a path", "[ledger]") {
     CHECK_THROWS_AS(Ledger::open("../escape", "local", ""), sky::Error);
     CHECK_THROWS_AS(Ledger::open("", "local", ""), sky::Error);
     CHECK_THROWS_AS(Ledger::open(".hidden", "local", ""), sky::Error);
-    CHECK_FALSE(fs::exists(home.dir / "home" / "escape.jsonl"));
+    CHECK_FALSE(fs::exists(home.dir() / "home" / "escape.jsonl"));
 }
 
 TEST_CASE("ledger: records are appended, never rewritten, and read back", "[ledger]") {
@@ -203,11 +184,67 @@ TEST_CASE("ledger: a torn last line is ignored, and the next record starts a new
     CHECK(r.live_instances().empty());
 }
 
-TEST_CASE("ledger: the owner is alive only while the same process runs", "[ledger]") {
+TEST_CASE("ledger: a running pool holds its ledger's lock, whatever its pid says", "[ledger]") {
+    TempHome home;
+    auto ledger = Ledger::open("poollck0", "local", "");
+    LedgerRecord r = Ledger::read(ledger->file());
+    CHECK(r.locked);
+    CHECK_FALSE(r.pid_namespace.empty());
+    CHECK_FALSE(r.machine_id.empty());
+    CHECK(sky::detail::ledger_locked(ledger->file()));
+    // Held: alive, even where the recorded pid means nothing (another PID namespace) or now
+    // names another process.
+    r.owner_pid = dead_pid();
+    r.owner_start = "";
+    r.pid_namespace = "pid:[1]";
+    CHECK(r.owner() == LedgerRecord::Owner::alive);
+    CHECK_FALSE(r.finished());
+    // The Ledger is gone (its fd closed): the lock with it.
+    ledger.reset();
+    CHECK_FALSE(sky::detail::ledger_locked(r.file));
+    CHECK(r.owner() == LedgerRecord::Owner::dead);
+}
+
+TEST_CASE("ledger: the lock goes when the owner process dies, in any PID namespace", "[ledger]") {
+    TempHome home;
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        // The client: it opens its ledger and keeps it, as a pool does, until it is killed.
+        ::close(ready[0]);
+        std::unique_ptr<Ledger> l;
+        try {
+            l = Ledger::open("poolkid0", "local", "");
+        } catch (...) {
+            ::_exit(1);
+        }
+        (void)!::write(ready[1], "y", 1);
+        ::pause();
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    ::close(ready[0]);
+    const fs::path file = home.pools() / "poolkid0.jsonl";
+    LedgerRecord r = Ledger::read(file);
+    r.pid_namespace = "pid:[1]";  // as if recorded in a container's namespace
+    CHECK(r.owner() == LedgerRecord::Owner::alive);
+    ::kill(child, SIGKILL);
+    int st = 0;
+    ::waitpid(child, &st, 0);
+    CHECK(r.owner() == LedgerRecord::Owner::dead);
+    CHECK(r.finished());
+}
+
+TEST_CASE("ledger: without a lock the pid tells, and only in its own namespace", "[ledger]") {
     TempHome home;
     auto ledger = Ledger::open("poolpid0", "local", "");
     LedgerRecord r = Ledger::read(ledger->file());
-    CHECK(r.owner() == LedgerRecord::Owner::alive);
+    ledger.reset();  // its lock released: the record as an older sky (no lock) wrote it
+    r.locked = false;
+    CHECK(r.owner() == LedgerRecord::Owner::alive);  // this very process
     CHECK(r.owner_alive());
 
     SECTION("the pid now belongs to another process (another start time)") {
@@ -238,12 +275,30 @@ TEST_CASE("ledger: the owner is alive only while the same process runs", "[ledge
         int st = 0;
         ::waitpid(pid, &st, 0);
     }
+    SECTION("recorded in another PID namespace: the pid cannot tell, never dead") {
+        r.pid_namespace = "pid:[1]";
+        r.owner_pid = dead_pid();
+        CHECK(r.owner() == LedgerRecord::Owner::unknown);
+        CHECK(r.owner_alive());
+        CHECK_FALSE(r.finished());
+    }
+    SECTION("no start time recorded (no /proc then): cannot tell, never dead") {
+        r.owner_start = "";
+        r.owner_pid = dead_pid();
+        CHECK(r.owner() == LedgerRecord::Owner::unknown);
+        CHECK_FALSE(r.finished());
+    }
     SECTION("written on another host: cannot be told, so never collected") {
         r.host = "some-other-host.example";
         r.owner_pid = dead_pid();
         CHECK(r.owner() == LedgerRecord::Owner::other_host);
         CHECK(r.owner_alive());
         CHECK_FALSE(r.finished());
+    }
+    SECTION("written on another machine with the same host name") {
+        r.machine_id = "0123456789abcdef0123456789abcdef";
+        r.owner_pid = dead_pid();
+        CHECK(r.owner() == LedgerRecord::Owner::other_host);
     }
 }
 

@@ -8,6 +8,7 @@
 #include "fakes/runpod/fake_runpod.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/registry/registry.hpp"
+#include "providers/rest/json_api.hpp"
 #include "providers/runpod/runpod.hpp"
 #include "sky/sky.hpp"
 #include "support/adapter_test.hpp"
@@ -164,5 +165,96 @@ TEST_CASE("runpod: the cloud layer deploys 2 pods and terminates them all", "[ru
     CHECK(fake.alive() == 2);
     for (const auto& p : fake.pods()) CHECK(p["podType"] == "INTERRUPTABLE");  // "always"
     b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+namespace {
+
+// A GPU type as gpuTypes lists it: secure cloud only, on demand only.
+nlohmann::json gpu_type(const std::string& id, int memory_gb, double price) {
+    return {{"id", id},
+            {"displayName", id},
+            {"manufacturer", "Nvidia"},
+            {"memoryInGb", memory_gb},
+            {"maxGpuCount", 1},
+            {"secureCloud", true},
+            {"communityCloud", false},
+            {"securePrice", price},
+            {"communityPrice", nullptr},
+            {"secureSpotPrice", nullptr},
+            {"communitySpotPrice", nullptr}};
+}
+
+std::unique_ptr<sky::detail::Backend> a100_pool(const FakeRunPod& fake, sky::PoolSpec& spec) {
+    spec.provider = sky::RunPod{.endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = "A100";
+    spec.spot = sky::Spot::Never{};
+    return sky::detail::make_cloud_backend(
+        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+}
+
+}  // namespace
+
+TEST_CASE("runpod: live offers win: a catalog type RunPod does not list is never tried",
+          "[runpod]") {
+    // RunPod lists only a 40 GB A100, dearer than the catalog's 1x_A100-80GB_SECURE ($1.89),
+    // whose GPU ids this account's RunPod does not know.
+    FakeRunPod fake(
+        sky::test::FakeRunPodOptions{.gpu_types = {gpu_type("NVIDIA A100-SXM4-40GB", 40, 2.5)}});
+    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
+    REQUIRE(
+        offer_of(sky::Catalog::embedded().offers("runpod"), "1x_A100-80GB_SECURE").on_demand_price <
+        2.5);
+    sky::PoolSpec spec;
+    sky::test::EventLog log;
+    auto b = a100_pool(fake, spec);
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"1x_A100-40GB_SECURE"});
+    REQUIRE(fake.deploy_inputs().size() == 1);
+    CHECK(fake.deploy_inputs()[0]["gpuTypeId"] == "NVIDIA A100-SXM4-40GB");
+    CHECK(fake.alive() == 1);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("runpod: a GPU type RunPod refuses as unknown moves the pool to the next offer",
+          "[runpod]") {
+    sky::test::FakeRunPodOptions o;
+    o.gpu_types = {gpu_type("NVIDIA A100-SXM4-40GB", 40, 2.5),
+                   gpu_type("NVIDIA A100 80GB PCIe", 80, 3.0)};
+    o.unknown_gpu_ids = {"NVIDIA A100-SXM4-40GB"};  // listed, then retired
+    FakeRunPod fake(o);
+    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
+    sky::PoolSpec spec;
+    sky::test::EventLog log;
+    auto b = a100_pool(fake, spec);
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"1x_A100-40GB_SECURE", "1x_A100-80GB_SECURE"});
+    REQUIRE(fake.pods().size() == 1);
+    CHECK(fake.deploy_inputs().back()["gpuTypeId"] == "NVIDIA A100 80GB PCIe");
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("runpod: a pod someone named sky-... by hand is never taken for a sky pool's",
+          "[runpod]") {
+    FakeRunPod fake;
+    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
+    const auto offer = offer_of(offers, "1x_RTX4090_SECURE");
+    auto by_hand = launch_request(offer);
+    by_hand.name = "sky-notebook";  // a teammate's pod "sky-notebook-n0" in the shared account
+    const std::string theirs = a->launch(by_hand);
+    const std::string ours = a->launch(launch_request(offer));  // "sky-0123456789abcdef-n0"
+    auto listed = a->list("");
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].id == ours);
+    CHECK(listed[0].pool_id == "0123456789abcdef");
+    CHECK(sky::detail::rest::pool_of_machine_name("sky-deadbeef") == "");
+    CHECK(sky::detail::rest::pool_of_machine_name("sky-DEADBEEF-n0") == "");
+    CHECK(sky::detail::rest::pool_of_machine_name("sky-deadbeef-n12") == "deadbeef");
+    a->terminate({theirs, ours});
     CHECK(fake.alive() == 0);
 }

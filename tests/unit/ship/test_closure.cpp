@@ -99,8 +99,7 @@ TEST_CASE("ship: a changed file gets a new hash, and a new program directory", "
     CHECK(m2.files[0].sha256 == m1.files[0].sha256);
 }
 
-TEST_CASE("ship: glibc needs come from the version section, broken files are refused",
-          "[ship]") {
+TEST_CASE("ship: glibc needs come from the version section, broken files are refused", "[ship]") {
     auto v = glibc_needed("/proc/self/exe");
     REQUIRE(v);
     CHECK(*v >= GlibcVersion{2, 2});

@@ -193,7 +193,87 @@ TEST_CASE("vastai: the cloud layer rents 2 instances and destroys them all", "[v
         adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
     b->provision(2, ignore_events());
     CHECK(fake.alive() == 2);
+    // From the pool id alone (`sky gc`): the pool's key, found by its comment.
+    auto other = adapter(fake);
+    REQUIRE(other->infra_left("0123456789abcdef").size() == 1);
+    CHECK(other->infra_left("0123456789abcdef")[0].find("SSH key") != std::string::npos);
     b->stop_all();
     CHECK(fake.alive() == 0);
     CHECK(fake.ssh_keys().empty());
+    CHECK(other->infra_left("0123456789abcdef").empty());
+}
+
+TEST_CASE("vastai: a killed client's SSH key is deleted from the pool id alone", "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto client = adapter(fake);
+    // A key as the cloud layer makes it: commented with the pool's name.
+    const std::string key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake "
+        "sky-0123456789abcdef";
+    client->create_infra({"0123456789abcdef", "sky-0123456789abcdef", key}, ignore_events());
+    client.reset();  // the client is gone; `sky gc` has only the pool id
+    auto gc = adapter(fake);
+    CHECK(gc->infra_left("0123456789abcdef").size() == 1);
+    CHECK(gc->infra_left("0aaaaaaaaaaaaaaa").empty());  // another pool's name: not ours
+    gc->delete_infra("0123456789abcdef");
+    CHECK(fake.ssh_keys().empty());
+    CHECK(gc->infra_left("0123456789abcdef").empty());
+}
+
+TEST_CASE("vastai: live offers win: a catalog type the marketplace does not list is never tried",
+          "[vastai]") {
+    // The marketplace has only a 2x RTX 4090 ask; the catalog's 1x-RTX4090 ($0.40) is cheaper
+    // but nobody offers it now.
+    sky::test::FakeVastOptions o;
+    for (const auto& a : FakeVast::default_offers())
+        if (a["num_gpus"] == 2) o.offers.push_back(a);
+    REQUIRE(o.offers.size() == 1);
+    FakeVast fake(o);
+    Key k("vast-fake-key-6a8b0f1c2d");
+    REQUIRE(offer_of(sky::Catalog::embedded().offers("vastai"), "1x-RTX4090").on_demand_price <
+            o.offers[0]["dph_total"].get<double>());
+    sky::PoolSpec spec;
+    spec.provider = sky::VastAI{.endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = "RTX4090";
+    spec.spot = sky::Spot::Never{};
+    sky::test::EventLog log;
+    auto b = sky::detail::make_cloud_backend(
+        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+    b->provision(1, log.sink());
+    CHECK(log.tried() == std::vector<std::string>{"2x-RTX4090"});
+    CHECK(fake.alive() == 1);
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("vastai: an offer that is not a Vast.ai type is refused as unknown", "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    sky::Offer o;
+    o.provider = "vastai";
+    o.instance_type = "RTX4090";  // no "<count>x-" in front
+    CHECK_THROWS_AS(a->launch(launch_request(o)), sky::UnknownInstanceTypeError);
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("vastai: an instance someone labelled sky-... by hand is never taken for a sky pool's",
+          "[vastai]") {
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), rtx4090(), ignore_events());
+    const auto offer = offer_of(offers, "1x-RTX4090");
+    auto by_hand = launch_request(offer);
+    by_hand.name = "sky-notebook";  // labelled "sky-notebook-n0" by a teammate
+    const std::string theirs = a->launch(by_hand);
+    const std::string ours = a->launch(launch_request(offer, false, 1));
+    auto listed = a->list("");
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].id == ours);
+    CHECK(listed[0].pool_id == "0123456789abcdef");
+    a->terminate({theirs, ours});
+    CHECK(fake.alive() == 0);
 }

@@ -1,6 +1,7 @@
 // The Verda adapter against the fake Verda API (no root, no SSH): OAuth2 with a JSON body and
 // renewal after a 401, offers from instance types and availability, the SSH key and a startup
 // script per node, the id as text, capacity and funds answers, spot reclaim, delete and sweep.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -10,9 +11,11 @@
 #include "providers/verda/verda.hpp"
 #include "sky/sky.hpp"
 #include "support/adapter_test.hpp"
+#include "support/capture_stderr.hpp"
 #include "support/scoped_env.hpp"
 
 using sky::test::FakeVerda;
+using sky::test::FakeVerdaOptions;
 using sky::test::ignore_events;
 using sky::test::offer_of;
 
@@ -204,8 +207,111 @@ TEST_CASE("verda: the cloud layer provisions 2 instances and deletes them all", 
     b->provision(2, ignore_events());
     CHECK(fake.alive() == 2);
     for (const auto& i : fake.instances()) CHECK(i["is_spot"] == true);  // "always" by default
+    // What `sky gc` would see from the pool id alone: the key and a script per node.
+    auto other = adapter(fake);
+    CHECK(other->infra_left("0123456789abcdef").size() == 3);
     b->stop_all();
     CHECK(fake.alive() == 0);
     CHECK(fake.ssh_keys().empty());
     CHECK(fake.scripts().empty());
+    CHECK(other->infra_left("0123456789abcdef").empty());
+}
+
+namespace {
+
+// A one-node A100 pool on the fake with this spot strategy; the backend over a fresh adapter.
+std::unique_ptr<sky::detail::Backend> a100_pool(const FakeVerda& fake, sky::Spot spot,
+                                                sky::PoolSpec& spec) {
+    spec.provider = sky::Verda{.endpoint = fake.endpoint()};
+    spec.nodes = 1;
+    spec.accelerator = "A100";
+    spec.spot = spot;
+    return sky::detail::make_cloud_backend(
+        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+}
+
+}  // namespace
+
+TEST_CASE("verda: live offers win: a catalog type Verda does not list is never tried", "[verda]") {
+    // The catalog's cheapest A100, 1A100.40S.22V at $0.79, is not in Verda's /instance-types
+    // (the fake lists 1A100.80S.22V and 8A100.80S.176V): ordering it is a 400.
+    REQUIRE(offer_of(sky::Catalog::embedded().offers("verda"), "1A100.40S.22V").on_demand_price <
+            1.0);
+    FakeVerda fake;
+    Creds c(fake);
+    for (sky::Spot spot : {sky::Spot(sky::Spot::Never{}), sky::Spot(sky::Spot::Always{})}) {
+        sky::PoolSpec spec;
+        sky::test::EventLog log;
+        auto b = a100_pool(fake, spot, spec);
+        b->provision(1, log.sink());
+        REQUIRE(fake.instances().size() == 1);
+        CHECK(fake.instances()[0]["instance_type"] == "1A100.80S.22V");
+        CHECK(log.tried() == std::vector<std::string>{"1A100.80S.22V"});
+        for (const auto& r : fake.http().requests()) {
+            CHECK(r.target.find("1A100.40S") == std::string::npos);
+            CHECK(r.body.find("1A100.40S") == std::string::npos);
+        }
+        b->stop_all();
+        CHECK(fake.alive() == 0);
+    }
+}
+
+TEST_CASE("verda: a type Verda refuses as unknown moves the pool to the next offer", "[verda]") {
+    FakeVerdaOptions o;
+    o.unknown_types = {"1A100.80S.22V"};  // listed, then retired
+    FakeVerda fake(o);
+    Creds c(fake);
+    sky::PoolSpec spec;
+    sky::test::EventLog log;
+    auto b = a100_pool(fake, sky::Spot::IfAvailable{}, spec);
+    b->provision(1, log.sink());
+    REQUIRE(fake.instances().size() == 1);
+    CHECK(fake.instances()[0]["instance_type"] == "8A100.80S.176V");
+    CHECK(log.tried() == std::vector<std::string>{"1A100.80S.22V", "8A100.80S.176V"});
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("verda: every offer refused as unknown is a ProvisionError naming each attempt once",
+          "[verda]") {
+    FakeVerdaOptions o;
+    o.unknown_types = {"1A100.80S.22V", "8A100.80S.176V"};
+    FakeVerda fake(o);
+    Creds c(fake);
+    sky::PoolSpec spec;
+    auto b = a100_pool(fake, sky::Spot::IfAvailable{}, spec);
+    try {
+        b->provision(1, ignore_events());
+        FAIL("provisioned with every type refused");
+    } catch (const sky::ProvisionError& e) {
+        const std::string what = e.what();
+        INFO(what);
+        REQUIRE(e.attempts().size() == 2);
+        CHECK(e.attempts()[0].instance_type == "1A100.80S.22V");
+        CHECK(e.attempts()[0].error.find("Invalid instance type") != std::string::npos);
+        CHECK(e.attempts()[1].instance_type == "8A100.80S.176V");
+        CHECK(std::count(what.begin(), what.end(), '\n') == 2);
+        CHECK(what.find("verda-secret") == std::string::npos);
+    }
+    b->stop_all();
+    CHECK(fake.alive() == 0);
+}
+
+TEST_CASE("verda: a custom endpoint is noticed once, on stderr, and is no error event", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    sky::test::EventLog log;
+    sky::test::CapturedStderr err;
+    for (int pool = 0; pool < 2; ++pool) {  // two pools of one program
+        auto a = adapter(fake);
+        (void)a->live_offers(sky::Catalog::embedded(), {}, log.sink());
+    }
+    const std::string text = err.text();
+    INFO(text);
+    CHECK(sky::test::occurrences(text,
+                                 "sky: notice: Verda: requests with your client "
+                                 "credentials go to " +
+                                     fake.endpoint() + " (set by Verda{.endpoint})\n") == 1);
+    CHECK(sky::test::occurrences(text, "sky: ") == 1);
+    CHECK(log.all<sky::ErrorEvent>().empty());
 }
