@@ -75,6 +75,15 @@ struct CloudLogin {
     /// How long a fresh machine may take to present the pinned host key (its boot script runs
     /// after sshd first starts); a mismatch until then is retried, never accepted.
     std::chrono::seconds boot_wait{300};
+    /// The cloud has no firewall API and the adapter's boot script sets up sky's host firewall
+    /// (SSH from the client, every port from the pool's own machines, nothing else in): the
+    /// cloud layer admits each machine's peers through it over SSH before its worker starts,
+    /// and admits a replacement on every machine, and says so in an ErrorEvent where a machine
+    /// has no working firewall.
+    bool host_firewall = false;
+    /// The launch data (boot script) stays readable through the cloud's API for the machine's
+    /// life: a failed host key rotation fails the node instead of leaving it on that key.
+    bool launch_data_readable = false;
 };
 
 /// Thrown by CloudAdapter::launch when the offer has no capacity now: the pool moves on to the
