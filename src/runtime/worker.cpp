@@ -1016,13 +1016,13 @@ bool is_worker() noexcept { return detail::g_is_worker.load(); }
 void init(int argc, char** argv) {
     detail::g_initialised = true;
     if (argc > 0 && argv && argv[0]) detail::argv0() = argv[0];
-    bool worker = false;
-    for (int i = 1; i < argc; ++i) {
-        if (argv[i] && std::strcmp(argv[i], detail::worker_flag) == 0) worker = true;
-        // A node serving the program's files to its pool's other nodes (see ship/file_server).
-        if (argv[i] && std::strcmp(argv[i], detail::ship::serve_files_flag) == 0)
-            ::_exit(detail::ship::serve_files_main());
-    }
+    // sky starts its modes with the flag as the only argument (argv[1]): a flag further on is
+    // the program's own argument (perhaps forwarded from someone else), never a mode.
+    const char* mode = argc > 1 && argv ? argv[1] : nullptr;
+    const bool worker = mode && std::strcmp(mode, detail::worker_flag) == 0;
+    // A node serving the program's files to its pool's other nodes (see ship/file_server).
+    if (mode && std::strcmp(mode, detail::ship::serve_files_flag) == 0)
+        ::_exit(detail::ship::serve_files_main());
     if (!worker) return;
     detail::WorkerLaunch launch;
     try {
