@@ -76,10 +76,10 @@ struct CloudLogin {
     /// after sshd first starts); a mismatch until then is retried, never accepted.
     std::chrono::seconds boot_wait{300};
     /// The cloud has no firewall API and the adapter's boot script sets up sky's host firewall
-    /// (SSH from the client, every port from the pool's own machines, nothing else in): the
-    /// cloud layer admits each machine's peers through it over SSH before its worker starts,
-    /// and admits a replacement on every machine, and says so in an ErrorEvent where a machine
-    /// has no working firewall.
+    /// (SSH from the client, every port from the pool's own machines, nothing else in; the
+    /// built-in Verda adapter's does): the cloud layer admits each machine's peers through it
+    /// over SSH before its worker starts, admits a replacement on every machine, and says so
+    /// in an ErrorEvent where a machine has no working firewall.
     bool host_firewall = false;
     /// The launch data (boot script) stays readable through the cloud's API for the machine's
     /// life: a failed host key rotation fails the node instead of leaving it on that key.
