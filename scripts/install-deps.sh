@@ -13,6 +13,9 @@ packages=(build-essential cmake ninja-build pkg-config libboost1.81-dev libboost
 # node + npm for tests/e2e/volumes' S3 server (s3rver, which scripts/test.sh installs from npm);
 # Debian's npm only where no npm is installed (another node distribution may bring its own).
 packages+=(s3fs)
+# Firewalls: the host firewall of Verda's nodes (nftables, else iptables) run in test hosts'
+# namespaces, and the fake DigitalOcean enforcing its cloud firewalls with nft.
+packages+=(nftables iptables)
 command -v npm > /dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do

@@ -7,13 +7,16 @@
 //                   --data-bucket my-datasets --checkpoint-bucket my-checkpoints
 //
 // The dataset is `datasets/train.csv` in the data bucket (--dataset-prefix, --dataset-file);
-// checkpoints go under `run-1/` in the checkpoint bucket (--run). Credentials are the pool's AWS
-// credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials). sky::Local
-// and sky::Simulated do not mount volumes: they refuse this pool with a ConfigError.
+// checkpoints go under `run-1/` in the checkpoint bucket (--run). Credentials: the buckets' own
+// keys from S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY when set (an S3-compatible service's, or an
+// AWS key that reaches only these buckets), else sky mints temporary ones scoped to the two
+// buckets from the pool's AWS credentials with STS (docs/security.md). sky::Local and
+// sky::Simulated do not mount volumes: they refuse this pool with a ConfigError.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -73,6 +76,11 @@ int main(int argc, char** argv) {
     const std::string data_path = flag(argc, argv, "data-path", "/data");
     const std::string checkpoint_path = flag(argc, argv, "checkpoint-path", "/checkpoints");
     const std::string dataset = data_path + "/" + flag(argc, argv, "dataset-file", "train.csv");
+    // From the environment, never the command line (ps shows that to every user).
+    auto env = [](const char* name) {
+        const char* v = std::getenv(name);
+        return std::string(v ? v : "");
+    };
     try {
         sky::ComputePool pool{{
             .provider = examples::provider_from_args(argc, argv),
@@ -81,12 +89,16 @@ int main(int argc, char** argv) {
                                       .bucket = data_bucket,
                                       .prefix = flag(argc, argv, "dataset-prefix", "datasets/"),
                                       .read_only = true,
-                                      .endpoint = endpoint},
+                                      .endpoint = endpoint,
+                                      .access_key_id = env("S3_ACCESS_KEY_ID"),
+                                      .secret_access_key = env("S3_SECRET_ACCESS_KEY")},
                         sky::S3Volume{.mount_path = checkpoint_path,
                                       .bucket = checkpoint_bucket,
                                       .prefix = flag(argc, argv, "run", "run-1"),
                                       .read_only = false,
-                                      .endpoint = endpoint}},
+                                      .endpoint = endpoint,
+                                      .access_key_id = env("S3_ACCESS_KEY_ID"),
+                                      .secret_access_key = env("S3_SECRET_ACCESS_KEY")}},
         }};
         const std::string run = flag(argc, argv, "run", "run-1");
         std::vector<std::string> saved = sky::compute<demo::train>(dataset, checkpoint_path) | pool;

@@ -85,6 +85,15 @@ struct CloudLogin {
     /// terminated instance's network interface, and with it the security group, for seconds to
     /// minutes). What is left then is recorded in the ledger; `sky gc` deletes it later.
     std::chrono::seconds infra_wait{120};
+    /// The cloud has no firewall API and the adapter's boot script sets up sky's host firewall
+    /// (SSH from the client, every port from the pool's own machines, nothing else in; the
+    /// built-in Verda adapter's does): the cloud layer admits each machine's peers through it
+    /// over SSH before its worker starts, admits a replacement on every machine, and says so
+    /// in an ErrorEvent where a machine has no working firewall.
+    bool host_firewall = false;
+    /// The launch data (boot script) stays readable through the cloud's API for the machine's
+    /// life: a failed host key rotation fails the node instead of leaving it on that key.
+    bool launch_data_readable = false;
 };
 
 /// Thrown by CloudAdapter::launch when the offer has no capacity now: the pool moves on to the

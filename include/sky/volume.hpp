@@ -16,6 +16,12 @@ struct S3Volume {
     std::string endpoint;
     /// The region requests are signed for; empty: us-east-1 (AWS S3 then finds the bucket's).
     std::string region;
+    /// Credentials for this volume alone (a key that reaches only this bucket), sent to every
+    /// node; never printed. Empty: sky mints temporary ones from the pool's AWS credentials with
+    /// STS, scoped to the pool's volumes and lasting the pool's timeout (docs/security.md).
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;  ///< with temporary `access_key_id`/`secret_access_key`
 };
 
 /// Any volume sky can mount.

@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <regex>
 #include <string>
 
+#include "bootstrap/pip.hpp"
 #include "sky/errors.hpp"
 #include "util/digest.hpp"
 #include "util/encoding.hpp"
@@ -58,6 +60,10 @@ void Image::validate() const {
     for (auto& p : pip)
         if (p.empty() || p.find_first_of("\n\r") != std::string::npos)
             throw ConfigError(fmt::format("image.pip: \"{}\" is not a pip requirement", p));
+    if (pip_extra_index_url && std::any_of(pip_extra_index_url->begin(), pip_extra_index_url->end(),
+                                           [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+        throw ConfigError(
+            "image.pip_extra_index_url: the URL has a control character (line break, tab)");
     if (!python.empty() && !std::regex_match(python, pyver))
         throw ConfigError(fmt::format("image.python: \"{}\" is not a Python 3 version", python));
     for (auto& [k, v] : env)
@@ -105,10 +111,29 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
         s += "[ -x \"$SKY_HOME/venv/bin/python\" ] || \"$PY\" -m venv \"$SKY_HOME/venv\"\n";
         if (!pip.empty()) {
             s += "phase pip\n";
-            s += "\"$SKY_HOME/venv/bin/python\" -m pip install -q";
-            if (pip_extra_index_url) s += " --extra-index-url " + shell_quote(*pip_extra_index_url);
-            for (auto& p : pip) s += " " + shell_quote(p);
-            s += "\n";
+            // The requirements and the index URL's credentials reach pip through private
+            // files, the URL through its environment (bootstrap/pip.hpp), never its argument
+            // list; written with builtins (here-strings), removed when pip is done or the
+            // script fails.
+            const detail::PipFiles files = detail::pip_files(*this);
+            s += "pip_dir=$(mktemp -d \"$SKY_HOME/pip.XXXXXX\")\n";
+            s += "trap 'rm -rf \"$pip_dir\"' EXIT\n";
+            s += fmt::format("base64 -d <<< {} > \"$pip_dir/requirements.txt\"\n",
+                             shell_quote(base64_encode(files.requirements)));
+            std::string env;
+            if (!files.extra_index_url.empty())
+                env += "PIP_EXTRA_INDEX_URL=" + shell_quote(files.extra_index_url) + " ";
+            if (!files.netrc.empty()) {
+                s += fmt::format(
+                    "{{ cat \"$HOME/.netrc\" 2>/dev/null || true; echo; base64 -d <<< {}; }} > "
+                    "\"$pip_dir/netrc\"\n",
+                    shell_quote(base64_encode(files.netrc)));
+                env += "NETRC=\"$pip_dir/netrc\" ";
+            }
+            s += env +
+                 "\"$SKY_HOME/venv/bin/python\" -m pip install -q -r "
+                 "\"$pip_dir/requirements.txt\"\n";
+            s += "rm -rf \"$pip_dir\"\ntrap - EXIT\n";
         }
     }
     s += "phase env\n";
@@ -132,13 +157,19 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
         // exclusively, so the content is never readable by others on the way and nothing that
         // is already there is reused or followed), given its mode, then renamed over the path
         // (rename replaces a symlink, never writes through it). A directory that every user
-        // may write to, without the sticky bit, is refused: another user could swap the file.
+        // may write to, without the sticky bit, or that another user owns is refused: someone
+        // else could swap the file.
         s += "sky_put() {\n";
         s += "  local dir; dir=$(dirname \"$1\")\n";
         s += "  (umask 022; $SUDO mkdir -p \"$dir\")\n";
         s += "  if [ -n \"$(find \"$dir\" -maxdepth 0 -perm -0002 ! -perm -1000)\" ]; then\n";
         s += "    echo \"sky: refusing to write $1: $dir is writable by every user\" >&2; return "
              "1\n";
+        s += "  fi\n";
+        // A directory of another (non-root) user's: they could replace the file after it is
+        // written (review r4 I1).
+        s += "  if [ -n \"$(find \"$dir\" -maxdepth 0 ! -user 0 ! -user \"$(id -u)\")\" ]; then\n";
+        s += "    echo \"sky: refusing to write $1: $dir belongs to another user\" >&2; return 1\n";
         s += "  fi\n";
         s += "  local tmp; tmp=$($SUDO mktemp \"$dir/.sky-file.XXXXXX\")\n";
         s += "  if ! base64 -d <<< \"$3\" | $SUDO tee \"$tmp\" > /dev/null ||\n";

@@ -9,6 +9,7 @@
 #include "pool/ledger.hpp"
 #include "pool/lost_call.hpp"
 #include "pool/signals.hpp"
+#include "providers/registry/exposure.hpp"
 #include "providers/registry/registry.hpp"
 #include "runtime/worker.hpp"
 #include "sky/detail/serialize.hpp"
@@ -205,6 +206,10 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     // A broadcast with a distributed plugin runs once per rank: W calls on each node.
     const bool per_rank =
         broadcast && !calls.empty() && calls[0]->options.plugin.kind != PluginSpec::none;
+    // What the framework's unauthenticated rendezvous exposes here, said once per pool.
+    if (!calls.empty() && calls[0]->options.plugin.kind != PluginSpec::none &&
+        !exposure_noticed_.exchange(true))
+        notice_distributed_exposure(spec_, [this](Event e) { emit(std::move(e)); });
     std::vector<int> ranks_on(nodes_.size(), 1);
     if (per_rank) {
         std::lock_guard lk(m_);

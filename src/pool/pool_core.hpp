@@ -120,6 +120,7 @@ private:
     std::unique_ptr<Scheduler> sched_;  // guarded by m_
     bool closing_ = false;
     bool active_ = false;
+    std::atomic<bool> exposure_noticed_{false};  // the distributed-call notice was given
     std::deque<int> restart_queue_;
     std::vector<std::thread> restarters_;  ///< one per replacement; joined by close()
     std::thread supervisor_;

@@ -127,33 +127,64 @@ std::uint64_t PoolShipment::wire_bytes_from_client() const {
     return wire_;
 }
 
+namespace node_scripts {
+
+std::string node_command(const std::string& script) { return in_bash(script); }
+
+std::string inventory(const std::string& prog_dir) {
+    // A file the node's own system holds with the same hash (the same library installed by its
+    // image) is copied into the store instead of sent. What enters the store is the copy, and
+    // only when the copy's own bytes hash to the name: whoever can write the path on the node
+    // may swap the file between any look at it and the copy (hashing the path, then copying it,
+    // would store their file under the genuine hash). The hash of the path is a cheap filter.
+    return fmt::format(
+        "command -v zstd >/dev/null 2>&1 && echo zstd; "
+        "[ -f {prog}/.complete ] && {{ echo complete; exit 0; }}; "
+        "H=(); P=(); "
+        "while IFS=$'\\t' read -r h size path; do [ -f \"$cas/$h\" ] && continue; "
+        "H+=(\"$h\"); P+=(\"$path\"); done; "
+        // One hashing process for every candidate the node's system has.
+        "E=(); for p in \"${{P[@]}}\"; do [ -f \"$p\" ] && E+=(\"$p\"); done; "
+        "declare -A S; if [ ${{#E[@]}} -gt 0 ]; then "
+        "if command -v openssl >/dev/null 2>&1; then "
+        "out=$(openssl dgst -sha256 -r -- \"${{E[@]}}\" 2>/dev/null); "
+        "else out=$(sha256sum -- \"${{E[@]}}\" 2>/dev/null); fi; "
+        "while IFS= read -r l; do S[\"${{l:66}}\"]=\"${{l:0:64}}\"; done "
+        "<<< \"$out\"; fi; "
+        "for i in \"${{!H[@]}}\"; do h=${{H[i]}}; p=${{P[i]}}; "
+        "if [ \"${{S[$p]:-}}\" = \"$h\" ] && t=$(mktemp \"$cas/.in-XXXXXXXXXX\"); then "
+        "if cp -- \"$p\" \"$t\" && [ \"$(sky_sha < \"$t\")\" = \"$h\" ] && chmod 500 \"$t\" && "
+        "mv -f -- \"$t\" \"$cas/$h\"; then echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
+        "echo \"need $h\"; done",
+        fmt::arg("prog", shell_quote(prog_dir)));
+}
+
+std::string store_upload(const ShippedFile& f, const std::string& incoming,
+                         const std::string& sent_path, bool zstd) {
+    // Decompress (when compressed), then check the content against its hash before it enters
+    // the store under that name. The client names the file in its error: no name of the
+    // client's becomes shell text here.
+    return fmt::format(
+        "in={in}; h={h}; {unz}"
+        "if [ \"$got\" = \"$h\" ]; then "
+        "chmod 500 \"$in\" && mv -f \"$in\" \"$cas/$h\"; else rm -f \"$in\"; "
+        "echo \"sky: the file arrived damaged (hash mismatch)\" >&2; exit 3; fi",
+        fmt::arg("in", shell_quote(incoming)), fmt::arg("h", shell_quote(f.sha256)),
+        fmt::arg("unz", zstd ? fmt::format("got=$(zstd -dqc {0} | tee \"$in\" | "
+                                           "sky_sha); rm -f {0}; ",
+                                           shell_quote(sent_path))
+                             : "got=$(sky_sha < \"$in\"); "));
+}
+
+}  // namespace node_scripts
+
 std::vector<std::string> PoolShipment::inventory(const NodeSite& site, bool& complete,
                                                  bool& has_zstd) {
-    // What the node lacks. A file the node's own system holds with the same size and hash (the
-    // same library installed by its image) is linked or copied into the store instead of sent.
+    // What the node lacks, and what its own system has (node_scripts::inventory).
     std::string in;
     for (auto& f : manifest_.files)
         in += fmt::format("{}\t{}\t{}\n", f.sha256, f.size, f.source.string());
-    std::string cmd = in_bash(
-        fmt::format("command -v zstd >/dev/null 2>&1 && echo zstd; "
-                    "[ -f {prog}/.complete ] && {{ echo complete; exit 0; }}; "
-                    "H=(); P=(); "
-                    "while IFS=$'\\t' read -r h size path; do [ -f \"$cas/$h\" ] && continue; "
-                    "H+=(\"$h\"); P+=(\"$path\"); done; "
-                    // One hashing process for every candidate the node's system has.
-                    "E=(); for p in \"${{P[@]}}\"; do [ -f \"$p\" ] && E+=(\"$p\"); done; "
-                    "declare -A S; if [ ${{#E[@]}} -gt 0 ]; then "
-                    "if command -v openssl >/dev/null 2>&1; then "
-                    "out=$(openssl dgst -sha256 -r -- \"${{E[@]}}\" 2>/dev/null); "
-                    "else out=$(sha256sum -- \"${{E[@]}}\" 2>/dev/null); fi; "
-                    "while IFS= read -r l; do S[\"${{l:66}}\"]=\"${{l:0:64}}\"; done "
-                    "<<< \"$out\"; fi; "
-                    "for i in \"${{!H[@]}}\"; do h=${{H[i]}}; p=${{P[i]}}; "
-                    "if [ \"${{S[$p]:-}}\" = \"$h\" ]; then t=\"$cas/.in-$h.$$\"; "
-                    "if cp -- \"$p\" \"$t\" && mv -f -- \"$t\" \"$cas/$h\"; then "
-                    "echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
-                    "echo \"need $h\"; done",
-                    fmt::arg("prog", shell_quote(program_dir(site.home, manifest_)))));
+    std::string cmd = in_bash(node_scripts::inventory(program_dir(site.home, manifest_)));
     auto r = site.session->exec(cmd, {.stdin_data = in, .timeout = std::chrono::minutes(10)});
     if (r.exit_status != 0)
         throw ShipFailure("upload",
@@ -224,21 +255,8 @@ void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<st
             }
             throw ShipFailure("upload", fmt::format("sending {} failed: {}", f->name, e.what()));
         }
-        // Decompress (when compressed), then check the content against its hash before it
-        // enters the store under that name.
-        auto r =
-            s.exec(in_bash(fmt::format(
-                       "in={in}; h={h}; {unz}"
-                       "if [ \"$got\" = \"$h\" ]; then "
-                       "chmod 500 \"$in\" && mv -f \"$in\" \"$cas/$h\"; else rm -f \"$in\"; "
-                       "echo \"sky: {name} arrived damaged (hash mismatch)\" >&2; exit 3; fi",
-                       fmt::arg("in", shell_quote(incoming)), fmt::arg("h", f->sha256),
-                       fmt::arg("name", f->name),
-                       fmt::arg("unz", zstd ? fmt::format("got=$(zstd -dqc {0} | tee \"$in\" | "
-                                                          "sky_sha); rm -f {0}; ",
-                                                          shell_quote(sent_path))
-                                            : "got=$(sky_sha < \"$in\"); "))),
-                   {.timeout = std::chrono::minutes(10)});
+        auto r = s.exec(in_bash(node_scripts::store_upload(*f, incoming, sent_path, zstd)),
+                        {.timeout = std::chrono::minutes(10)});
         if (r.exit_status != 0)
             throw ShipFailure("upload",
                               fmt::format("{} could not be stored on the node (exit status {})",
@@ -262,21 +280,31 @@ bool PoolShipment::ensure_server(Holder& h) {
         h.token = random_hex(64);
         const auto& run = h.site.run_dir;
         const auto exe = h.prog_dir + "/" + manifest_.program().name;
+        // The server serves only this pool's files (the list after the token on stdin), listens
+        // only on the address the pool's peers use, counts only requests with the token as
+        // activity, and ends with the pool: when its run directory goes (stop() or the node's
+        // watchdog), or at the pool's hard timeout.
+        std::string in = h.token + "\n";
+        for (const auto& f : manifest_.files) in += f.sha256 + "\n";
         auto r = h.site.session->exec(
             in_bash(fmt::format(
                 "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
-                "printf '%s\\n' \"$t\" > serve-token; "
+                "printf '%s\\n' \"$t\" > serve-token; cat > serve-list; "
                 "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
-                "SKY_SERVE_PORT_FILE={run}/serve-port SKY_SERVE_IDLE=120 "
+                "SKY_SERVE_LIST_FILE={run}/serve-list SKY_SERVE_PORT_FILE={run}/serve-port "
+                "SKY_SERVE_ADDR={addr} SKY_SERVE_RUN_DIR={run} SKY_SERVE_LIFETIME={life} "
+                "SKY_SERVE_IDLE=120 "
                 "LD_LIBRARY_PATH={lib} setsid {exe} --sky-serve-files > serve.log 2>&1 "
                 "< /dev/null & echo $! > serve.pid; "
                 "for i in $(seq 100); do [ -s serve-port ] && cat serve-port && exit 0; "
                 "kill -0 $(cat serve.pid) 2>/dev/null || break; sleep 0.05; done; "
                 "tail -n 5 serve.log; exit 1",
                 fmt::arg("run", shell_quote(run)),
+                fmt::arg("addr", shell_quote(h.site.peer_address)),
+                fmt::arg("life", std::max<long long>(60, h.site.lifetime.count())),
                 fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
                 fmt::arg("exe", shell_quote(exe)))),
-            {.stdin_data = h.token + "\n", .timeout = seconds(30)});
+            {.stdin_data = in, .timeout = seconds(30)});
         int port = r.exit_status == 0 ? std::atoi(r.out.c_str()) : 0;
         if (port <= 0 || port > 65535) {
             h.server_failed = true;
@@ -296,14 +324,13 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
                                                   const std::function<void(Event)>& emit) {
     std::uint64_t total = 0;
     std::string in = from.token + "\n";
-    for (auto& h : missing) {
-        in += h + "\n";
+    for (auto& h : missing)
         for (auto& f : manifest_.files)
             if (f.sha256 == h) {
+                in += fmt::format("{} {}\n", h, f.size);
                 total += f.size;
                 break;
             }
-    }
     ProgressEmitter progress(emit, site.instance_id, "fetch", total);
     progress.update(0, true);
     std::uint64_t done = 0;
@@ -323,16 +350,18 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
     };
     // bash's /dev/tcp is the receiver: it is on every image, and this node cannot run the
     // program yet. The token travels in the environment of the transfer, never in an argument.
+    // No more than the manifest's size of a file is written (a wrong peer cannot fill the
+    // disk), and only what hashes to the name asked for enters the store.
     auto r = site.session->exec(
         in_bash(fmt::format(
             "IFS= read -r tok; export SKY_T=\"$tok\"; "
             "timeout 5 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {addr} {port} 2>/dev/null || "
             "{{ echo unreachable; exit 0; }}; "
-            "while IFS= read -r h; do [ -f \"$cas/$h\" ] && {{ echo \"got $h 0\"; continue; }}; "
-            "t=\"$cas/.in-$h.$$\"; "
-            "if SKY_H=\"$h\" timeout 1200 bash -c 'exec 3<>\"/dev/tcp/$0/$1\" && "
-            "printf \"%s %s\\n\" \"$SKY_T\" \"$SKY_H\" >&3 && cat <&3' {addr} {port} "
-            "> \"$t\" 2>/dev/null && [ \"$(sky_sha < \"$t\")\" = \"$h\" ]; "
+            "while read -r h size; do [ -f \"$cas/$h\" ] && {{ echo \"got $h 0\"; continue; }}; "
+            "t=$(mktemp \"$cas/.in-XXXXXXXXXX\") || {{ echo \"failed $h\"; continue; }}; "
+            "if SKY_H=\"$h\" SKY_S=\"$size\" timeout 1200 bash -c 'exec 3<>\"/dev/tcp/$0/$1\" && "
+            "printf \"%s %s\\n\" \"$SKY_T\" \"$SKY_H\" >&3 && head -c \"$SKY_S\" <&3' {addr} "
+            "{port} > \"$t\" 2>/dev/null && [ \"$(sky_sha < \"$t\")\" = \"$h\" ]; "
             "then chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\" && "
             "echo \"got $h $(stat -c %s \"$cas/$h\")\"; "
             "else rm -f \"$t\"; echo \"failed $h\"; fi; done",
@@ -392,8 +421,13 @@ std::string PoolShipment::ship(const NodeSite& site, const std::function<void(Ev
     if (complete || missing.empty()) {
         emit(BootstrapProgress{site.instance_id, "cached"});
         auto prog = compose(site);
-        add_holder(site, prog);
+        if (site.peers) add_holder(site, prog);
         return prog;
+    }
+    if (!site.peers) {
+        // No network of its own to share: the client sends what this node lacks.
+        upload_from_client(site, missing, zstd, emit);
+        return compose(site);
     }
     // Peers first: a node of this pool that has everything sends what this one lacks. Each
     // peer is tried once; the client sends whatever is still missing after that.

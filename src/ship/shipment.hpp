@@ -11,6 +11,7 @@
 // copies them from a node that has them, over the pool's own network (see file_server.hpp),
 // checking each file's hash on arrival. A node that cannot reach its peers gets the files from
 // the client instead.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,12 @@ struct NodeSite {
     std::string home;          ///< $HOME on the node
     std::string run_dir;       ///< this pool's private (0700) directory on the node
     std::string peer_address;  ///< how the pool's other nodes reach this one
+    /// False: this node neither serves program files to its peers nor fetches them from a peer
+    /// (its address is shared with other tenants or public, where a transfer token would go to
+    /// whoever listens there): everything it lacks comes from the client.
+    bool peers = true;
+    /// The pool's hard timeout: a file server started on this node ends by then at the latest.
+    std::chrono::seconds lifetime{3600};
 };
 
 /// Why shipping failed: `phase` is "upload" or "fetch"; `output` holds the node's last lines.
@@ -101,5 +108,27 @@ private:
 
 /// The program directory on a node for this manifest: "<home>/.sky/prog/<id>".
 std::string program_dir(const std::string& home, const Manifest& m);
+
+/// The node-side scripts of shipping, each run as `node_command(script)` (bash, with the store's
+/// prelude: `$cas` is the store, `sky_sha` hashes stdin). Exposed so that tests can run them
+/// against a scratch home exactly as a node does.
+namespace node_scripts {
+
+/// Wraps a script as the command a node runs: `exec bash -c '<prelude><script>'`.
+std::string node_command(const std::string& script);
+
+/// Takes stock of the store. Reads "<sha256>\t<size>\t<client path>" lines on stdin; prints
+/// "zstd" when the node has it, "complete" when `prog_dir` is complete, then per file the store
+/// lacks "local <hash>" (a copy of the node's own file at the client's path, whose copied bytes
+/// hashed to <hash>, entered the store) or "need <hash>".
+std::string inventory(const std::string& prog_dir);
+
+/// Moves an upload into the store: `incoming` (or `sent_path`, zstd-compressed) enters the store
+/// as the file's hash only if its bytes hash to it; otherwise it is removed and the script exits
+/// with status 3. Names no file name of the client's (a name is never shell text).
+std::string store_upload(const ShippedFile& file, const std::string& incoming,
+                         const std::string& sent_path, bool zstd);
+
+}  // namespace node_scripts
 
 }  // namespace sky::detail::ship

@@ -3,11 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
 #include "http/endpoint.hpp"
 #include "providers/aws/ec2_client.hpp"
+#include "providers/aws/sts.hpp"
 #include "sky/errors.hpp"
 #include "ssh/session.hpp"
 #include "util/shell.hpp"
@@ -71,6 +74,13 @@ void check_volumes(const std::vector<Volume>& volumes, std::vector<std::string>&
                 s3.bucket));
         if (has_control_char(s3.prefix))
             problems.push_back(fmt::format("{}prefix has a control character", at));
+        if (s3.access_key_id.empty() != s3.secret_access_key.empty() ||
+            (!s3.session_token.empty() && s3.access_key_id.empty()))
+            problems.push_back(fmt::format(
+                "{}its own credentials need both access_key_id and secret_access_key", at));
+        if (has_control_char(s3.access_key_id) || has_control_char(s3.secret_access_key) ||
+            has_control_char(s3.session_token))
+            problems.push_back(fmt::format("{}its credentials have a control character", at));
         if (!s3.region.empty() && !std::regex_match(s3.region, region))
             problems.push_back(fmt::format("{}\"{}\" is not a region name", at, s3.region));
         if (!s3.endpoint.empty()) {
@@ -86,6 +96,10 @@ void check_volumes(const std::vector<Volume>& volumes, std::vector<std::string>&
             }
             if (has_control_char(s3.endpoint))
                 problems.push_back(fmt::format("{}the endpoint has a control character", at));
+            // s3fs takes it as "-o url=<endpoint>", and FUSE splits options at commas: one in
+            // the endpoint would add options of its own (allow_other, ...).
+            if (s3.endpoint.find(',') != std::string::npos)
+                problems.push_back(fmt::format("{}the endpoint has a comma", at));
         }
         std::string path = s3.mount_path;
         while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -110,12 +124,104 @@ void refuse_volumes_on_this_machine(const std::vector<Volume>& volumes,
         provider_name, volume_name(volumes.front()), s3.mount_path));
 }
 
-std::optional<VolumeCredentials> volume_credentials(const PoolSpec& spec) {
+std::optional<VolumeCredentials> minting_credentials(const PoolSpec& spec) {
     std::string profile;
     if (const auto* a = spec.provider.get<AWS>()) profile = a->profile;
     auto c = aws::load_default_credentials(profile);
     if (!c) return std::nullopt;
     return VolumeCredentials{c->access_key_id, c->secret_access_key, c->session_token};
+}
+
+std::string volume_policy(const std::vector<const S3Volume*>& volumes) {
+    nlohmann::json statements = nlohmann::json::array();
+    for (const S3Volume* v : volumes) {
+        const std::string p = trimmed_prefix(v->prefix);
+        const std::string bucket = "arn:aws:s3:::" + v->bucket;
+        nlohmann::json list = {{"Effect", "Allow"},
+                               {"Action", {"s3:ListBucket", "s3:GetBucketLocation"}},
+                               {"Resource", bucket}};
+        // s3fs lists the mounted prefix (and asks for the bucket's root when it starts).
+        if (!p.empty())
+            list["Condition"] = {{"StringLike", {{"s3:prefix", {"", p, p + "/", p + "/*"}}}}};
+        statements.push_back(std::move(list));
+        nlohmann::json actions = {"s3:GetObject"};
+        if (!v->read_only)
+            for (const char* a : {"s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
+                                  "s3:ListMultipartUploadParts"})
+                actions.push_back(a);
+        statements.push_back({{"Effect", "Allow"},
+                              {"Action", std::move(actions)},
+                              {"Resource", bucket + "/" + (p.empty() ? "*" : p + "/*")}});
+    }
+    return nlohmann::json{{"Version", "2012-10-17"}, {"Statement", std::move(statements)}}.dump();
+}
+
+std::vector<VolumeCredentials> resolve_volume_credentials(const PoolSpec& spec,
+                                                          const std::string& pool_id) {
+    std::vector<VolumeCredentials> out(spec.volumes.size());
+    std::vector<const S3Volume*> minted;
+    for (std::size_t i = 0; i < spec.volumes.size(); ++i) {
+        const auto& v = std::get<S3Volume>(spec.volumes[i]);
+        if (!v.access_key_id.empty())
+            out[i] = {v.access_key_id, v.secret_access_key, v.session_token};
+        else
+            minted.push_back(&v);
+    }
+    if (minted.empty()) return out;
+    const S3Volume& first = *minted.front();
+    const std::string which =
+        fmt::format("cannot mount {} at {}", volume_name(first), first.mount_path);
+    const auto caller = minting_credentials(spec);
+    if (!caller)
+        throw VolumeFailure(
+            fmt::format("{}: the volume has no credentials of its own (S3Volume::access_key_id, "
+                        "secret_access_key) and there are no AWS credentials to mint scoped ones "
+                        "from (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or configure "
+                        "~/.aws/credentials)",
+                        which),
+            {});
+    if (!caller->session_token.empty())
+        throw VolumeFailure(
+            fmt::format("{}: the pool's AWS credentials are temporary (they carry a session "
+                        "token), and STS mints scoped credentials only from long-term keys; sky "
+                        "does not send the pool's own credentials to nodes: give the volume "
+                        "credentials of its own (S3Volume::access_key_id, secret_access_key, "
+                        "session_token) that reach only its bucket",
+                        which),
+            {});
+    aws::FederationRequest request;
+    request.name = ("sky-" + pool_id).substr(0, 32);
+    request.policy = volume_policy(minted);
+    const auto wanted = spec.timeout + std::chrono::minutes(10);
+    request.duration =
+        std::clamp<std::chrono::seconds>(std::chrono::duration_cast<std::chrono::seconds>(wanted),
+                                         std::chrono::seconds(900), std::chrono::seconds(129600));
+    aws::TemporaryCredentials t;
+    try {
+        t = aws::get_federation_token(
+            {caller->access_key_id, caller->secret_access_key, caller->session_token}, request);
+    } catch (const HttpError& e) {
+        throw VolumeFailure(
+            fmt::format(
+                "{}: STS GetFederationToken (scoped credentials for the volumes) failed: "
+                "{}{}",
+                which, e.code().empty() ? std::string() : e.code() + ": ",
+                e.provider_message().empty() ? std::string(e.what()) : e.provider_message()),
+            {});
+    } catch (const ConfigError&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw VolumeFailure(
+            fmt::format("{}: STS GetFederationToken (scoped credentials for the volumes) failed: "
+                        "{}",
+                        which, e.what()),
+            {});
+    }
+    for (std::size_t i = 0; i < spec.volumes.size(); ++i)
+        if (std::get<S3Volume>(spec.volumes[i]).access_key_id.empty())
+            out[i] = {t.credentials.access_key_id, t.credentials.secret_access_key,
+                      t.credentials.session_token};
+    return out;
 }
 
 std::vector<std::string> s3fs_arguments(const S3Volume& v) {
@@ -160,28 +266,31 @@ std::string unmount_after_worker(const std::string& run_dir, long idle_seconds) 
 }
 
 VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& dir,
-                        const VolumeCredentials& credentials) {
+                        const std::vector<VolumeCredentials>& credentials) {
     VolumePlan plan;
     // Shell assignments, sourced by the subshell that becomes s3fs: the keys reach s3fs through
     // its environment (readable by its owner and root only), never through its command line.
-    plan.credentials = fmt::format("export AWS_ACCESS_KEY_ID={}\nexport AWS_SECRET_ACCESS_KEY={}\n",
-                                   shell_quote(credentials.access_key_id),
-                                   shell_quote(credentials.secret_access_key));
-    if (!credentials.session_token.empty())
-        plan.credentials +=
-            fmt::format("export AWS_SESSION_TOKEN={}\n", shell_quote(credentials.session_token));
+    for (std::size_t i = 0; i < volumes.size() && i < credentials.size(); ++i) {
+        const auto& c = credentials[i];
+        std::string text =
+            fmt::format("export AWS_ACCESS_KEY_ID={}\nexport AWS_SECRET_ACCESS_KEY={}\n",
+                        shell_quote(c.access_key_id), shell_quote(c.secret_access_key));
+        if (!c.session_token.empty())
+            text += fmt::format("export AWS_SESSION_TOKEN={}\n", shell_quote(c.session_token));
+        plan.credentials.push_back(std::move(text));
+    }
 
     const std::string qdir = shell_quote(dir);
     std::string m;
     m += "#!/usr/bin/env bash\n";
     m += "# sky volumes: mounts this pool's volumes with s3fs (one foreground process each, its\n";
-    m += "# pid and log in this directory); unmount.sh undoes it.\n";
+    m += "# pid, mount point and log in this directory); unmount.sh undoes it.\n";
     m += "set -u\n";
     m += "umask 077\n";
     m += "export DEBIAN_FRONTEND=noninteractive\n";
     m += fmt::format("dir={}\n", qdir);
     m += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO='sudo -n'\n";
-    m += "failed() { echo \"::sky-volume-failed $*\"; rm -f \"$dir/credentials\"; exit 1; }\n";
+    m += "failed() { echo \"::sky-volume-failed $*\"; rm -f \"$dir\"/credentials.*; exit 1; }\n";
     // s3fs where it is missing, as the image's apt phase installs packages.
     m += "if ! command -v s3fs > /dev/null 2>&1; then\n";
     m += "  if ! (umask 022; $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "
@@ -192,29 +301,56 @@ VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& d
     m += "fi\n";
     m += "[ -c /dev/fuse ] || failed - /dev/fuse is missing: this node cannot mount FUSE file "
          "systems\n";
-    // mount_one INDEX MOUNT_PATH S3FS_ARGS...: starts s3fs and waits until the mount answers
-    // (three looks in a row: a bucket that fails s3fs's own check ends it just after mounting).
+    // safe_path INDEX PATH: every directory from PATH up to / that exists is owned by root or
+    // this user and writable by no one else unless sticky: nobody else can rename a directory
+    // on the way and put something else at the mount point (and so redirect an unmount).
+    m += "me=$(id -u)\n";
+    m += "safe_path() {\n";
+    m += "  local i=$1 d=$2 o mode\n";
+    m += "  while :; do\n";
+    m += "    if [ -L \"$d\" ]; then failed \"$i\" \"$d\" is a symbolic link; fi\n";
+    m += "    if [ -e \"$d\" ]; then\n";
+    m += "      o=$(stat -c %u -- \"$d\") && mode=$(stat -c %a -- \"$d\") || failed \"$i\" "
+         "cannot inspect \"$d\"\n";
+    m += "      [ \"$o\" = 0 ] || [ \"$o\" = \"$me\" ] || failed \"$i\" \"$d\" belongs to another "
+         "user \\(uid $o\\), who could move the mount point\n";
+    m += "      if [ $((8#$mode & 8#022)) -ne 0 ] && [ $((8#$mode & 8#1000)) -eq 0 ]; then\n";
+    m += "        failed \"$i\" \"$d\" is writable by other users \\(mode $mode\\), who could move "
+         "the mount point\n";
+    m += "      fi\n";
+    m += "    fi\n";
+    m += "    [ \"$d\" = / ] && return 0\n";
+    m += "    d=$(dirname -- \"$d\")\n";
+    m += "  done\n";
+    m += "}\n";
+    // mount_one INDEX MOUNT_PATH SOURCE S3FS_OPTIONS...: resolves the mount point once (kept in
+    // INDEX.path for unmount.sh), starts s3fs there and waits until the mount answers (three
+    // looks in a row: a bucket that fails s3fs's own check ends it just after mounting).
     m += "mount_one() {\n";
-    m += "  local i=$1 mp=$2; shift 2\n";
-    m += "  if [ ! -d \"$mp\" ]; then\n";
-    m += "    (umask 022; $SUDO mkdir -p \"$mp\") || failed \"$i\" cannot create the mount point "
+    m += "  local i=$1 mp=$2 src=$3 real; shift 3\n";
+    m += "  real=$(realpath -m -- \"$mp\") && [ -n \"$real\" ] || failed \"$i\" cannot resolve "
          "\"$mp\"\n";
-    m +=
-        "    [ -z \"$SUDO\" ] || $SUDO chown \"$(id -u):$(id -g)\" \"$mp\" || failed \"$i\" cannot "
-        "give \"$mp\" to $(id -un)\n";
+    m += "  safe_path \"$i\" \"$real\"\n";
+    m += "  if [ ! -d \"$real\" ]; then\n";
+    m += "    (umask 022; $SUDO mkdir -p \"$real\") || failed \"$i\" cannot create the mount point "
+         "\"$mp\"\n";
+    m += "    [ -z \"$SUDO\" ] || $SUDO chown \"$(id -u):$(id -g)\" \"$real\" || failed \"$i\" "
+         "cannot give \"$mp\" to $(id -un)\n";
     m += "  fi\n";
-    m += "  ! mountpoint -q \"$mp\" || failed \"$i\" \"$mp\" is already a mount point\n";
+    m += "  safe_path \"$i\" \"$real\"\n";
+    m += "  ! mountpoint -q \"$real\" || failed \"$i\" \"$mp\" is already a mount point\n";
+    m += "  printf '%s\\n' \"$real\" > \"$dir/$i.path\"\n";
     m += "  (\n";
     m += "    unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWSACCESSKEYID "
          "AWSSECRETACCESSKEY AWSSESSIONTOKEN AWS_CREDENTIAL_FILE\n";
-    m += "    . \"$dir/credentials\" || exit 99\n";
-    m += "    exec setsid s3fs \"$@\"\n";
+    m += "    . \"$dir/credentials.$i\" || exit 99\n";
+    m += "    exec setsid s3fs \"$src\" \"$real\" \"$@\"\n";
     m += "  ) > \"$dir/$i.log\" 2>&1 < /dev/null &\n";
     m += "  local pid=$! ok=0 t\n";
     m += "  echo \"$pid\" > \"$dir/$i.pid\"\n";
     m += fmt::format("  for t in $(seq {}); do\n", kMountWaitSeconds * 10);
     m += "    kill -0 \"$pid\" 2> /dev/null || break\n";
-    m += "    if mountpoint -q \"$mp\"; then\n";
+    m += "    if mountpoint -q \"$real\"; then\n";
     m += "      ok=$((ok + 1)); [ \"$ok\" -lt 3 ] || return 0\n";
     m += "    else ok=0; fi\n";
     m += "    sleep 0.1\n";
@@ -226,51 +362,65 @@ VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& d
     m += "  fi\n";
     m += "  failed \"$i\" s3fs exited\n";
     m += "}\n";
+    // Should the client vanish before the node's watchdog starts (it starts with the worker,
+    // after this phase), nothing would ever unmount: a guard does, unless the watchdog appears
+    // in time or the run directory goes (stop()).
+    m += fmt::format(
+        "( setsid bash -c 'for t in $(seq {}); do [ -e \"$0/watchdog.pid\" ] && exit 0; "
+        "[ -d \"$1\" ] || exit 0; sleep 1; done; bash \"$1/unmount.sh\"' \"$(dirname -- "
+        "\"$dir\")\" \"$dir\" > /dev/null 2>&1 < /dev/null & )\n",
+        600 + kMountWaitSeconds * static_cast<int>(volumes.size()));
     for (std::size_t i = 0; i < volumes.size(); ++i) {
         const auto& v = std::get<S3Volume>(volumes[i]);
-        m += fmt::format("mount_one {} {}", i, shell_quote(v.mount_path));
-        for (const auto& arg : s3fs_arguments(v)) m += " " + shell_quote(arg);
+        const auto args = s3fs_arguments(v);
+        m += fmt::format("mount_one {} {} {}", i, shell_quote(v.mount_path), shell_quote(args[0]));
+        for (std::size_t k = 2; k < args.size(); ++k) m += " " + shell_quote(args[k]);
         m += "\n";
     }
-    // s3fs has read its keys: the file goes now (unmount.sh removes it too, after a failure).
-    m += "rm -f \"$dir/credentials\"\n";
+    // s3fs has read its keys: the files go now (unmount.sh removes them too, after a failure).
+    m += "rm -f \"$dir\"/credentials.*\n";
     m += "echo ::sky-volumes-mounted\n";
     plan.mount_script = std::move(m);
 
     std::string u;
     u += "#!/usr/bin/env bash\n";
-    u +=
-        "# sky volumes: unmounts what mount.sh mounted and removes the credentials (idempotent).\n";
+    u += "# sky volumes: unmounts what mount.sh mounted and removes the credentials "
+         "(idempotent).\n";
     u += "set -u\n";
     u += fmt::format("dir={}\n", qdir);
     u += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO='sudo -n'\n";
-    u += "rm -f \"$dir/credentials\"\n";
-    // Only a volume whose s3fs mount.sh started (its pid file) is unmounted: never a mount of
-    // someone else's at the same path. s3fs exits once its mount is gone; a busy mount is
-    // detached lazily and s3fs ended.
+    u += "rm -f \"$dir\"/credentials.*\n";
+    // Only a volume whose s3fs mount.sh started (its pid file) is unmounted, at the path
+    // mount.sh resolved, and only while the kernel's mount table has that s3fs mount at exactly
+    // that path: never a mount of someone else's. s3fs exits once its mount is gone; a busy
+    // mount is detached lazily and s3fs ended.
     u += "is_s3fs() { [ -n \"$1\" ] && [ \"$(cat /proc/$1/comm 2> /dev/null)\" = s3fs ]; }\n";
+    u += "is_mounted() {\n";
+    u += "  local p=${1//\\\\/\\\\134}; p=${p// /\\\\040}\n";
+    u += "  P=\"$p\" awk '{ for (k = 7; k <= NF; k++) if ($k == \"-\") { if ($5 == ENVIRON[\"P\"] "
+         "&& $(k + 1) == \"fuse.s3fs\") f = 1; break } } END { exit !f }' /proc/self/mountinfo\n";
+    u += "}\n";
+    u += "detach() { is_mounted \"$1\" && { fusermount -u -z \"$1\" 2> /dev/null || $SUDO umount "
+         "-l \"$1\" 2> /dev/null; }; true; }\n";
     u += "unmount_one() {\n";
-    u += "  local i=$1 mp=$2 pid t\n";
+    u += "  local i=$1 pid real t\n";
     u += "  [ -f \"$dir/$i.pid\" ] || return 0\n";
-    u += "  pid=$(cat \"$dir/$i.pid\")\n";
-    u += "  fusermount -u \"$mp\" 2> /dev/null || $SUDO umount \"$mp\" 2> /dev/null\n";
+    u += "  pid=$(cat \"$dir/$i.pid\"); real=$(cat \"$dir/$i.path\" 2> /dev/null)\n";
+    u += "  if [ -n \"$real\" ] && is_mounted \"$real\"; then\n";
+    u += "    fusermount -u \"$real\" 2> /dev/null || $SUDO umount \"$real\" 2> /dev/null\n";
+    u += "  fi\n";
     u += "  for t in $(seq 30); do is_s3fs \"$pid\" || break; sleep 0.1; done\n";
     u += "  if is_s3fs \"$pid\"; then\n";
-    u += "    fusermount -u -z \"$mp\" 2> /dev/null || $SUDO umount -l \"$mp\" 2> /dev/null\n";
+    u += "    [ -z \"$real\" ] || detach \"$real\"\n";
     u += "    kill -TERM \"$pid\" 2> /dev/null\n";
     u += "    for t in $(seq 10); do is_s3fs \"$pid\" || break; sleep 0.1; done\n";
     u += "    is_s3fs \"$pid\" && kill -KILL \"$pid\" 2> /dev/null\n";
     u += "  fi\n";
     // A mount whose s3fs died is left dangling ("Transport endpoint is not connected").
-    u += "  if grep -qF \" $mp fuse.s3fs \" /proc/self/mounts 2> /dev/null; then\n";
-    u += "    fusermount -u -z \"$mp\" 2> /dev/null || $SUDO umount -l \"$mp\" 2> /dev/null\n";
-    u += "  fi\n";
-    u += "  rm -f \"$dir/$i.pid\"\n";
+    u += "  [ -z \"$real\" ] || detach \"$real\"\n";
+    u += "  rm -f \"$dir/$i.pid\" \"$dir/$i.path\"\n";
     u += "}\n";
-    for (std::size_t i = volumes.size(); i-- > 0;) {
-        const auto& v = std::get<S3Volume>(volumes[i]);
-        u += fmt::format("unmount_one {} {}\n", i, shell_quote(v.mount_path));
-    }
+    for (std::size_t i = volumes.size(); i-- > 0;) u += fmt::format("unmount_one {}\n", i);
     u += "true\n";
     plan.unmount_script = std::move(u);
     return plan;
@@ -299,18 +449,12 @@ std::string reason_in(const std::vector<std::string>& lines) {
 
 }  // namespace
 
-void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& run_dir) {
+void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& pool_id,
+                   const std::string& run_dir) {
     if (spec.volumes.empty()) return;
-    auto credentials = volume_credentials(spec);
-    if (!credentials)
-        throw VolumeFailure(
-            fmt::format("cannot mount {}: no AWS credentials for the volumes (set "
-                        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and AWS_SESSION_TOKEN for "
-                        "temporary ones, or configure ~/.aws/credentials)",
-                        volume_name(spec.volumes.front())),
-            {});
+    const std::vector<VolumeCredentials> credentials = resolve_volume_credentials(spec, pool_id);
     const std::string dir = volumes_dir(run_dir);
-    const VolumePlan plan = plan_volumes(spec.volumes, dir, *credentials);
+    const VolumePlan plan = plan_volumes(spec.volumes, dir, credentials);
     auto mk = s.exec(fmt::format("umask 077; mkdir -p {0} && chmod 700 {0}", shell_quote(dir)),
                      {.timeout = std::chrono::seconds(30)});
     if (mk.exit_status != 0)
@@ -319,14 +463,17 @@ void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& run
                             {mk.err});
     // unmount.sh first: whatever happens from here, stop() finds it and undoes what was done.
     s.upload(std::string_view(plan.unmount_script), dir + "/unmount.sh", 0700);
-    s.upload(std::string_view(plan.credentials), dir + "/credentials", 0600);
+    for (std::size_t i = 0; i < plan.credentials.size(); ++i)
+        s.upload(std::string_view(plan.credentials[i]), fmt::format("{}/credentials.{}", dir, i),
+                 0600);
     s.upload(std::string_view(plan.mount_script), dir + "/mount.sh", 0700);
 
-    std::vector<std::string> secrets = {credentials->secret_access_key};
-    if (!credentials->session_token.empty()) secrets.push_back(credentials->session_token);
+    std::vector<std::string> secrets;
+    for (const auto& c : credentials)
+        for (const std::string* v : {&c.secret_access_key, &c.session_token})
+            if (!v->empty()) secrets.push_back(*v);
     auto scrub = [&](std::string line) {
         for (const auto& secret : secrets) {
-            if (secret.empty()) continue;
             for (std::size_t at; (at = line.find(secret)) != std::string::npos;)
                 line.replace(at, secret.size(), "[REDACTED]");
         }

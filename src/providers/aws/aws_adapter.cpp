@@ -2,9 +2,7 @@
 // DescribeInstanceTypes and DescribeSpotPriceHistory, a key pair and a security group, RunInstances
 // with the boot script as user data, DescribeInstances, TerminateInstances, the sweep by the
 // sky:pool tag). Everything else of a pool's life is the cloud layer's (providers/cloud).
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +13,7 @@
 #include <set>
 
 #include "catalog/names.hpp"
+#include "http/client_address.hpp"
 #include "http/endpoint.hpp"
 #include "providers/aws/ec2_client.hpp"
 #include "providers/cloud/cloud_backend.hpp"
@@ -394,43 +393,9 @@ private:
     // endpoint: a private or fake endpoint says nothing about the path to the instances), else
     // nullopt (the caller opens 0.0.0.0/0 with a notice). Returns "a.b.c.d/n" or an IPv6 CIDR.
     std::optional<std::string> ssh_ingress_cidr(bool detect) const {
-        if (const char* v = std::getenv("SKY_CLIENT_CIDR"); v && *v) {
-            std::string text(trim(v));
-            std::string addr = text.substr(0, text.find('/'));
-            const bool v6 = addr.find(':') != std::string::npos;
-            unsigned char buf[sizeof(in6_addr)];
-            int bits = v6 ? 128 : 32;
-            bool ok = ::inet_pton(v6 ? AF_INET6 : AF_INET, addr.c_str(), buf) == 1;
-            if (ok && text.find('/') != std::string::npos) {
-                const std::string len = text.substr(text.find('/') + 1);
-                ok = !len.empty() && len.size() <= 3 &&
-                     std::all_of(len.begin(), len.end(),
-                                 [](char c) { return c >= '0' && c <= '9'; });
-                if (ok) {
-                    const int n = std::stoi(len);
-                    ok = n >= 0 && n <= bits;
-                    bits = n;
-                }
-            }
-            if (!ok)
-                throw ConfigError("SKY_CLIENT_CIDR: \"" + text +
-                                  "\" is not an address or CIDR (e.g. 203.0.113.7/32)");
-            return addr + "/" + std::to_string(bits);
-        }
+        if (auto cidr = client_cidr_from_env()) return cidr;
         if (!detect || client_->custom_endpoint()) return std::nullopt;
-        try {
-            HttpOptions o;
-            o.connect_timeout = std::chrono::seconds(3);
-            o.attempt_timeout = std::chrono::seconds(5);
-            o.retry.max_attempts = 2;
-            o.max_body_bytes = 256;
-            std::string ip(trim(
-                http_send({.method = "GET", .url = "https://checkip.amazonaws.com/"}, o).body));
-            in_addr a{};
-            if (::inet_pton(AF_INET, ip.c_str(), &a) == 1) return ip + "/32";
-        } catch (const std::exception&) {
-        }
-        return std::nullopt;
+        return detect_client_cidr();
     }
 
     // The pool's key pair (its client key, imported) and a security group that admits SSH from

@@ -71,8 +71,9 @@ HttpOptions Ec2ClientConfig::default_http_options() {
 }
 
 Ec2Client::Ec2Client(Ec2ClientConfig config) : config_(std::move(config)) {
-    endpoint_ = config_.endpoint.empty() ? "https://ec2." + config_.region + ".amazonaws.com"
-                                         : config_.endpoint;
+    endpoint_ = config_.endpoint.empty()
+                    ? "https://" + config_.service + "." + config_.region + ".amazonaws.com"
+                    : config_.endpoint;
     while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
     if (!config_.endpoint.empty()) {
         check_endpoint(config_.endpoint, config_.endpoint_source);
@@ -97,7 +98,8 @@ Ec2Client::Ec2Client(Ec2ClientConfig config) : config_(std::move(config)) {
         return std::nullopt;
     };
     // Signed on every attempt, so a retry after a long backoff still carries a fresh date.
-    http.prepare = [credentials = config_.credentials, region = config_.region](HttpRequest& req) {
+    http.prepare = [credentials = config_.credentials, region = config_.region,
+                    service = config_.service](HttpRequest& req) {
         // The signed target is the URL's path and query, exactly as curl sends them.
         std::string_view url = req.url;
         auto authority = url.find("://");
@@ -106,7 +108,7 @@ Ec2Client::Ec2Client(Ec2ClientConfig config) : config_(std::move(config)) {
         SignableRequest signable{
             req.method, target, {{"Host", host_header_for_url(req.url)}}, req.body};
         for (const auto& header : req.headers) signable.headers.push_back(header);
-        sign_request(signable, credentials, SigningParams{region, "ec2"});
+        sign_request(signable, credentials, SigningParams{region, service});
         for (const auto& [name, value] : signable.headers) {
             if (name != "Host") req.set_header(name, value);  // curl writes Host itself
         }
@@ -124,7 +126,7 @@ std::string Ec2Client::endpoint_notice() const {
 XmlElement Ec2Client::call(std::string_view action, const QueryParams& params) const {
     HttpRequest request{.method = "POST", .url = endpoint_ + "/"};
     request.set_header("Content-Type", std::string(kQueryContentType));
-    request.body = ec2_query_body(action, params);
+    request.body = ec2_query_body(action, params, config_.api_version);
     request.secret_values = {config_.credentials.secret_access_key};
     if (!config_.credentials.session_token.empty()) {
         request.secret_values.push_back(config_.credentials.session_token);

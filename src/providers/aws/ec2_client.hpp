@@ -38,7 +38,11 @@ void check_endpoint(const std::string& url, const std::string& source);
 
 struct Ec2ClientConfig {
     std::string region = "us-east-1";
-    /// Empty: https://ec2.<region>.amazonaws.com. A fake: http://127.0.0.1:<port>.
+    /// The Query service spoken: its signing name and API version ("sts", "2011-06-15" for STS,
+    /// which shares EC2's Query protocol and error documents).
+    std::string service = "ec2";
+    std::string api_version = std::string(kEc2ApiVersion);
+    /// Empty: https://<service>.<region>.amazonaws.com. A fake: http://127.0.0.1:<port>.
     std::string endpoint;
     /// What set `endpoint` (a variable's name), for the error that refuses it.
     std::string endpoint_source = "endpoint";

@@ -127,6 +127,7 @@ public:
         }
         if (replace) {
             replace_node(node, *n, emit);
+            if (login_.host_firewall) admit_joined(node, *n, emit);
         } else if (n->remote) {
             n->remote->restart_worker(emit);  // a fresh worker on the same machine
         }
@@ -519,6 +520,12 @@ private:
                                       i.reason.empty() ? state_name(i.state) : i.reason);
                     return false;
                 }
+                if (i.ssh_port < 1 || i.ssh_port > 65535) {
+                    // An adapter's number, never truncated into some other port.
+                    err = fmt::format("instance {} reports SSH port {}, which is no TCP port", i.id,
+                                      i.ssh_port);
+                    return false;
+                }
                 it->public_ip = i.public_ip;
                 it->private_ip = i.private_ip;
                 it->ssh_port = i.ssh_port;
@@ -614,6 +621,12 @@ private:
         // copy it from a node that has it over their private addresses.
         where.shipment = shipment();
         where.peer_address = n.private_ip.empty() ? n.public_ip : n.private_ip;
+        // Only a private address is the node's own on the pool's network: a public one (Verda)
+        // carries the transfer token across the internet, a container's (RunPod, Vast.ai) is
+        // its host's, shared with other tenants.
+        where.peer_transfers = !n.private_ip.empty();
+        where.host_firewall = login_.host_firewall;
+        if (login_.host_firewall) where.pool_addresses = pool_addresses();
         const auto boot_wait = std::max(login_.boot_wait, std::chrono::seconds(1));
         auto until = Clock::now() + boot_wait;
         std::unique_ptr<RemoteNode> remote;
@@ -727,6 +740,21 @@ private:
             failure = e.what();
         }
         n.host_key_rotated = true;
+        if (!failure.empty() && login_.launch_data_readable) {
+            // Anyone who can read the machine's launch data through the cloud's API has this
+            // key: the node is not used.
+            int node = -1;
+            {
+                std::lock_guard lk(m_);
+                for (std::size_t i = 0; i < nodes_.size(); ++i)
+                    if (nodes_[i].instance_id == n.instance_id) node = static_cast<int>(i);
+            }
+            throw BootstrapError(
+                node, n.instance_id, "connect",
+                fmt::format("{}: host key of {} not rotated ({}); its launch data, "
+                            "readable through {}'s API, holds the key it has now",
+                            provider_, n.instance_id, failure, provider_));
+        }
         if (!failure.empty()) {
             emit(ErrorEvent{fmt::format("{}: host key of {} not rotated ({}); the node keeps the "
                                         "key from its boot script",
@@ -735,6 +763,39 @@ private:
             return;
         }
         n.host_public_key = fresh;
+    }
+
+    // Every address of the pool's machines, for their host firewalls.
+    std::vector<std::string> pool_addresses() const {
+        std::lock_guard lk(m_);
+        std::vector<std::string> out;
+        for (const auto& n : nodes_)
+            for (const std::string* a : {&n.public_ip, &n.private_ip})
+                if (!a->empty() && std::find(out.begin(), out.end(), *a) == out.end())
+                    out.push_back(*a);
+        return out;
+    }
+
+    // A replacement joined: the other machines' host firewalls admit it (its own admits them as
+    // it starts). Runs before the replacement's worker starts, so before any rendezvous.
+    void admit_joined(int node, const CloudNode& joined, const std::function<void(Event)>& emit) {
+        std::vector<std::string> addresses;
+        for (const std::string* a : {&joined.public_ip, &joined.private_ip})
+            if (!a->empty()) addresses.push_back(*a);
+        std::vector<std::pair<std::string, RemoteNode*>> others;
+        {
+            std::lock_guard lk(m_);
+            for (std::size_t i = 0; i < nodes_.size(); ++i)
+                if (static_cast<int>(i) != node && !nodes_[i].gone)
+                    if (auto* r = dynamic_cast<RemoteNode*>(nodes_[i].remote.get()))
+                        others.emplace_back(nodes_[i].instance_id, r);
+        }
+        for (auto& [id, r] : others)
+            if (std::string why = r->admit_peers(addresses); !why.empty())
+                emit(ErrorEvent{fmt::format("{}: {} could not admit the replacement {} through its "
+                                            "host firewall ({}): they cannot reach each other",
+                                            provider_, id, joined.instance_id, why),
+                                id});
     }
 
     std::shared_ptr<ship::PoolShipment> shipment() {

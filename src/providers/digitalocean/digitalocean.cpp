@@ -1,18 +1,21 @@
 // sky::DigitalOcean as a cloud adapter over DigitalOcean's API v2 (digitalocean/openapi): GET
 // /sizes for offers (GPU facts from gpu_info, price_hourly), POST /account/keys for the pool's
-// key, POST /droplets with user_data and tags, GET /droplets/{id}, DELETE /droplets/{id}, GET
-// /droplets?tag_name= for the sweep. The pool's life is the cloud layer's (providers/cloud).
+// key, POST /firewalls for the pool's cloud firewall (by tag), POST /droplets with user_data and
+// tags, GET /droplets/{id}, DELETE /droplets/{id}, GET /droplets?tag_name= for the sweep. The
+// pool's life is the cloud layer's (providers/cloud).
 #include "providers/digitalocean/digitalocean.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "catalog/names.hpp"
+#include "http/client_address.hpp"
 #include "providers/registry/registry.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
@@ -142,11 +145,11 @@ public:
             o.spot_price.reset();
             o.spot_available = false;  // DigitalOcean sells no spot capacity
             o.prices_date = today;
-            o.vcpus = static_cast<int>(number_of(s, "vcpus").value_or(0));
+            o.vcpus = rest::int_of(s, "vcpus", 0, 1 << 20).value_or(0);
             o.memory_gb = number_of(s, "memory").value_or(0) / 1024.0;  // MB
             if (s.contains("gpu_info") && s["gpu_info"].is_object()) {
                 const json& g = s["gpu_info"];
-                const int count = static_cast<int>(number_of(g, "count").value_or(0));
+                const int count = rest::int_of(g, "count", 0, 1 << 16).value_or(0);
                 double vram_gb = 0;
                 if (g.contains("vram")) vram_gb = number_of(g["vram"], "amount").value_or(0);
                 std::string model = text_of(g, "model");
@@ -180,9 +183,12 @@ public:
         return out;
     }
 
-    void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
+    void create_infra(const InfraRequest& r, const std::function<void(Event)>& emit) override {
         std::lock_guard lk(m_);
-        if (!key_id_.empty()) return;
+        if (!key_id_.empty()) {
+            ensure_firewall(r, emit);
+            return;
+        }
         try {
             json k =
                 api_->call("POST", "/account/keys",
@@ -201,6 +207,7 @@ public:
         }
         if (key_id_.empty())
             throw ProvisionError("DigitalOcean: POST /account/keys answered without a key id");
+        ensure_firewall(r, emit);
     }
 
     std::string launch(const LaunchRequest& r) override {
@@ -283,6 +290,7 @@ public:
 
     void delete_infra(std::string_view pool_id) noexcept override {
         std::lock_guard lk(m_);
+        delete_firewall(pool_id);
         try {
             std::vector<std::string> ids;
             if (!key_id_.empty()) {
@@ -333,6 +341,83 @@ public:
     }
 
 private:
+    // The pool's cloud firewall, made before any droplet and applied by the pool's tag, so no
+    // droplet of the pool is ever without it: SSH from this client alone (SKY_CLIENT_CIDR, else
+    // its address as checkip sees it, else anywhere with a notice), every port and protocol from
+    // the pool's own droplets, nothing else in; anything out. A retried create finds the one
+    // made before by its name. Caller holds m_.
+    void ensure_firewall(const InfraRequest& r, const std::function<void(Event)>& emit) {
+        if (!firewall_id_.empty()) return;
+        const std::string name = r.name;
+        for_each_page("/firewalls", "firewalls", [&](const json& f) {
+            if (firewall_id_.empty() && text_of(f, "name") == name) firewall_id_ = text_of(f, "id");
+        });
+        if (!firewall_id_.empty()) return;
+        std::optional<std::string> cidr = client_cidr_from_env();
+        if (!cidr && api_->config().endpoint.source == "default") cidr = detect_client_cidr();
+        json ssh_from = cidr ? json::array({*cidr}) : json::array({"0.0.0.0/0", "::/0"});
+        if (!cidr) {
+            const std::string text =
+                "DigitalOcean: notice: SSH (port 22) of this pool's droplets is open to every "
+                "address, since this client's public address is unknown; set SKY_CLIENT_CIDR "
+                "(e.g. 203.0.113.7/32) to allow only it";
+            std::fprintf(stderr, "sky: %s\n",
+                         text.substr(std::string("DigitalOcean: ").size()).c_str());
+            emit(ErrorEvent{text, std::nullopt});
+        }
+        const std::string tag = digitalocean_pool_tag(r.pool_id);
+        const json members = {{"tags", json::array({tag})}};
+        const json anywhere = {{"addresses", json::array({"0.0.0.0/0", "::/0"})}};
+        json body = {
+            {"name", name},
+            {"tags", json::array({tag})},
+            {"inbound_rules",
+             json::array(
+                 {{{"protocol", "tcp"}, {"ports", "22"}, {"sources", {{"addresses", ssh_from}}}},
+                  {{"protocol", "tcp"}, {"ports", "all"}, {"sources", members}},
+                  {{"protocol", "udp"}, {"ports", "all"}, {"sources", members}},
+                  {{"protocol", "icmp"}, {"sources", members}}})},
+            {"outbound_rules",
+             json::array({{{"protocol", "tcp"}, {"ports", "all"}, {"destinations", anywhere}},
+                          {{"protocol", "udp"}, {"ports", "all"}, {"destinations", anywhere}},
+                          {{"protocol", "icmp"}, {"destinations", anywhere}}})}};
+        json answer;
+        try {
+            answer = api_->call("POST", "/firewalls", body, Repeat::once);
+        } catch (const HttpError& e) {
+            throw provision_error("POST /firewalls", e);
+        }
+        if (answer.is_object())
+            firewall_id_ = text_of(answer.value("firewall", json::object()), "id");
+        if (firewall_id_.empty())
+            throw ProvisionError("DigitalOcean: POST /firewalls answered without a firewall id");
+    }
+
+    // The pool's firewall, by id when this adapter made it, else by its name (`sky gc`). Caller
+    // holds m_. Best effort.
+    void delete_firewall(std::string_view pool_id) noexcept {
+        try {
+            std::vector<std::string> ids;
+            if (!firewall_id_.empty()) {
+                ids.push_back(firewall_id_);
+            } else {
+                const std::string name = "sky-" + std::string(pool_id);
+                for_each_page("/firewalls", "firewalls", [&](const json& f) {
+                    if (text_of(f, "name") == name) ids.push_back(text_of(f, "id"));
+                });
+            }
+            for (const auto& id : ids) {
+                try {
+                    (void)api_->send("DELETE", "/firewalls/" + url_encode(id));
+                } catch (const HttpError& e) {
+                    if (e.status() != 404) continue;
+                }
+                if (id == firewall_id_) firewall_id_.clear();
+            }
+        } catch (...) {
+        }
+    }
+
     // Pages of a list answer (links.pages.next), bounded.
     void for_each_page(const std::string& path, const char* key,
                        const std::function<void(const json&)>& each) {
@@ -373,6 +458,7 @@ private:
     std::string image_;
     std::mutex m_;
     std::string key_id_;
+    std::string firewall_id_;
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <thread>
 
+#include "bootstrap/pip.hpp"
 #include "pool/ledger.hpp"
 #include "providers/local/local_worker.hpp"
 #include "runtime/worker_launch.hpp"
@@ -332,11 +333,52 @@ void LocalImage::install_pip(Outcome& o) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    std::string script = fmt::format("{}/bin/python -m pip install -q --disable-pip-version-check",
-                                     shell_quote(venv_));
-    if (image_.pip_extra_index_url)
-        script += " --extra-index-url " + shell_quote(*image_.pip_extra_index_url);
-    for (auto& p : image_.pip) script += " " + shell_quote(p);
+    // The requirements, the index URL and its credentials go to pip in private files (a 0700
+    // directory of 0600 files, removed after; the URL into pip's environment from there), as on
+    // a node: the bash command line and pip's argument list name only those files.
+    const PipFiles files = pip_files(image_);
+    std::string dir = (fs::temp_directory_path() / "sky-pip-XXXXXX").string();
+    if (!::mkdtemp(dir.data())) {
+        o.failed = true;
+        o.message = fmt::format("cannot create a private directory for pip's settings: {}",
+                                std::strerror(errno));
+        return;
+    }
+    struct RemoveDir {
+        std::string path;
+        ~RemoveDir() {
+            std::error_code ec;
+            fs::remove_all(path, ec);
+        }
+    } remove_dir{dir};
+    auto put = [&](const std::string& name, const std::string& text) {
+        const std::string path = dir + "/" + name;
+        const int fd =
+            ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        bool ok = fd >= 0;
+        for (std::size_t done = 0; ok && done < text.size();) {
+            const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+            if (w < 0 && errno == EINTR) continue;
+            ok = w > 0;
+            if (ok) done += static_cast<std::size_t>(w);
+        }
+        if (fd >= 0) ok = (::close(fd) == 0) && ok;
+        if (!ok)
+            throw Error(fmt::format("cannot write pip's {} file: {}", name, std::strerror(errno)));
+        return shell_quote(path);
+    };
+    std::string script;
+    if (!files.extra_index_url.empty())
+        script += "PIP_EXTRA_INDEX_URL=\"$(cat " + put("index-url", files.extra_index_url) + ")\" ";
+    if (!files.netrc.empty()) {
+        // The user's own entries first: they still count for their other indexes.
+        std::string netrc;
+        if (const char* home = std::getenv("HOME"); home && *home)
+            (void)read_file(std::string(home) + "/.netrc", netrc);
+        script += "NETRC=" + put("netrc", netrc + "\n" + files.netrc) + " ";
+    }
+    script += fmt::format("{}/bin/python -m pip install -q --disable-pip-version-check -r {}",
+                          shell_quote(venv_), put("requirements.txt", files.requirements));
     RunResult r = run_bash(script, cancelled_, {});
     if (r.cancelled) {
         o.failed = true;

@@ -83,6 +83,18 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
                                      maj, min, prog.glibc.major, prog.glibc.minor));
     n->home_ = home;
 
+    // A cloud without a firewall API: the pool's nodes are admitted through the host firewall
+    // the boot script set up, before anything of the pool listens here.
+    if (where.host_firewall) {
+        const std::string why = n->admit_peers(where.pool_addresses);
+        if (!why.empty())
+            emit(ErrorEvent{fmt::format("node {} ({}) has no working host firewall ({}): every "
+                                        "port the pool opens there is reachable by anyone who "
+                                        "can reach {}",
+                                        node, instance_id, why, where.host),
+                            instance_id});
+    }
+
     // This pool's private directory on the node, then the program: content-addressed, each
     // missing file sent once per pool (see ship/shipment.hpp).
     n->image_home_ = fmt::format("{}/.sky/image-{}", home, spec.image.content_hash());
@@ -100,6 +112,8 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     site.home = home;
     site.run_dir = n->run_dir_;
     site.peer_address = where.peer_address.empty() ? where.host : where.peer_address;
+    site.peers = where.peer_transfers;
+    site.lifetime = spec.timeout;
     std::string prog_dir;
     try {
         prog_dir = n->shipment_->ship(site, emit);
@@ -150,7 +164,7 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     if (!spec.volumes.empty()) {
         emit(BootstrapProgress{instance_id, "volumes"});
         try {
-            mount_volumes(s, spec, n->run_dir_);
+            mount_volumes(s, spec, pool_id, n->run_dir_);
         } catch (const VolumeFailure& e) {
             n->fail("volumes", e.what(), e.output);
         }
@@ -162,6 +176,23 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
 }
 
 namespace {
+// Shell functions that act on this pool's processes only, never on a pid or process group id
+// that the kernel has since given to someone else (a worker that died hours ago, its id reused):
+//   sky_ours PG START    true while process group PG is the worker's: its leader is the process
+//                        that started with START (field 22 of /proc/PG/stat), or the leader is
+//                        gone while members remain (the kernel reuses no id a group still holds)
+//   sky_killpg SIG PG START   signals the group only then
+//   sky_kill_pidfile FILE RUN signals (TERM) the pid in FILE only when that process is this
+//                        pool's: its command line or environment names the run directory RUN
+constexpr const char* kProcessGuards =
+    "sky_ours() { local st; st=$(sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -d' ' -f20); "
+    "[ -n \"$2\" ] && { [ -z \"$st\" ] || [ \"$st\" = \"$2\" ]; }; }; "
+    "sky_killpg() { sky_ours \"$2\" \"$3\" && kill -\"$1\" -- -\"$2\" 2>/dev/null; }; "
+    "sky_kill_pidfile() { local p; p=$(cat \"$1\" 2>/dev/null); "
+    "case \"$p\" in ''|*[!0-9]*) return 0;; esac; "
+    "cat /proc/$p/cmdline /proc/$p/environ 2>/dev/null | grep -qaF -- \"$2\" && "
+    "kill \"$p\" 2>/dev/null; true; }; ";
+
 // A sanitized worker (a build with -fsanitize=..., whose libasan/libubsan/libtsan the shipment
 // carries like any other library) writes its report to the files that start.sh names with
 // log_path (`{run}/sanitizer.<pid>`): its stderr is its own output capture's pipe, where a report
@@ -243,13 +274,23 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     // The files the wait below polls are removed before the worker starts, not by start.sh:
     // a restarted worker's wait would otherwise read the previous worker's port and connect
     // to a socket nobody listens on yet.
+    // Its start time is recorded with its id (also in worker.pgid): whatever signals the group
+    // later checks that its leader is still that process (kProcessGuards).
     auto r = s.exec(fmt::format("umask 077; rm -f {0}/port {0}/exit; "
-                                "setsid bash {0}/start.sh > /dev/null 2>&1 < /dev/null & echo $!",
+                                "setsid bash {0}/start.sh > /dev/null 2>&1 < /dev/null & p=$!; "
+                                "st=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20); "
+                                "echo \"$p $st\" > {0}/worker.pgid; echo \"$p $st\"",
                                 shell_quote(run_dir_)),
                     {.timeout = std::chrono::seconds(30)});
-    pgid_ = r.out.substr(0, r.out.find('\n'));
+    {
+        std::istringstream ids(r.out);
+        pgid_.clear();
+        pgid_start_.clear();
+        ids >> pgid_ >> pgid_start_;
+    }
     if (r.exit_status != 0 || pgid_.empty() ||
-        pgid_.find_first_not_of("0123456789") != std::string::npos)
+        pgid_.find_first_not_of("0123456789") != std::string::npos ||
+        pgid_start_.find_first_not_of("0123456789") != std::string::npos)
         fail("worker", "could not start the worker", {r.out, r.err});
     auto port = s.exec(
         fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
@@ -293,17 +334,21 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
                   "tick=$((tick + 1)); if [ $((tick % 5)) -eq 0 ] && ( {} ) >/dev/null 2>&1; "
                   "then echo \"sky watchdog: the provider is reclaiming this machine\" >> "
                   "{run}/watchdog.log; echo preempted > {run}/preempted; "
-                  "kill -TERM -- -{pg} 2>/dev/null; sleep 1; kill -KILL -- -{pg} 2>/dev/null; "
+                  "sky_killpg TERM {pg} {st}; sleep 1; sky_killpg KILL {pg} {st}; "
                   "exit 0; fi; ",
                   where_.preemption_probe, fmt::arg("run", shell_quote(run_dir_)),
-                  fmt::arg("pg", pgid_));
+                  fmt::arg("pg", pgid_), fmt::arg("st", shell_quote(pgid_start_)));
+    // The file server (if this node serves its peers) ends by itself once the run directory
+    // is gone.
     const std::string watchdog = fmt::format(
-        "deadline={deadline}; tick=0; while kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
+        "{guards}deadline={deadline}; tick=0; "
+        "while sky_ours {pg} {st} && kill -0 -- -{pg} 2>/dev/null; do now=$(date +%s); "
         "hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo $now); "
         "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then "
         "echo \"sky watchdog: stopping the worker at $(date)\" >> {run}/watchdog.log; "
-        "kill -TERM -- -{pg} 2>/dev/null; sleep 2; kill -KILL -- -{pg} 2>/dev/null; "
+        "sky_killpg TERM {pg} {st}; sleep 2; sky_killpg KILL {pg} {st}; "
         "{unmount}rm -rf {run}; {off}exit 0; fi; {probe}sleep 1; done{after}",
+        fmt::arg("guards", kProcessGuards), fmt::arg("st", shell_quote(pgid_start_)),
         fmt::arg("deadline", deadline_cmd), fmt::arg("pg", pgid_),
         fmt::arg("run", shell_quote(run_dir_)), fmt::arg("idle", spec_.idle_timeout.count()),
         fmt::arg("off", power_off), fmt::arg("probe", probe),
@@ -319,6 +364,28 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
 }
 
+std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
+    std::string args;
+    for (const auto& a : addresses)
+        if (!a.empty()) args += " " + shell_quote(a);
+    try {
+        auto r = session_->exec(
+            fmt::format("f={}/admit-peers; S=; [ \"$(id -u)\" = 0 ] || S='sudo -n'; "
+                        "$S test -f \"$f\" || {{ echo absent; exit 0; }}; $S sh \"$f\"{}",
+                        shell_quote(kHostFirewallDir), args),
+            {.timeout = std::chrono::seconds(30)});
+        std::string kind = r.out.substr(0, r.out.find('\n'));
+        if (kind == "absent") return "the boot script set none up";
+        if (kind == "none") return "the image has neither nftables nor iptables";
+        if (r.exit_status != 0)
+            return fmt::format("admitting the pool's nodes failed with exit status {}",
+                               r.exit_status);
+        return {};
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+
 std::unique_ptr<Transport> RemoteNode::connect_worker() {
     // The pool still reads Transports on a thread; the tunnel itself is an io::Stream.
     return ssh::blocking_transport(
@@ -329,10 +396,11 @@ void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
     // The run directory is made again: the node's watchdog removes it when it ends a worker
     // that heard nothing for idle_timeout (a link cut for that long), and the new worker's
     // token, script and socket go there.
-    session_->exec(fmt::format("kill -KILL -- -{0} 2>/dev/null; kill $(cat {1}/watchdog.pid "
-                               "2>/dev/null) 2>/dev/null; umask 077; mkdir -p {1}; true",
-                               pgid_, shell_quote(run_dir_)),
-                   {.timeout = std::chrono::seconds(30)});
+    session_->exec(
+        fmt::format("{2}sky_killpg KILL {0} {3}; sky_kill_pidfile {1}/watchdog.pid "
+                    "{1}; umask 077; mkdir -p {1}; true",
+                    pgid_, shell_quote(run_dir_), kProcessGuards, shell_quote(pgid_start_)),
+        {.timeout = std::chrono::seconds(30)});
     start_worker(emit);
 }
 
@@ -389,8 +457,8 @@ void RemoteNode::stop() noexcept {
         if (session_->alive() && !run_dir_.empty())
             session_->exec(
                 fmt::format(
-                    "kill $(cat {run}/watchdog.pid 2>/dev/null) 2>/dev/null; "
-                    "kill $(cat {run}/serve.pid 2>/dev/null) 2>/dev/null; "
+                    "{guards}sky_kill_pidfile {run}/watchdog.pid {run}; "
+                    "sky_kill_pidfile {run}/serve.pid {run}; "
                     "{killpg}"
                     "for i in $(seq 20); do [ -f {run}/exit ] && break; sleep 0.05; done; "
                     "{unmount}rm -rf {run}; rmdir {pool} 2>/dev/null; {sock}true",
@@ -407,11 +475,12 @@ void RemoteNode::stop() noexcept {
                                   shell_quote(
                                       std::filesystem::path(socket_path_).parent_path().string()) +
                                   "; "),
+                    fmt::arg("guards", kProcessGuards),
                     fmt::arg("killpg", pgid_.empty()
                                            ? ""
-                                           : fmt::format("kill -TERM -- -{0} 2>/dev/null; sleep "
-                                                         "0.2; kill -KILL -- -{0} 2>/dev/null; ",
-                                                         pgid_))),
+                                           : fmt::format("sky_killpg TERM {0} {1}; sleep "
+                                                         "0.2; sky_killpg KILL {0} {1}; ",
+                                                         pgid_, shell_quote(pgid_start_)))),
                 // Each volume's unmount may wait up to 4 s for its s3fs to end.
                 {.timeout = std::chrono::seconds(15 + 4 * static_cast<int>(spec_.volumes.size()))});
     } catch (...) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pool/backend.hpp"
 #include "ship/shipment.hpp"
@@ -34,7 +35,20 @@ struct RemoteNodeSpec {
     std::shared_ptr<ship::PoolShipment> shipment;
     /// How the pool's other nodes reach this one (a private address); empty: `host`.
     std::string peer_address;
+    /// False where the node has no address of its own on a network only the pool shares (a
+    /// container behind a shared host address, a public address): it neither serves program
+    /// files to its peers nor fetches from them, so no transfer token goes to whoever listens
+    /// at a shared address; the client sends it what it lacks.
+    bool peer_transfers = true;
+    /// The node's boot script set up sky's host firewall (providers/cloud/host_firewall.hpp):
+    /// before anything else the node admits `pool_addresses` (every node of the pool) through
+    /// it; a node where that fails is still started, with an ErrorEvent saying it is open.
+    bool host_firewall = false;
+    std::vector<std::string> pool_addresses;
 };
+
+/// Where sky's host firewall keeps its admit command (`admit-peers`) and kind on a node.
+inline constexpr const char* kHostFirewallDir = "/root/.sky/firewall";
 
 class RemoteNode final : public NodeHandle {
 public:
@@ -50,6 +64,9 @@ public:
     /// A new transport to the worker (an SSH direct-streamlocal channel to its Unix socket).
     std::unique_ptr<Transport> connect_worker() override;
     [[nodiscard]] const std::string& token() const noexcept override { return token_; }
+    /// Admits these addresses (a node that joined the pool) through the node's host firewall
+    /// (RemoteNodeSpec::host_firewall). Returns what went wrong, empty when they are admitted.
+    std::string admit_peers(const std::vector<std::string>& addresses);
     /// Starts a fresh worker after the last one ended (the upload and bootstrap stay).
     void restart_worker(const std::function<void(Event)>& emit) override;
     /// Why the worker's connection ended.
@@ -79,6 +96,7 @@ private:
     bool shipped_ = false;  // this node may serve files to its peers
     std::string token_;
     std::string pgid_;         // the worker's process group
+    std::string pgid_start_;   // its leader's start time (/proc/<pgid>/stat field 22)
     std::string socket_path_;  // the worker's Unix socket on the node
 };
 

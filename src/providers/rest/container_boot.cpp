@@ -12,8 +12,9 @@ std::string container_boot_script(const std::string& boot_script,
     return fmt::format(
         "#!/bin/bash\n"
         "# sky: sshd for this container, the client's key, then the pool's boot script.\n"
+        "umask 077\n"
         "if ! [ -x /usr/sbin/sshd ]; then\n"
-        "  (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
+        "  (umask 022; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
         "apt-get install -y -qq openssh-server) >/dev/null 2>&1 || "
         "(apk add --no-cache openssh bash) >/dev/null 2>&1 || true\n"
         "fi\n"
@@ -30,6 +31,12 @@ std::string container_boot_script(const std::string& boot_script,
         "if pgrep -x sshd >/dev/null 2>&1; then pkill -HUP -x sshd; else /usr/sbin/sshd; fi\n",
         fmt::arg("key", shell_quote(std::string(trim(authorized_key)))),
         fmt::arg("boot", std::string(trim(boot_script))));
+}
+
+std::string container_start_command(const std::string& variable) {
+    return fmt::format(
+        "bash -c 'printf \"%s\" \"${0}\" | env -u {0} bash; exec env -u {0} sleep infinity'",
+        variable);
 }
 
 }  // namespace sky::detail

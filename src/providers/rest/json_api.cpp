@@ -119,6 +119,9 @@ HttpResponse JsonApi::send(const std::string& method, const std::string& path,
         req.body = body->dump();
     }
     req.secret_values = config_.secrets;
+    if (config_.later_secrets)
+        for (auto& v : config_.later_secrets())
+            if (!v.empty()) req.secret_values.push_back(std::move(v));
     HttpOptions o = config_.http;
     o.parse_error = config_.parse_error;
     auto authorize = config_.authorize;
@@ -140,8 +143,14 @@ nlohmann::json JsonApi::call(const std::string& method, const std::string& path,
     try {
         return nlohmann::json::parse(r.body);
     } catch (const std::exception&) {
+        if (!config_.quote_bodies)
+            throw sky::Error(fmt::format("{}: {} {} answered with something that is not JSON",
+                                         config_.provider, method, path));
         std::string excerpt = r.body.substr(0, 200);
-        for (const auto& s : config_.secrets)
+        std::vector<std::string> secrets = config_.secrets;
+        if (config_.later_secrets)
+            for (auto& v : config_.later_secrets()) secrets.push_back(std::move(v));
+        for (const auto& s : secrets)
             if (!s.empty())
                 for (auto p = excerpt.find(s); p != std::string::npos; p = excerpt.find(s))
                     excerpt.replace(p, s.size(), "[REDACTED]");
@@ -174,6 +183,16 @@ std::optional<double> number_of(const nlohmann::json& j, const char* key) {
         }
     }
     return std::nullopt;
+}
+
+std::optional<int> int_of(const nlohmann::json& j, const char* key, int lo, int hi) {
+    const auto v = number_of(j, key);
+    if (!v || *v != std::floor(*v) || *v < lo || *v > hi) return std::nullopt;
+    return static_cast<int>(*v);
+}
+
+std::optional<int> port_of(const nlohmann::json& j, const char* key) {
+    return int_of(j, key, 1, 65535);
 }
 
 }  // namespace sky::detail::rest

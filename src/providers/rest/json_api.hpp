@@ -50,6 +50,12 @@ struct ApiConfig {
     std::function<void(HttpRequest&)> authorize;
     /// Values masked wherever they could show (keys, tokens, client secrets).
     std::vector<std::string> secrets;
+    /// Values that become secret while the API is used (tokens it hands out), asked for before
+    /// every request and masked as `secrets` are.
+    std::function<std::vector<std::string>()> later_secrets;
+    /// False where answers are credentials (a token endpoint): an answer that is not JSON is
+    /// not quoted in the error.
+    bool quote_bodies = true;
     /// The cloud's error body to code and message.
     std::function<std::optional<ProviderErrorInfo>(const HttpResponse&)> parse_error;
     HttpOptions http = default_options();
@@ -105,5 +111,10 @@ private:
 [[nodiscard]] std::string text_of(const nlohmann::json& j, const char* key);
 /// A JSON body's number member (a number, or a string holding one), nullopt otherwise.
 [[nodiscard]] std::optional<double> number_of(const nlohmann::json& j, const char* key);
+/// A JSON body's whole-number member in [lo, hi]; nullopt when absent, fractional or out of
+/// range: a cloud's number never reaches a conversion that would be undefined.
+[[nodiscard]] std::optional<int> int_of(const nlohmann::json& j, const char* key, int lo, int hi);
+/// int_of for a TCP port: 1 to 65535.
+[[nodiscard]] std::optional<int> port_of(const nlohmann::json& j, const char* key);
 
 }  // namespace sky::detail::rest

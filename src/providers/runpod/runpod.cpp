@@ -170,7 +170,7 @@ public:
             if (!acc)
                 acc = accelerator_from_device_name(text_of(g, "displayName"), mem * 1024.0, 1);
             if (!acc || id.empty()) continue;
-            const int max_count = static_cast<int>(number_of(g, "maxGpuCount").value_or(8));
+            const int max_count = rest::int_of(g, "maxGpuCount", 0, 1 << 16).value_or(8);
             for (const auto& cloud : clouds) {
                 const bool secure = cloud == "SECURE";
                 if (!g.value(secure ? "secureCloud" : "communityCloud", false)) continue;
@@ -240,9 +240,7 @@ public:
                           {"ports", "22/tcp"},
                           {"startSsh", true},
                           {"supportPublicIp", true},
-                          {"dockerArgs",
-                           "bash -c 'printf \"%s\" \"$SKY_START\" > /tmp/sky-start.sh && "
-                           "bash /tmp/sky-start.sh; sleep infinity'"},
+                          {"dockerArgs", container_start_command("SKY_START")},
                           {"env", json::array({{{"key", "SKY_START"}, {"value", start}},
                                                {{"key", "PUBLIC_KEY"}, {"value", r.ssh_public_key}},
                                                {{"key", "SKY_POOL"}, {"value", r.pool_id}}})}};
@@ -351,6 +349,8 @@ public:
         l.power_off_on_expiry = false;  // a container: powering off ends nothing
         l.rotate_host_key = true;
         l.boot_wait = std::chrono::seconds(600);  // the image is pulled first
+        // The boot script is the pod's SKY_START variable, readable through RunPod's API.
+        l.launch_data_readable = true;
         return l;
     }
 
@@ -402,10 +402,10 @@ private:
             const json rt = p.value("runtime", json());
             if (rt.is_object() && rt.contains("ports") && rt["ports"].is_array())
                 for (const auto& port : rt["ports"])
-                    if (number_of(port, "privatePort").value_or(0) == 22 &&
-                        port.value("isIpPublic", false)) {
+                    if (rest::port_of(port, "privatePort").value_or(0) == 22 &&
+                        port.value("isIpPublic", false) && rest::port_of(port, "publicPort")) {
                         c.public_ip = text_of(port, "ip");
-                        c.ssh_port = static_cast<int>(number_of(port, "publicPort").value_or(22));
+                        c.ssh_port = *rest::port_of(port, "publicPort");
                         c.state = CloudInstance::State::running;
                     }
         } else if (status == "CREATED" || status == "RESTARTING" || status.empty()) {

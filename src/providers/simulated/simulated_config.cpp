@@ -21,13 +21,23 @@ using nlohmann::json;
     throw ConfigError(fmt::format("{}: {}", simulated_env, what));
 }
 
+// A wrong value as the message shows it: a scalar's text cut to 64 characters, an array or
+// object only by its kind and size (no recursive dump of whatever a variable holds).
+std::string shown(const json& v) {
+    if (v.is_array()) return fmt::format("an array of {}", v.size());
+    if (v.is_object()) return fmt::format("an object of {} keys", v.size());
+    std::string s = v.dump();
+    if (s.size() > 64) s = s.substr(0, 64) + "...";
+    return s;
+}
+
 std::int64_t integer(const json& v, const std::string& where, std::int64_t lo, std::int64_t hi) {
     if (!v.is_number_integer() && !v.is_number_unsigned())
-        bad(fmt::format("{} must be an integer, got {}", where, v.dump()));
+        bad(fmt::format("{} must be an integer, got {}", where, shown(v)));
     if (v.is_number_unsigned() &&
         v.get<std::uint64_t>() >
             static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        bad(fmt::format("{} must be in [{}, {}], got {}", where, lo, hi, v.dump()));
+        bad(fmt::format("{} must be in [{}, {}], got {}", where, lo, hi, shown(v)));
     const std::int64_t x = v.get<std::int64_t>();
     if (x < lo || x > hi) bad(fmt::format("{} must be in [{}, {}], got {}", where, lo, hi, x));
     return x;
@@ -35,7 +45,7 @@ std::int64_t integer(const json& v, const std::string& where, std::int64_t lo, s
 
 Fault parse_fault(const json& f, std::size_t index) {
     const std::string at = fmt::format("faults[{}]", index);
-    if (!f.is_object()) bad(fmt::format("{} must be an object, got {}", at, f.dump()));
+    if (!f.is_object()) bad(fmt::format("{} must be an object, got {}", at, shown(f)));
     if (!f.contains("kind") || !f["kind"].is_string())
         bad(
             fmt::format("{} needs \"kind\": one of preempt, lose, lose_after_calls, "
@@ -99,7 +109,7 @@ Fault parse_fault(const json& f, std::size_t index) {
             break;
         case Fault::Kind::fail_bootstrap:
             if (!v.is_string())
-                bad(fmt::format("{}.message must be a string, got {}", at, v.dump()));
+                bad(fmt::format("{}.message must be a string, got {}", at, shown(v)));
             out.message = v.get<std::string>();
             break;
         case Fault::Kind::slow_bootstrap:
@@ -158,7 +168,7 @@ Simulated with_simulated_env(const Simulated& base, const char* text) {
     if (j.contains("seed")) {
         const json& s = j["seed"];
         if (!s.is_number_unsigned() && !(s.is_number_integer() && s.get<std::int64_t>() >= 0))
-            bad(fmt::format("seed must be a non-negative integer, got {}", s.dump()));
+            bad(fmt::format("seed must be a non-negative integer, got {}", shown(s)));
         out.seed = s.get<std::uint64_t>();
     }
     if (j.contains("faults")) {

@@ -304,6 +304,8 @@ public:
         l.rotate_host_key = true;
         l.boot_wait = std::chrono::seconds(600);  // the image is pulled first
         l.infra_wait = std::chrono::seconds(30);  // a key is never held by an instance
+        // The boot script is the instance's onstart, readable through Vast.ai's API.
+        l.launch_data_readable = true;
         return l;
     }
 
@@ -364,7 +366,7 @@ private:
     }
 
     static std::optional<Offer> offer_of(const json& a, const std::string& today) {
-        const int gpus = static_cast<int>(number_of(a, "num_gpus").value_or(0));
+        const int gpus = rest::int_of(a, "num_gpus", 0, 1 << 16).value_or(0);
         const double gpu_mb = number_of(a, "gpu_ram").value_or(0);
         auto acc = accelerator_from_device_name(text_of(a, "gpu_name"), gpu_mb * 1.0, gpus);
         auto price = number_of(a, "dph_total");
@@ -376,7 +378,7 @@ private:
         o.accelerator_count = gpus;
         o.gpu_memory_gb = std::round(gpu_mb / 1000.0);  // MB, as the API counts them
         if (acc->memory) o.gpu_memory_gb = parse_memory_gb(*acc->memory);
-        o.vcpus = static_cast<int>(number_of(a, "cpu_cores_effective").value_or(0));
+        o.vcpus = rest::int_of(a, "cpu_cores_effective", 0, 1 << 20).value_or(0);
         o.memory_gb = number_of(a, "cpu_ram").value_or(0) / 1024.0;
         o.on_demand_price = *price;
         if (auto b = number_of(a, "min_bid"); b && *b > 0) o.spot_price = *b;
@@ -400,7 +402,7 @@ private:
             c.state = CloudInstance::State::stopping;  // exited, stopped, offline, unknown, frozen
         c.spot = i.value("is_bid", false);
         c.pool_id = rest::pool_of_machine_name(text_of(i, "label"));
-        c.instance_type = type_name(static_cast<int>(number_of(i, "num_gpus").value_or(0)), [&] {
+        c.instance_type = type_name(rest::int_of(i, "num_gpus", 0, 1 << 16).value_or(0), [&] {
             auto a = accelerator_from_device_name(text_of(i, "gpu_name"), 0, 1);
             return a ? a->name : text_of(i, "gpu_name");
         }());
@@ -409,13 +411,13 @@ private:
         int port = 0;
         if (i.contains("ports") && i["ports"].is_object() && i["ports"].contains("22/tcp") &&
             i["ports"]["22/tcp"].is_array() && !i["ports"]["22/tcp"].empty())
-            port = static_cast<int>(number_of(i["ports"]["22/tcp"][0], "HostPort").value_or(0));
+            port = rest::port_of(i["ports"]["22/tcp"][0], "HostPort").value_or(0);
         if (!ip.empty() && port > 0) {
             c.public_ip = ip;
             c.ssh_port = port;
-        } else if (!text_of(i, "ssh_host").empty() && number_of(i, "ssh_port")) {
+        } else if (!text_of(i, "ssh_host").empty() && rest::port_of(i, "ssh_port")) {
             c.public_ip = text_of(i, "ssh_host");  // Vast.ai's SSH proxy
-            c.ssh_port = static_cast<int>(*number_of(i, "ssh_port"));
+            c.ssh_port = *rest::port_of(i, "ssh_port");
         }
         if (c.state == CloudInstance::State::running && c.public_ip.empty())
             c.state = CloudInstance::State::pending;  // no SSH endpoint yet

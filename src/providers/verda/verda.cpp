@@ -9,11 +9,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "catalog/names.hpp"
+#include "http/client_address.hpp"
+#include "http/endpoint.hpp"
+#include "providers/cloud/host_firewall.hpp"
 #include "providers/registry/registry.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
@@ -140,8 +144,16 @@ public:
         c.endpoint = rest::choose_endpoint(cfg.endpoint, "Verda{.endpoint}", "VERDA_API_URL",
                                            kVerdaDefaultUrl);
         c.secrets = {creds_.secret};
+        // The tokens Verda hands out are as secret as the client secret: masked everywhere, and
+        // the token endpoint's answers (which hold them) are never quoted.
+        c.later_secrets = [this] {
+            std::lock_guard lk(issued_m_);
+            return issued_;
+        };
         c.parse_error = parse_verda_error;
-        token_api_ = std::make_unique<rest::JsonApi>(c);  // no bearer on the token endpoint
+        rest::ApiConfig token_config = c;
+        token_config.quote_bodies = false;
+        token_api_ = std::make_unique<rest::JsonApi>(token_config);  // no bearer there
         c.authorize = [this](HttpRequest& r) {
             r.set_header("Authorization", "Bearer " + access_token());
         };
@@ -202,12 +214,12 @@ public:
             if (auto s = number_of(t, "spot_price"); s && *s > 0) o.spot_price = *s;
             o.prices_date = today;
             if (t.contains("cpu"))
-                o.vcpus = static_cast<int>(number_of(t["cpu"], "number_of_cores").value_or(0));
+                o.vcpus = rest::int_of(t["cpu"], "number_of_cores", 0, 1 << 20).value_or(0);
             if (t.contains("memory"))
                 o.memory_gb = number_of(t["memory"], "size_in_gigabytes").value_or(0);
             int gpus = 0;
             if (t.contains("gpu"))
-                gpus = static_cast<int>(number_of(t["gpu"], "number_of_gpus").value_or(0));
+                gpus = rest::int_of(t["gpu"], "number_of_gpus", 0, 1 << 16).value_or(0);
             if (gpus > 0) {
                 double per_gpu_gb = 0;
                 if (t.contains("gpu_memory"))
@@ -248,8 +260,9 @@ public:
         return out;
     }
 
-    void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
+    void create_infra(const InfraRequest& r, const std::function<void(Event)>& emit) override {
         std::lock_guard lk(m_);
+        choose_ssh_cidr();
         if (!key_id_.empty()) return;
         auto find_key = [&] {
             json keys = call("GET", "/sshkeys");
@@ -309,7 +322,7 @@ public:
                                               r.client_token.substr(r.client_token.size() > 12
                                                                         ? r.client_token.size() - 12
                                                                         : 0))},
-                         {"script", r.boot_script}},
+                         {"script", with_host_firewall(r.boot_script)}},
                     Repeat::once)
                     .body);
         } catch (const std::exception& e) {
@@ -478,6 +491,7 @@ public:
         l.boot_wait = std::chrono::seconds(600);  // Verda's instances take minutes to boot
         // Keys and scripts are never held by a machine: a short wait rides out a failed call.
         l.infra_wait = std::chrono::seconds(30);
+        l.host_firewall = true;  // no firewall API: the boot script's own
         return l;
     }
 
@@ -503,6 +517,39 @@ private:
             }
         }
         return all;
+    }
+
+    // Who may reach the nodes' SSH port through their host firewall: SKY_CLIENT_CIDR, else this
+    // client's address as checkip sees it (with Verda's own endpoint), else anyone, with a
+    // notice. Once per pool; caller holds m_.
+    void choose_ssh_cidr() {
+        if (ssh_cidr_chosen_) return;
+        ssh_cidr_ = client_cidr_from_env();
+        if (!ssh_cidr_ && api_->config().endpoint.source == "default")
+            ssh_cidr_ = detect_client_cidr();
+        ssh_cidr_chosen_ = true;
+        // A notice, as AWS gives it: once per process, on stderr, not an error event.
+        if (!ssh_cidr_)
+            notice_once(
+                "Verda: SSH (port 22) of this pool's instances is open to every address, since "
+                "this client's public address is unknown; set SKY_CLIENT_CIDR (e.g. "
+                "203.0.113.7/32) to allow only it");
+    }
+
+    // The boot script with sky's host firewall first (Verda has no firewall API): SSH from the
+    // client, every port from the pool's own instances (admitted over SSH as they start),
+    // nothing else in, before anything of the pool listens.
+    std::string with_host_firewall(const std::string& boot_script) {
+        std::optional<std::string> cidr;
+        {
+            std::lock_guard lk(m_);
+            cidr = ssh_cidr_;
+        }
+        const auto first_line = boot_script.find('\n');
+        if (boot_script.rfind("#!", 0) != 0 || first_line == std::string::npos)
+            return "#!/bin/bash\n" + host_firewall_script(cidr) + boot_script;
+        return boot_script.substr(0, first_line + 1) + host_firewall_script(cidr) +
+               boot_script.substr(first_line + 1);
     }
 
     CloudInstance instance_from(const json& i) {
@@ -554,9 +601,16 @@ private:
         auto take = [&](const json& t) {
             token_ = text_of(t, "access_token");
             if (auto r = text_of(t, "refresh_token"); !r.empty()) refresh_ = r;
-            const double ttl = number_of(t, "expires_in").value_or(3600);
-            token_expiry_ =
-                Clock::now() + std::chrono::seconds(static_cast<long>(std::max(30.0, ttl - 30)));
+            {
+                std::lock_guard lk(issued_m_);
+                for (const std::string* v : {&token_, &refresh_})
+                    if (!v->empty() &&
+                        std::find(issued_.begin(), issued_.end(), *v) == issued_.end())
+                        issued_.push_back(*v);
+                if (issued_.size() > 16) issued_.erase(issued_.begin(), issued_.end() - 16);
+            }
+            const int ttl = rest::int_of(t, "expires_in", 0, 30 * 86400).value_or(3600);
+            token_expiry_ = Clock::now() + std::chrono::seconds(std::max(30, ttl - 30));
             if (token_.empty()) throw ProvisionError("Verda: the token answer has no access_token");
         };
         if (!refresh_.empty()) {
@@ -620,9 +674,13 @@ private:
 
     std::mutex token_m_;
     std::string token_, refresh_;
+    std::mutex issued_m_;
+    std::vector<std::string> issued_;  // tokens received, for the redactor
     Clock::time_point token_expiry_{};
 
-    std::mutex m_;  // the key, the scripts and what sky terminated
+    std::mutex m_;
+    std::optional<std::string> ssh_cidr_;
+    bool ssh_cidr_chosen_ = false;  // the key, the scripts and what sky terminated
     std::string key_id_;
     std::vector<std::string> scripts_;
     std::set<std::string> terminated_;

@@ -150,11 +150,11 @@ bool is_worker() noexcept { return detail::g_is_worker.load(); }
 void init(int argc, char** argv) {
     detail::g_initialised = true;
     if (argc > 0 && argv && argv[0]) detail::argv0() = argv[0];
-    for (int i = 1; i < argc; ++i) {
-        if (!argv[i]) continue;
-        for (const auto& mode : detail::process_modes)
-            if (std::strcmp(argv[i], mode.flag) == 0) mode.run();
-    }
+    // sky starts its modes with the flag as the only argument (argv[1]): a flag further on is
+    // the program's own argument (perhaps forwarded from someone else), never a mode.
+    if (argc < 2 || !argv || !argv[1]) return;
+    for (const auto& mode : detail::process_modes)
+        if (std::strcmp(argv[1], mode.flag) == 0) mode.run();
 }
 
 }  // namespace sky

@@ -76,6 +76,33 @@ TEST_CASE("a malformed SKY_SIMULATED is a ConfigError that says what is wrong",
     CHECK(children() == 0);
 }
 
+TEST_CASE("a wrongly typed SKY_SIMULATED value is echoed bounded, whatever its size or depth",
+          "[simulated][env][security]") {
+    // Review r4 I4: the whole value was echoed through a recursive dump.
+    Recorder rec;
+    auto error_for = [&](const std::string& json) -> std::string {
+        ScopedEnv env("SKY_SIMULATED", json);
+        try {
+            sky::ComputePool pool{simulated({}, 2, rec)};
+        } catch (const sky::ConfigError& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+    const std::string e1 = error_for(R"({"seed": )" + deep + "}");
+    CHECK_THAT(e1, Catch::Contains("seed") && Catch::Contains("an array of 1"));
+    CHECK(e1.size() < 300);
+    const std::string long_text = "\"" + std::string(100000, 'x') + "\"";
+    const std::string e2 =
+        error_for(R"({"faults":[{"kind":"fail_bootstrap","node":0,"message":)" + deep + "}]}");
+    CHECK(e2.size() < 300);
+    const std::string e3 = error_for(R"({"seed": )" + long_text + "}");
+    CHECK_THAT(e3, Catch::Contains("seed") && Catch::Contains("..."));
+    CHECK(e3.size() < 300);
+    CHECK(children() == 0);
+}
+
 TEST_CASE("SKY_SIMULATED merges into the program's configuration", "[simulated][env]") {
     using sky::detail::with_simulated_env;
     sky::Simulated mine{.capacity_errors = 1, .faults = {sky::Fault::lose(0, 1s)}, .seed = 9};

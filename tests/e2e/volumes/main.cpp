@@ -3,6 +3,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -16,6 +17,11 @@ std::string read_file(std::string path);
 
 // A client that is SIGKILLed while its pool (one host, one volume) is up: the watchdog test.
 // Reads identity file, known_hosts, port, endpoint and host from `spec_file`.
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
 int orphan_client(const char* spec_file) {
     std::ifstream f(spec_file);
     sky::SSH ssh;
@@ -24,8 +30,11 @@ int orphan_client(const char* spec_file) {
     ssh.hosts = {host};
     sky::ComputePool pool{
         {.provider = ssh,
-         .volumes = {sky::S3Volume{
-             .mount_path = "/root/data", .bucket = "sky-datasets", .endpoint = endpoint}},
+         .volumes = {sky::S3Volume{.mount_path = "/root/data",
+                                   .bucket = "sky-datasets",
+                                   .endpoint = endpoint,
+                                   .access_key_id = env("S3_ACCESS_KEY_ID"),
+                                   .secret_access_key = env("S3_SECRET_ACCESS_KEY")}},
          .idle_timeout = std::chrono::seconds(3),
          .display = sky::Display::quiet}};
     (void)(sky::compute<read_file>(std::string("/root/data/none")) >> pool);

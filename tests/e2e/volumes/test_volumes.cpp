@@ -21,6 +21,7 @@
 #include <set>
 
 #include "e2e/volumes/s3_server.hpp"
+#include "fakes/ec2/fake_ec2.hpp"
 #include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
@@ -94,12 +95,24 @@ std::string bridge_address(const TestHosts& h) {
     return a.substr(0, a.rfind('.')) + ".1";
 }
 
-// The pool's AWS credentials are s3rver's; its endpoint is plain http on the bridge.
+// The volumes carry s3rver's keys as their own (S3Volume::access_key_id ...; the example and
+// the orphan client take them from S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY); the pool has no AWS
+// credentials at all. s3rver's endpoint is plain http on the bridge.
 void use_s3rver_credentials() {
-    ::setenv("AWS_ACCESS_KEY_ID", S3Server::access_key_id, 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", S3Server::secret_access_key, 1);
+    ::setenv("S3_ACCESS_KEY_ID", S3Server::access_key_id, 1);
+    ::setenv("S3_SECRET_ACCESS_KEY", S3Server::secret_access_key, 1);
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
     ::unsetenv("AWS_SESSION_TOKEN");
+    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
     ::setenv("SKY_ALLOW_INSECURE_ENDPOINT", "1", 1);
+}
+
+// A volume of the test's S3 server with s3rver's keys as its own.
+sky::S3Volume s3rver_volume(sky::S3Volume v) {
+    v.access_key_id = S3Server::access_key_id;
+    v.secret_access_key = S3Server::secret_access_key;
+    return v;
 }
 
 sky::PoolSpec spec_for(const TestHosts& h, int nodes) {
@@ -156,14 +169,15 @@ int host_mounts(const TestHosts& h, int i) {
     return std::atoi(r.output.c_str());
 }
 
-// Files named `credentials` in host i's ~/.sky (where a pool's run directories are).
+// Credentials files (`credentials`, `credentials.<i>`) in host i's ~/.sky (where a pool's run
+// directories are).
 int host_credential_files(const TestHosts& h, int i) {
     int n = 0;
     std::error_code ec;
     const fs::path root = h.host_path(i, "/root/.sky");
     for (auto it = fs::recursive_directory_iterator(root, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (it->path().filename() == "credentials") ++n;
+        if (it->path().filename().string().rfind("credentials", 0) == 0) ++n;
     return n;
 }
 
@@ -180,9 +194,19 @@ TEST_CASE(
     S3Server s3(bridge_address(hosts), {"sky-datasets", "sky-checkpoints"});
     s3.put("sky-datasets", "datasets/train.csv", kDataset);
     use_s3rver_credentials();
-    // Temporary credentials: the token travels the same way as the keys (s3rver accepts it).
+    // The volumes have no keys of their own: sky mints scoped, temporary ones with STS (the fake
+    // EC2's, which hands out s3rver's keys with a session token) from the pool's AWS keys, which
+    // must never reach a node.
     const std::string session_token = "sky-e2e-session-token-7f3a9c";
-    ::setenv("AWS_SESSION_TOKEN", session_token.c_str(), 1);
+    sky::test::FakeEc2Options sts_options;
+    sts_options.access_key_id = "AKIDPOOLLAUNCHKEY000";
+    sts_options.secret_access_key = "pool/launch/secret/NEVER/ON/A/NODE00000";  // made up
+    sts_options.model_path = std::string(SKY_TESTDATA_DIR) + "/ec2-model/service-2.json";
+    sts_options.sts_issued = {S3Server::access_key_id, S3Server::secret_access_key, session_token};
+    sky::test::FakeEc2 sts(sts_options);
+    ::setenv("AWS_ACCESS_KEY_ID", sts_options.access_key_id.c_str(), 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", sts_options.secret_access_key.c_str(), 1);
+    ::setenv("AWS_ENDPOINT_URL_STS", sts.endpoint().c_str(), 1);
 
     auto spec = spec_for(hosts, 2);
     spec.volumes = {sky::S3Volume{.mount_path = "/root/data",
@@ -260,13 +284,24 @@ TEST_CASE(
             CHECK(c.find(S3Server::secret_access_key) == std::string::npos);
             CHECK(c.find(session_token) == std::string::npos);
         }
-        // The keys and the token reach s3fs through its environment (owner-readable only).
+        // The minted keys and token reach s3fs through its environment (owner-readable only);
+        // the pool's own keys are nowhere on the nodes.
         const auto envs = s3fs_environments(s3.endpoint());
         CHECK(envs.size() == 4);
         for (const auto& env : envs) {
             CHECK(env.find(std::string("AWS_SESSION_TOKEN=") + session_token + '\0') !=
                   std::string::npos);
             CHECK(env.find("AWS_ACCESS_KEY_ID=S3RVER") != std::string::npos);
+            CHECK(env.find(sts_options.access_key_id) == std::string::npos);
+            CHECK(env.find(sts_options.secret_access_key) == std::string::npos);
+        }
+        // One STS request per node, scoped to the two volumes, for the pool's timeout.
+        const auto minted = sts.federation_requests();
+        CHECK(minted.size() == 2);
+        for (const auto& r : minted) {
+            CHECK(r.policy.find("arn:aws:s3:::sky-datasets/datasets/*") != std::string::npos);
+            CHECK(r.policy.find("arn:aws:s3:::sky-checkpoints/run-1/*") != std::string::npos);
+            CHECK(r.duration_seconds == 3600 + 600);
         }
         for (int i = 0; i < 2; ++i) {
             CHECK(host_mounts(hosts, i) == 2);
@@ -280,7 +315,9 @@ TEST_CASE(
     }
     CHECK(s3fs_processes(s3.endpoint()) == 0);
     CHECK(sky::test::remote_workers() == 0);
-    ::unsetenv("AWS_SESSION_TOKEN");
+    ::unsetenv("AWS_ENDPOINT_URL_STS");
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
 TEST_CASE("volumes: a bucket that does not exist fails the pool in phase volumes naming it",
@@ -292,12 +329,12 @@ TEST_CASE("volumes: a bucket that does not exist fails the pool in phase volumes
     auto spec = spec_for(hosts, 2);
     // The first volume mounts; the second cannot: the first must be unmounted again.
     spec.volumes = {
-        sky::S3Volume{
-            .mount_path = "/root/data", .bucket = "sky-datasets", .endpoint = s3.endpoint()},
-        sky::S3Volume{.mount_path = "/root/missing",
-                      .bucket = "sky-no-such-bucket",
-                      .read_only = false,
-                      .endpoint = s3.endpoint()}};
+        s3rver_volume(sky::S3Volume{
+            .mount_path = "/root/data", .bucket = "sky-datasets", .endpoint = s3.endpoint()}),
+        s3rver_volume(sky::S3Volume{.mount_path = "/root/missing",
+                                    .bucket = "sky-no-such-bucket",
+                                    .read_only = false,
+                                    .endpoint = s3.endpoint()})};
     try {
         sky::ComputePool pool{spec};
         FAIL("the pool started without its volume");
@@ -327,8 +364,8 @@ TEST_CASE("volumes: an endpoint that refuses connections fails the pool in phase
     // Nothing listens on port 9 of the bridge address.
     const std::string endpoint = "http://" + bridge_address(hosts) + ":9";
     auto spec = spec_for(hosts, 1);
-    spec.volumes = {
-        sky::S3Volume{.mount_path = "/root/data", .bucket = "sky-datasets", .endpoint = endpoint}};
+    spec.volumes = {s3rver_volume(
+        sky::S3Volume{.mount_path = "/root/data", .bucket = "sky-datasets", .endpoint = endpoint})};
     try {
         sky::ComputePool pool{spec};
         FAIL("the pool started without its volume");
@@ -380,6 +417,76 @@ TEST_CASE("volumes: the node's watchdog unmounts the volumes when the client is 
     CHECK(sky::test::wait_until([&] { return s3fs_processes(s3.endpoint()) == 0; },
                                 std::chrono::seconds(30)));
     CHECK(host_mounts(hosts, 0) == 0);
+    CHECK(host_credential_files(hosts, 0) == 0);
+}
+
+TEST_CASE("volumes: a mount path another user could move is refused, naming why",
+          "[volumes][security]") {
+    // Review r4 L2: a directory on the way that another (non-root) user owns lets them rename it
+    // and put something else at the mount path before the unmount.
+    if (skip_without_volumes()) return;
+    TestHosts hosts(1);
+    S3Server s3(bridge_address(hosts), {"sky-datasets"});
+    use_s3rver_credentials();
+    const fs::path shared = hosts.host_path(0, "/tmp/shared");
+    fs::create_directories(shared);
+    REQUIRE(::chown(shared.c_str(), 65534, 65534) == 0);  // nobody's
+    auto spec = spec_for(hosts, 1);
+    spec.volumes = {s3rver_volume(sky::S3Volume{.mount_path = "/tmp/shared/alice-data",
+                                                .bucket = "sky-datasets",
+                                                .endpoint = s3.endpoint()})};
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("the volume was mounted inside another user's directory");
+    } catch (const sky::BootstrapError& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(e.phase() == "volumes");
+        CHECK(what.find("/tmp/shared") != std::string::npos);
+        CHECK(what.find("another user") != std::string::npos);
+    }
+    // Group-writable without the sticky bit: refused too.
+    REQUIRE(::chown(shared.c_str(), 0, 0) == 0);
+    fs::permissions(shared, fs::perms::owner_all | fs::perms::group_all);
+    try {
+        sky::ComputePool pool{spec};
+        FAIL("the volume was mounted inside a group-writable directory");
+    } catch (const sky::BootstrapError& e) {
+        INFO(e.what());
+        CHECK(std::string(e.what()).find("writable by other users") != std::string::npos);
+    }
+    CHECK(host_mounts(hosts, 0) == 0);
+    CHECK(s3fs_processes(s3.endpoint()) == 0);
+}
+
+TEST_CASE("volumes: teardown unmounts only its own s3fs mount, never another mount at the path",
+          "[volumes][security]") {
+    // Review r4 L2: the unmount re-resolved the path and ran `umount` (then `umount -l`) on
+    // whatever was there. Here the pool's mount goes away during the pool and someone else's
+    // file system is mounted at the same path: teardown must leave it alone.
+    if (skip_without_volumes()) return;
+    TestHosts hosts(1);
+    S3Server s3(bridge_address(hosts), {"sky-datasets"});
+    use_s3rver_credentials();
+    auto spec = spec_for(hosts, 1);
+    spec.volumes = {s3rver_volume(sky::S3Volume{
+        .mount_path = "/root/data", .bucket = "sky-datasets", .endpoint = s3.endpoint()})};
+    {
+        sky::ComputePool pool{spec};
+        CHECK(host_mounts(hosts, 0) == 1);
+        auto r = sky::test::run_command(hosts.ssh_command(
+            0,
+            "umount -l /root/data && mount -t tmpfs sky-someone-else /root/data && "
+            "grep -c ' /root/data tmpfs ' /proc/self/mounts"));
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        CHECK(sky::test::wait_until([&] { return s3fs_processes(s3.endpoint()) == 0; },
+                                    std::chrono::seconds(10)));
+    }
+    auto after = sky::test::run_command(
+        hosts.ssh_command(0, "grep -c ' /root/data tmpfs ' /proc/self/mounts; umount /root/data"));
+    INFO(after.output);
+    CHECK(after.output.rfind("1", 0) == 0);  // still mounted after the pool's teardown
     CHECK(host_credential_files(hosts, 0) == 0);
 }
 

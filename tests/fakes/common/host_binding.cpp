@@ -1,5 +1,6 @@
 #include "fakes/common/host_binding.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -99,6 +100,44 @@ void HostBinding::boot_locked(const std::string& machine, int host, std::string_
     if (!keys.authorized_key.empty()) authorized += "\n" + keys.authorized_key;
     hosts_.restart_sshd(host, host_key, authorized);
     slot = machine;  // only a machine that booted holds the host
+    play_host_firewall(host, boot_script);
+}
+
+// sky's host firewall (providers/cloud/host_firewall.hpp), where the boot script has one: run as
+// the machine's boot runs it, in the host's network namespace, its state in the host's own /root
+// (seen from here through host_path).
+void HostBinding::play_host_firewall(int host, std::string_view boot_script) {
+    const std::string_view begin = "# sky host firewall: begin\n",
+                           end = "# sky host firewall: end\n";
+    const auto b = boot_script.find(begin), e = boot_script.find(end);
+    if (b == std::string_view::npos || e == std::string_view::npos || e < b) return;
+    std::string part(boot_script.substr(b, e + end.size() - b));
+    const std::string dir_line = "sky_fw_dir='/root/.sky/firewall'\n";
+    const auto at = part.find(dir_line);
+    if (at == std::string::npos)
+        throw std::runtime_error("host binding: unknown firewall directory");
+    part.replace(at, dir_line.size(),
+                 "sky_fw_dir='" + hosts_.host_path(host, "/root/.sky/firewall").string() + "'\n");
+    const auto file = hosts_.dir() / ("firewall-part-" + std::to_string(host) + ".sh");
+    {
+        std::ofstream f(file);
+        f << part;
+    }
+    auto r = run_command({"ip", "netns", "exec", hosts_.netns(host), "bash", file.string()});
+    if (r.status != 0)
+        throw std::runtime_error("host binding: the host firewall failed: " + r.output);
+}
+
+// A released host's firewall goes with its machine.
+void HostBinding::clear_host_firewall(int host) {
+    (void)run_command(
+        {"ip", "netns", "exec", hosts_.netns(host), "nft", "delete", "table", "inet", "sky"});
+    for (const char* t : {"iptables", "ip6tables"})
+        (void)run_command({"ip", "netns", "exec", hosts_.netns(host), "sh", "-c",
+                           std::string(t) + " -D INPUT -j SKY-IN; " + t + " -F SKY-IN; " + t +
+                               " -X SKY-IN; " + t + " -F SKY-PEERS; " + t + " -X SKY-PEERS"});
+    std::error_code ec;
+    std::filesystem::remove_all(hosts_.host_path(host, "/root/.sky/firewall"), ec);
 }
 
 void HostBinding::release(const std::string& machine) {
@@ -107,6 +146,7 @@ void HostBinding::release(const std::string& machine) {
         if (bound_[h] != machine || machine.empty()) continue;
         // The machine is gone: everything on it stops (sshd too, until it is booted again).
         hosts_.kill_all_processes(static_cast<int>(h));
+        clear_host_firewall(static_cast<int>(h));
         bound_[h].clear();
     }
 }

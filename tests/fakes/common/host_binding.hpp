@@ -4,7 +4,8 @@
 /// sky's boot script: the host's sshd restarts with the script's pinned host key and the client's
 /// key authorized for root; releasing it kills everything on the host, as a terminated machine
 /// stops. The script itself never runs here (the hosts share this machine's /etc and /usr, and
-/// it arms a power-off timer): only its keys are read.
+/// it arms a power-off timer): only its keys are read, and its host firewall part (where it has
+/// one, providers/cloud/host_firewall.hpp) runs in the host's network namespace.
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,6 +63,8 @@ public:
 private:
     void boot_locked(const std::string& machine, int host, std::string_view boot_script,
                      const std::string& authorized_key);
+    void play_host_firewall(int host, std::string_view boot_script);
+    void clear_host_firewall(int host);
     TestHosts& hosts_;
     bool install_host_key_;
     mutable std::mutex mutex_;

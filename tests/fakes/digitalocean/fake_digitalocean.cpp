@@ -130,6 +130,12 @@ FakeDigitalOcean::FakeDigitalOcean(FakeDigitalOceanOptions options)
     route("DELETE", "/v2/droplets", &FakeDigitalOcean::handle_delete_by_tag);
     route("GET", "/v2/droplets/{id}", &FakeDigitalOcean::handle_get);
     route("DELETE", "/v2/droplets/{id}", &FakeDigitalOcean::handle_delete);
+    route("POST", "/v2/firewalls", &FakeDigitalOcean::handle_firewall_create);
+    route("GET", "/v2/firewalls", &FakeDigitalOcean::handle_firewall_list);
+    route("GET", "/v2/firewalls/{id}", &FakeDigitalOcean::handle_firewall_get);
+    route("DELETE", "/v2/firewalls/{id}", &FakeDigitalOcean::handle_firewall_delete);
+    nft_ = options_.hosts && options_.enforce_firewalls &&
+           run_command({"nft", "--version"}).status == 0;
 }
 
 FakeDigitalOcean::~FakeDigitalOcean() {
@@ -137,6 +143,12 @@ FakeDigitalOcean::~FakeDigitalOcean() {
     if (options_.hosts)
         for (auto& [id, d] : droplets_)
             if (!d.deleted) options_.hosts->release(id);
+    firewalls_.clear();
+    for (auto& [id, d] : droplets_) d.deleted = true;
+    try {
+        enforce_locked();  // every host open again
+    } catch (...) {
+    }
 }
 
 std::string FakeDigitalOcean::endpoint() const { return http_.url("/v2"); }
@@ -337,6 +349,7 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
         {"tags", b.value("tags", json::array())},
         {"vpc_uuid", "760e09ef-dc84-11e8-981e-3cfdfeaae000"}};
     droplets_[id] = std::move(d);
+    enforce_locked();  // its firewalls (by tag) hold before anything on it listens
     return {202, json{{"droplet", droplets_[id].body},
                       {"links",
                        {{"actions",
@@ -394,6 +407,7 @@ void FakeDigitalOcean::delete_locked(const std::string& id) {
     auto& d = droplets_.at(id);
     d.deleted = true;
     if (options_.hosts) options_.hosts->release(id);
+    enforce_locked();
 }
 
 HttpReply FakeDigitalOcean::handle_delete(const HttpRequest& r) {

@@ -1,10 +1,13 @@
 #pragma once
 /// \file A stateful fake of DigitalOcean's API v2 (the parts sky uses), on the shared HTTP fake:
-/// sizes, account SSH keys, droplets (create, get, list and delete by id or tag). It checks the
-/// bearer token, methods, paths, the JSON bodies' field names and types the way the real service
-/// does (digitalocean/openapi: droplet_create.yml, ssh_keys), and answers in DigitalOcean's shapes
-/// and errors ({"id": "...", "message": "..."}; 401, 404, 422, 429). Its droplets are test hosts
-/// when a HostBinding is given: a droplet boots with its user_data's keys and its account keys.
+/// sizes, account SSH keys, droplets (create, get, list and delete by id or tag), cloud firewalls
+/// (create, list, get, delete; applied by tag or droplet id, enforced on the test hosts with
+/// nftables in each host's network namespace, as DigitalOcean enforces them outside the droplet).
+/// It checks the bearer token, methods, paths, the JSON bodies' field names and types the way the
+/// real service does (digitalocean/openapi: droplet_create.yml, ssh_keys), and answers in
+/// DigitalOcean's shapes and errors ({"id": "...", "message": "..."}; 401, 404, 422, 429). Its
+/// droplets are test hosts when a HostBinding is given: a droplet boots with its user_data's keys
+/// and its account keys.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +35,10 @@ struct FakeDigitalOceanOptions {
     HostBinding* hosts = nullptr;
     /// A droplet is "new" for this many GETs of it, then "active" with its addresses.
     int gets_until_active = 1;
+    /// With hosts: a droplet's inbound traffic passes only what its cloud firewalls allow (a
+    /// droplet without one is open), enforced with nft in its host's network namespace. Needs
+    /// nft; without it the rules are kept but not enforced.
+    bool enforce_firewalls = true;
 };
 
 class FakeDigitalOcean {
@@ -55,6 +62,10 @@ public:
     [[nodiscard]] std::vector<nlohmann::json> all_droplets() const;
     [[nodiscard]] int alive() const;
     [[nodiscard]] std::vector<nlohmann::json> keys() const;
+    /// Cloud firewalls not deleted, as GET /v2/firewalls/{id} shows them.
+    [[nodiscard]] std::vector<nlohmann::json> firewalls() const;
+    /// Whether firewalls are enforced on the hosts (enforce_firewalls, hosts, and nft here).
+    [[nodiscard]] bool enforcing() const;
     /// The user_data a droplet was created with.
     [[nodiscard]] std::string user_data(const std::string& id) const;
     /// Requests refused for their token.
@@ -72,6 +83,12 @@ private:
     HttpReply handle_list(const HttpRequest& r);
     HttpReply handle_delete(const HttpRequest& r);
     HttpReply handle_delete_by_tag(const HttpRequest& r);
+    HttpReply handle_firewall_create(const HttpRequest& r);
+    HttpReply handle_firewall_list(const HttpRequest& r);
+    HttpReply handle_firewall_get(const HttpRequest& r);
+    HttpReply handle_firewall_delete(const HttpRequest& r);
+    // The hosts' nft rules from the firewalls and droplets now; caller holds m_.
+    void enforce_locked();
     std::optional<HttpReply> refuse(const HttpRequest& r);  // auth and content type
     nlohmann::json view(const std::string& id) const;       // caller holds m_
     void delete_locked(const std::string& id);
@@ -88,6 +105,9 @@ private:
     };
     std::map<std::string, Droplet> droplets_;  // by id (decimal)
     std::vector<nlohmann::json> keys_;
+    std::vector<nlohmann::json> firewalls_;
+    std::set<int> filtered_hosts_;  // hosts whose namespace has the fake's rules
+    bool nft_ = false;
     std::map<std::string, int> capacity_;
     long long next_id_ = 3164444000;
     long long next_key_ = 512189;

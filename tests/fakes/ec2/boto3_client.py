@@ -197,8 +197,38 @@ def main():
     code, status = error_code(client(key="AKIDUNKNOWN000000000").describe_instances)
     check(code == "AuthFailure" and status == 401, "an unknown access key is rejected")
 
+    check_sts()
+
     print("IDS " + ",".join(ids), flush=True)
     return 0
+
+
+def check_sts():
+    """The fake's STS (same endpoint): what sky's volumes mint their nodes' credentials with."""
+    sts = boto3.session.Session().client(
+        "sts",
+        endpoint_url=ENDPOINT,
+        region_name=REGION,
+        aws_access_key_id=KEY,
+        aws_secret_access_key=SECRET,
+        config=CONFIG,
+    )
+    policy = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": "arn:aws:s3:::b/p/*"}]})
+    answer = sts.get_federation_token(Name="sky-0123abcd", Policy=policy, DurationSeconds=3600)
+    creds = answer["Credentials"]
+    check(creds["AccessKeyId"] and creds["SecretAccessKey"] and creds["SessionToken"],
+          "get_federation_token returns temporary credentials")
+    check(isinstance(creds["Expiration"], datetime.datetime), "the expiration parses as a date")
+    check(answer["FederatedUser"]["Arn"].endswith("federated-user/sky-0123abcd"),
+          "the federated user is named")
+    code, status = error_code(sts.get_federation_token, Name="sky-x", Policy="{not json")
+    check(code == "MalformedPolicyDocument" and status == 400, "a malformed policy is refused")
+    wrong = boto3.session.Session().client(
+        "sts", endpoint_url=ENDPOINT, region_name=REGION, aws_access_key_id=KEY,
+        aws_secret_access_key="not-the-secret", config=CONFIG)
+    code, status = error_code(wrong.get_federation_token, Name="sky-x")
+    check(code == "SignatureDoesNotMatch" and status == 403, "STS rejects a wrong secret")
 
 
 if __name__ == "__main__":

@@ -560,6 +560,7 @@ Ec2Reply FakeEc2::handle(const std::string& method, const std::string& target,
                          const std::vector<std::pair<std::string, std::string>>& headers,
                          const std::string& body) {
     ++requests_;
+    if (is_sts_request(headers)) return handle_sts(method, target, headers, body);
     const std::string request_id = aws::random_uuid();
     auto error_reply = [&](const Ec2Failure& f) {
         return Ec2Reply{f.status, aws::make_ec2_error_xml(f.code, f.message, request_id)};

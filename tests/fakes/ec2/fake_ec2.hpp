@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fakes/common/fault_rate.hpp"
+#include "providers/aws/sigv4.hpp"
 #include "support/aws/ec2_model.hpp"
 
 namespace sky::test {
@@ -51,6 +52,19 @@ struct FakeEc2Options {
     /// minutes): meanwhile DeleteSecurityGroup of its groups answers DependencyViolation. 0: the
     /// interface goes with the instance.
     std::chrono::milliseconds interface_linger{0};
+    /// STS (GetFederationToken, the same port, told apart by the signature's service): the
+    /// temporary credentials it hands out. Empty access key id: fresh random ones each time.
+    /// Fixed ones let a test give nodes credentials that its S3 server knows.
+    sky::detail::aws::Credentials sts_issued;
+};
+
+/// A GetFederationToken request the fake STS answered.
+struct FederationTokenRequest {
+    std::string caller;  ///< the access key id that signed it
+    std::string name;
+    std::string policy;  ///< the session policy as sent (JSON)
+    long long duration_seconds = 0;
+    sky::detail::aws::Credentials issued;
 };
 
 /// A fault the next matching requests get instead of their answer.
@@ -127,6 +141,8 @@ public:
                             const std::string& reason_code = {});
     /// Requests answered so far, and how many were rejected for their signature.
     [[nodiscard]] int request_count() const { return requests_; }
+    /// Every GetFederationToken request STS answered, in order.
+    [[nodiscard]] std::vector<FederationTokenRequest> federation_requests() const;
     [[nodiscard]] int auth_failures() const { return auth_failures_; }
 
     /// Answers one HTTP request (the socket layer calls this; tests may too). Thread-safe.
@@ -138,6 +154,10 @@ private:
     struct Net;  // the Asio objects, kept out of this header
     void serve();
     nlohmann::json dispatch(const std::string& action, const nlohmann::json& params);
+    // STS (fake_sts.cpp): requests signed for the "sts" service.
+    Ec2Reply handle_sts(const std::string& method, const std::string& target,
+                        const std::vector<std::pair<std::string, std::string>>& headers,
+                        const std::string& body);
     nlohmann::json run_instances(const nlohmann::json& params);
     nlohmann::json describe_instances(const nlohmann::json& params);
     nlohmann::json terminate_instances(const nlohmann::json& params);
@@ -189,7 +209,11 @@ private:
     std::map<std::string, std::string> key_material_;       // key name -> OpenSSH public key line
     std::unique_ptr<HostBinding> binding_;  // with options_.hosts: instances on test hosts
     unsigned long long next_id_ = 1;
+    std::vector<FederationTokenRequest> federation_requests_;
 };
+
+/// Whether a request is signed for STS (its Authorization's credential scope names "sts").
+bool is_sts_request(const std::vector<std::pair<std::string, std::string>>& headers);
 
 /// Decodes EC2 wire parameters (Name.1, A.B) into boto3-shaped JSON by the operation's input
 /// shape; throws Ec2Failure (UnknownParameter, MissingParameter, InvalidParameterValue).

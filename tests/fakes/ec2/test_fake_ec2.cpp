@@ -19,6 +19,7 @@
 #include "http/http_client.hpp"
 #include "providers/aws/ec2_client.hpp"
 #include "providers/aws/sigv4.hpp"
+#include "providers/aws/sts.hpp"
 #include "support/aws/ec2_model.hpp"
 
 using namespace sky::detail;
@@ -354,4 +355,46 @@ TEST_CASE("fake ec2: boto3 accepts every answer", "[fake][ec2][boto3]") {
         // botocore base64-encodes UserData; the fake decodes it back.
         CHECK(fake.user_data(instance["InstanceId"]) == "#!/bin/sh\necho hi\n");
     }
+}
+
+TEST_CASE("fake ec2: STS GetFederationToken, signed by sky's client, mints scoped credentials",
+          "[fake][ec2][sts]") {
+    if (!have_model()) {
+        WARN("EC2 model not found; skipping");
+        return;
+    }
+    FakeEc2 fake(options());
+    ::setenv("AWS_ENDPOINT_URL_STS", fake.endpoint().c_str(), 1);
+    const std::string policy =
+        R"({"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:GetObject",)"
+        R"("Resource":"arn:aws:s3:::b/*"}]})";
+    const auto t = get_federation_token(
+        Credentials{kKey, kSecret, ""},
+        {.name = "sky-0123abcd", .policy = policy, .duration = std::chrono::seconds(7200)});
+    CHECK(t.credentials.access_key_id.rfind("ASIA", 0) == 0);
+    CHECK_FALSE(t.credentials.secret_access_key.empty());
+    CHECK_FALSE(t.credentials.session_token.empty());
+    CHECK_FALSE(t.expiration.empty());
+    const auto requests = fake.federation_requests();
+    REQUIRE(requests.size() == 1);
+    CHECK(requests[0].caller == kKey);
+    CHECK(requests[0].name == "sky-0123abcd");
+    CHECK(requests[0].policy == policy);
+    CHECK(requests[0].duration_seconds == 7200);
+    CHECK(requests[0].issued.session_token == t.credentials.session_token);
+    // STS's refusals arrive as HttpError with STS's code.
+    CHECK(error_code_of([&] {
+              (void)get_federation_token(Credentials{kKey, "not-the-secret", ""},
+                                         {.name = "sky-x", .policy = policy});
+          }) == "SignatureDoesNotMatch");
+    CHECK(error_code_of([&] {
+              (void)get_federation_token(Credentials{kKey, kSecret, ""},
+                                         {.name = "sky-x", .policy = "{not json"});
+          }) == "MalformedPolicyDocument");
+    CHECK(error_code_of([&] {
+              (void)get_federation_token(
+                  Credentials{kKey, kSecret, ""},
+                  {.name = "sky-x", .policy = policy, .duration = std::chrono::seconds(60)});
+          }) == "ValidationError");
+    ::unsetenv("AWS_ENDPOINT_URL_STS");
 }

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "bootstrap/pip.hpp"
+#include "sky/errors.hpp"
 #include "sky/image.hpp"
 
 // The bootstrap writes Image::files as root, or through sudo for another user (as on a node).
@@ -225,6 +227,49 @@ TEST_CASE("bootstrap: a directory every user may write to (not sticky) is refuse
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("bootstrap: a directory another user owns is refused (review r4 I1)", "[image]") {
+    SKIP_WITHOUT_ROOT_OR_SUDO();
+    char tmpl[] = "/tmp/sky-image-theirs-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    RemoveAll cleanup{dir};  // also when an assertion ends the test
+    std::filesystem::create_directory(dir + "/theirs");
+    ::chmod((dir + "/theirs").c_str(), 0755);
+    REQUIRE(::chown((dir + "/theirs").c_str(), 65534, 65534) == 0);  // nobody's
+    sky::Image img{.files = {{dir + "/theirs/f", "x", 0600}}};
+    std::string output;
+    CHECK(run_bootstrap(img.bootstrap(0), dir, dir + "/home", output) != 0);
+    CHECK(output.find("belongs to another user") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir + "/theirs/f"));
+    // Root's own directory, or this user's: written.
+    REQUIRE(::chown((dir + "/theirs").c_str(), ::geteuid(), ::getegid()) == 0);
+    CHECK(run_bootstrap(img.bootstrap(0), dir, dir + "/home", output) == 0);
+    CHECK(mode_of(dir + "/theirs/f") == 0600);
+}
+
+TEST_CASE("bootstrap: pip gets its requirements and index credentials in files, not arguments",
+          "[image][security]") {
+    // Review r4 M2: the URL (with a token) and the requirements were pip's arguments.
+    const std::string token = "skysecrettoken0123";
+    sky::Image img{.pip = {"pkg==1.0", "other>=2"},
+                   .pip_extra_index_url = "https://user:" + token + "@pypi.example.com/simple"};
+    const std::string script = img.bootstrap(0);
+    const auto pip_line = script.find("-m pip install");
+    REQUIRE(pip_line != std::string::npos);
+    const std::string line =
+        script.substr(script.rfind('\n', pip_line) + 1,
+                      script.find('\n', pip_line) - script.rfind('\n', pip_line) - 1);
+    INFO(line);
+    // The command that starts pip: the URL without credentials in its environment, the
+    // credentials in a netrc file, the requirements in a file.
+    CHECK(line.find(token) == std::string::npos);
+    CHECK(line.find("pkg==1.0") == std::string::npos);
+    CHECK(line.find("PIP_EXTRA_INDEX_URL='https://pypi.example.com/simple'") != std::string::npos);
+    CHECK(line.find("NETRC=") != std::string::npos);
+    CHECK(line.find("-r \"$pip_dir/requirements.txt\"") != std::string::npos);
+    // Nowhere in the script in clear (the files are written from base64 with builtins).
+    CHECK(script.find(token) == std::string::npos);
+}
+
 TEST_CASE("bootstrap: with python or pip, env.sh makes the image's venv active", "[image]") {
     SKIP_WITHOUT_ROOT_OR_SUDO();
     if (std::system("python3 -c 'import venv, ensurepip' > /dev/null 2>&1") != 0) {
@@ -252,4 +297,32 @@ TEST_CASE("bootstrap: with python or pip, env.sh makes the image's venv active",
     const std::string home2 = dir + "/home2";
     REQUIRE(run_bootstrap(plain.bootstrap(0), dir, home2, output) == 0);
     CHECK(read_all(home2 + "/env.sh").find("VIRTUAL_ENV") == std::string::npos);
+}
+
+TEST_CASE("pip settings: the index URL's credentials move into a netrc entry",
+          "[image][security]") {
+    using sky::detail::pip_files;
+    auto f = pip_files(sky::Image{
+        .pip = {"a", "b==2"}, .pip_extra_index_url = "https://me:p%40ss@host.example:8443/simple"});
+    CHECK(f.requirements == "a\nb==2\n");
+    CHECK(f.extra_index_url == "https://host.example:8443/simple");
+    CHECK(f.netrc == "machine host.example login me password p@ss\n");
+    // No credentials: the URL as given, no netrc.
+    f = pip_files(sky::Image{.pip = {"a"}, .pip_extra_index_url = "https://host.example/simple"});
+    CHECK(f.extra_index_url == "https://host.example/simple");
+    CHECK(f.netrc.empty());
+    // A token alone (GitHub style) is a login without a password: netrc cannot say that, so the
+    // URL keeps it (still only in pip's environment, never an argument).
+    f = pip_files(sky::Image{.pip = {"a"}, .pip_extra_index_url = "https://tok@host.example/s"});
+    CHECK(f.extra_index_url == "https://tok@host.example/s");
+    // Characters a netrc file cannot hold: the URL keeps its credentials.
+    f = pip_files(sky::Image{.pip = {"a"}, .pip_extra_index_url = "https://me:a%20b@h.example/s"});
+    CHECK(f.extra_index_url == "https://me:a%20b@h.example/s");
+    CHECK(f.netrc.empty());
+    // No index at all.
+    f = pip_files(sky::Image{.pip = {"a"}});
+    CHECK(f.extra_index_url.empty());
+    CHECK(f.netrc.empty());
+    CHECK_THROWS_AS((sky::Image{.pip = {"a"}, .pip_extra_index_url = "https://h/s\n"}.validate()),
+                    sky::ConfigError);
 }

@@ -54,7 +54,9 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"volumes", {"http", "providers/aws", "ssh", "util"}},
         {"providers/cloud",
          {"catalog", "pool", "providers/registry", "providers/remote", "ssh", "util"}},
-        {"providers/local", {"pool", "providers/registry", "runtime", "util"}},
+        // Local gives pip an image's settings in the same private files a node's bootstrap
+        // writes (bootstrap/pip.hpp).
+        {"providers/local", {"bootstrap", "pool", "providers/registry", "runtime", "util"}},
         {"providers/ssh", {"pool", "providers/registry", "providers/remote", "ssh", "util"}},
         // The REST clouds' shared descriptor helper makes their cloud backends and registers them.
         {"providers/rest", {"http", "providers/cloud", "providers/registry", "util"}},

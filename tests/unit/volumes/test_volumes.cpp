@@ -4,14 +4,41 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 
+#include "fakes/ec2/fake_ec2.hpp"
 #include "sky/sky.hpp"
 #include "volumes/volumes.hpp"
 
 using sky::S3Volume;
 using namespace sky::detail;
+
+namespace sky::test_env {
+// Sets (or with nullptr unsets) an environment variable for a scope, then puts it back.
+class Var {
+public:
+    Var(const char* name, const char* value) : name_(name) {
+        if (const char* v = std::getenv(name)) old_ = v;
+        if (value)
+            ::setenv(name, value, 1);
+        else
+            ::unsetenv(name);
+    }
+    ~Var() {
+        if (old_)
+            ::setenv(name_, old_->c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+}  // namespace sky::test_env
 
 namespace {
 
@@ -130,67 +157,127 @@ TEST_CASE("no credential in the mount or unmount script or on s3fs's command lin
                  .endpoint = "https://s3.example"}};
     const VolumeCredentials c{"AKIAEXAMPLEKEYID0001", "secret/with'quote+SECRETVALUE",
                               "SESSIONTOKENVALUE"};
-    const auto plan = plan_volumes(volumes, "/root/.sky/run/p/0/volumes", c);
+    const VolumeCredentials own{"AKIAOWNKEY0000000002", "OWNSECRET", ""};
+    const auto plan = plan_volumes(volumes, "/root/.sky/run/p/0/volumes", {c, own});
     for (const std::string* script : {&plan.mount_script, &plan.unmount_script}) {
-        CHECK(script->find("AKIAEXAMPLEKEYID0001") == std::string::npos);
-        CHECK(script->find("SECRETVALUE") == std::string::npos);
-        CHECK(script->find("SESSIONTOKENVALUE") == std::string::npos);
+        for (const char* secret : {"AKIAEXAMPLEKEYID0001", "SECRETVALUE", "SESSIONTOKENVALUE",
+                                   "AKIAOWNKEY", "OWNSECRET"})
+            CHECK(script->find(secret) == std::string::npos);
     }
     for (const auto& v : volumes)
         for (const auto& a : s3fs_arguments(std::get<S3Volume>(v))) {
             CHECK(a.find("SECRETVALUE") == std::string::npos);
             CHECK(a.find("passwd") == std::string::npos);
         }
-    // The keys are in the credentials file, as shell words that survive any character.
-    CHECK(plan.credentials.find("export AWS_ACCESS_KEY_ID='AKIAEXAMPLEKEYID0001'") !=
+    // One file per volume, with that volume's keys, as shell words that survive any character.
+    REQUIRE(plan.credentials.size() == 2);
+    CHECK(plan.credentials[0].find("export AWS_ACCESS_KEY_ID='AKIAEXAMPLEKEYID0001'") !=
           std::string::npos);
-    CHECK(plan.credentials.find(
+    CHECK(plan.credentials[0].find(
               R"(export AWS_SECRET_ACCESS_KEY='secret/with'\''quote+SECRETVALUE')") !=
           std::string::npos);
-    CHECK(plan.credentials.find("export AWS_SESSION_TOKEN='SESSIONTOKENVALUE'") !=
+    CHECK(plan.credentials[0].find("export AWS_SESSION_TOKEN='SESSIONTOKENVALUE'") !=
           std::string::npos);
-    CHECK(plan_volumes(volumes, "/d", {"A", "B", ""}).credentials.find("SESSION") ==
+    CHECK(plan.credentials[1].find("AKIAOWNKEY0000000002") != std::string::npos);
+    CHECK(plan.credentials[1].find("SESSION") == std::string::npos);
+    CHECK(plan.credentials[1].find("AKIAEXAMPLE") == std::string::npos);
+    // The mount script reads a volume's file only in the subshell that becomes its s3fs,
+    // removes them once every volume is mounted, and the unmount script removes them too.
+    CHECK(plan.mount_script.find(". \"$dir/credentials.$i\"") != std::string::npos);
+    CHECK(plan.mount_script.find("exec setsid s3fs \"$src\" \"$real\" \"$@\"") !=
           std::string::npos);
-    // The mount script reads that file only in the subshell that becomes s3fs, removes it once
-    // every volume is mounted, and the unmount script removes it too.
-    CHECK(plan.mount_script.find(". \"$dir/credentials\"") != std::string::npos);
-    CHECK(plan.mount_script.find("exec setsid s3fs \"$@\"") != std::string::npos);
-    CHECK(plan.mount_script.find("rm -f \"$dir/credentials\"\necho ::sky-volumes-mounted") !=
+    CHECK(plan.mount_script.find("rm -f \"$dir\"/credentials.*\necho ::sky-volumes-mounted") !=
           std::string::npos);
-    CHECK(plan.unmount_script.find("rm -f \"$dir/credentials\"") != std::string::npos);
-    CHECK(plan.mount_script.find("'ds:/datasets' '/data' '-f'") != std::string::npos);
+    CHECK(plan.unmount_script.find("rm -f \"$dir\"/credentials.*") != std::string::npos);
+    CHECK(plan.mount_script.find("mount_one 0 '/data' 'ds:/datasets' '-f'") != std::string::npos);
     // Unmounted in reverse order, each only when mount.sh started its s3fs.
-    CHECK(plan.unmount_script.find("unmount_one 1 '/ck'\nunmount_one 0 '/data'") !=
-          std::string::npos);
+    CHECK(plan.unmount_script.find("unmount_one 1\nunmount_one 0") != std::string::npos);
     CHECK(unmount_command("/r") ==
           "[ -f '/r/volumes/unmount.sh' ] && bash '/r/volumes/unmount.sh' > /dev/null 2>&1; ");
 }
 
-namespace {
-// Sets (or with nullptr unsets) an environment variable for a scope, then puts it back.
-class EnvVar {
-public:
-    EnvVar(const char* name, const char* value) : name_(name) {
-        if (const char* v = std::getenv(name)) old_ = v;
-        if (value)
-            ::setenv(name, value, 1);
-        else
-            ::unsetenv(name);
+TEST_CASE("minted volume credentials may list, read and (unless read-only) write only the volumes",
+          "[volumes][security]") {
+    const S3Volume ro{.mount_path = "/data", .bucket = "ds", .prefix = "/sets/v1/"};
+    const S3Volume rw{.mount_path = "/ck", .bucket = "ck", .read_only = false};
+    const auto policy = nlohmann::json::parse(volume_policy({&ro, &rw}));
+    CHECK(policy["Version"] == "2012-10-17");
+    const auto& st = policy["Statement"];
+    REQUIRE(st.size() == 4);
+    std::set<std::string> actions;
+    for (const auto& s : st) {
+        CHECK(s["Effect"] == "Allow");
+        for (const auto& a : s["Action"]) actions.insert(a.get<std::string>());
     }
-    ~EnvVar() {
-        if (old_)
-            ::setenv(name_, old_->c_str(), 1);
-        else
-            ::unsetenv(name_);
+    // Nothing but S3, and nothing of S3 beyond these.
+    CHECK(actions == std::set<std::string>{"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject",
+                                           "s3:PutObject", "s3:DeleteObject",
+                                           "s3:AbortMultipartUpload",
+                                           "s3:ListMultipartUploadParts"});
+    CHECK(st[0]["Resource"] == "arn:aws:s3:::ds");
+    CHECK(st[0]["Condition"]["StringLike"]["s3:prefix"].dump().find("sets/v1/*") !=
+          std::string::npos);
+    CHECK(st[1]["Resource"] == "arn:aws:s3:::ds/sets/v1/*");
+    CHECK(st[1]["Action"] == nlohmann::json::array({"s3:GetObject"}));  // read-only
+    CHECK(st[2]["Resource"] == "arn:aws:s3:::ck");
+    CHECK_FALSE(st[2].contains("Condition"));
+    CHECK(st[3]["Resource"] == "arn:aws:s3:::ck/*");
+    CHECK(st[3]["Action"].size() == 5);
+}
+
+TEST_CASE("a volume with credentials of its own gets them, and never the pool's",
+          "[volumes][security]") {
+    sky::test_env::Var id("AWS_ACCESS_KEY_ID", "AKIAPOOLLAUNCHKEY000"),
+        secret("AWS_SECRET_ACCESS_KEY", "poolsecret"), token("AWS_SESSION_TOKEN", nullptr);
+    const sky::PoolSpec spec{.provider = sky::SSH{.hosts = {"10.0.0.1"}},
+                             .volumes = {S3Volume{.mount_path = "/data",
+                                                  .bucket = "ds",
+                                                  .access_key_id = "AKIAVOLUMEONLY000001",
+                                                  .secret_access_key = "volsecret",
+                                                  .session_token = "voltoken"}}};
+    const auto c = resolve_volume_credentials(spec, "0123abcd");
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].access_key_id == "AKIAVOLUMEONLY000001");
+    CHECK(c[0].secret_access_key == "volsecret");
+    CHECK(c[0].session_token == "voltoken");
+}
+
+TEST_CASE("temporary pool credentials are never sent to nodes: a volume needs its own then",
+          "[volumes][security]") {
+    sky::test_env::Var id("AWS_ACCESS_KEY_ID", "ASIATEMPORARY0000001"),
+        secret("AWS_SECRET_ACCESS_KEY", "tempsecret"), token("AWS_SESSION_TOKEN", "temptoken");
+    const sky::PoolSpec spec{.provider = sky::SSH{.hosts = {"10.0.0.1"}},
+                             .volumes = {S3Volume{.mount_path = "/data", .bucket = "ds"}}};
+    try {
+        (void)resolve_volume_credentials(spec, "0123abcd");
+        FAIL("resolved");
+    } catch (const VolumeFailure& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(what.find("s3://ds") != std::string::npos);
+        CHECK(what.find("temporary") != std::string::npos);
+        CHECK(what.find("S3Volume::access_key_id") != std::string::npos);
+        CHECK(what.find("tempsecret") == std::string::npos);
+        CHECK(what.find("temptoken") == std::string::npos);
     }
+}
 
-private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
-}  // namespace
+TEST_CASE("volume checks: an endpoint with a comma, half a key pair", "[volumes][security]") {
+    // Review r4 I3: "-o url=<endpoint>" and FUSE splits options at commas.
+    CHECK(problem_of({S3Volume{.mount_path = "/data",
+                               .bucket = "b",
+                               .endpoint = "https://s3.example,allow_other"}})
+              .find("comma") != std::string::npos);
+    CHECK(problem_of({S3Volume{.mount_path = "/data", .bucket = "b", .access_key_id = "AKIA"}})
+              .find("both access_key_id and secret_access_key") != std::string::npos);
+    CHECK(problem_of({S3Volume{.mount_path = "/data",
+                               .bucket = "b",
+                               .access_key_id = "AKIA",
+                               .secret_access_key = "s"}})
+              .empty());
+}
 
-TEST_CASE("volume credentials are the pool's AWS credentials: environment then shared file",
+TEST_CASE("minting credentials are the pool's AWS credentials: environment then shared file",
           "[volumes]") {
     char dir_tmpl[] = "/tmp/sky-volcreds-XXXXXX";
     REQUIRE(::mkdtemp(dir_tmpl));
@@ -201,34 +288,67 @@ TEST_CASE("volume credentials are the pool's AWS credentials: environment then s
              "[team]\naws_access_key_id=AKIATEAM\naws_secret_access_key=steam\n"
              "aws_session_token=ttoken\n";
     }
-    EnvVar id("AWS_ACCESS_KEY_ID", nullptr), secret("AWS_SECRET_ACCESS_KEY", nullptr),
+    sky::test_env::Var id("AWS_ACCESS_KEY_ID", nullptr), secret("AWS_SECRET_ACCESS_KEY", nullptr),
         token("AWS_SESSION_TOKEN", nullptr), shared("AWS_SHARED_CREDENTIALS_FILE", file.c_str()),
         profile("AWS_PROFILE", nullptr);
     const sky::PoolSpec ssh{.provider = sky::SSH{.hosts = {"10.0.0.1"}}};
-    auto c = volume_credentials(ssh);
+    auto c = minting_credentials(ssh);
     REQUIRE(c);
     CHECK(c->access_key_id == "AKIADEFAULT");
     CHECK(c->secret_access_key == "sdefault");
     CHECK(c->session_token.empty());
     {
-        EnvVar team("AWS_PROFILE", "team");
-        c = volume_credentials(ssh);
+        sky::test_env::Var team("AWS_PROFILE", "team");
+        c = minting_credentials(ssh);
         REQUIRE(c);
         CHECK(c->access_key_id == "AKIATEAM");
         CHECK(c->session_token == "ttoken");
         // An AWS pool's own profile wins over AWS_PROFILE, as for its EC2 calls.
-        c = volume_credentials(sky::PoolSpec{.provider = sky::AWS{.profile = "default"}});
+        c = minting_credentials(sky::PoolSpec{.provider = sky::AWS{.profile = "default"}});
         REQUIRE(c);
         CHECK(c->access_key_id == "AKIADEFAULT");
     }
     {
-        EnvVar eid("AWS_ACCESS_KEY_ID", "AKIAENV"), esecret("AWS_SECRET_ACCESS_KEY", "senv"),
-            etoken("AWS_SESSION_TOKEN", "tenv");
-        c = volume_credentials(ssh);
+        sky::test_env::Var eid("AWS_ACCESS_KEY_ID", "AKIAENV"),
+            esecret("AWS_SECRET_ACCESS_KEY", "senv"), etoken("AWS_SESSION_TOKEN", "tenv");
+        c = minting_credentials(ssh);
         REQUIRE(c);
         CHECK(c->access_key_id == "AKIAENV");
         CHECK(c->session_token == "tenv");
     }
     std::filesystem::remove_all(dir_tmpl);
-    CHECK_FALSE(volume_credentials(ssh).has_value());
+    CHECK_FALSE(minting_credentials(ssh).has_value());
+}
+
+TEST_CASE("volumes without credentials of their own get STS credentials scoped to them",
+          "[volumes][security]") {
+    const std::string model = std::string(SKY_TESTDATA_DIR) + "/ec2-model/service-2.json";
+    sky::test::FakeEc2Options o;
+    o.access_key_id = "AKIDFAKEEC2EXAMPLE";
+    o.secret_access_key = "fakeSecretKey/For+The+VolumeTest00000000";  // made up for the test
+    o.model_path = model;
+    o.sts_issued = {"ASIAMINTEDFORVOLUMES", "mintedsecret", "mintedtoken"};
+    sky::test::FakeEc2 fake(o);
+    sky::test_env::Var id("AWS_ACCESS_KEY_ID", o.access_key_id.c_str()),
+        secret("AWS_SECRET_ACCESS_KEY", o.secret_access_key.c_str()),
+        token("AWS_SESSION_TOKEN", nullptr), sts("AWS_ENDPOINT_URL_STS", fake.endpoint().c_str());
+    const S3Volume minted{.mount_path = "/data", .bucket = "ds", .prefix = "sets"};
+    const S3Volume own{.mount_path = "/own",
+                       .bucket = "own",
+                       .access_key_id = "AKIAVOLUMEONLY000001",
+                       .secret_access_key = "volsecret"};
+    const sky::PoolSpec spec{.provider = sky::SSH{.hosts = {"10.0.0.1"}},
+                             .volumes = {minted, own},
+                             .timeout = std::chrono::hours(2)};
+    const auto c = resolve_volume_credentials(spec, "0123abcd");
+    REQUIRE(c.size() == 2);
+    CHECK(c[0].access_key_id == "ASIAMINTEDFORVOLUMES");
+    CHECK(c[0].secret_access_key == "mintedsecret");
+    CHECK(c[0].session_token == "mintedtoken");
+    CHECK(c[1].access_key_id == "AKIAVOLUMEONLY000001");
+    const auto requests = fake.federation_requests();
+    REQUIRE(requests.size() == 1);
+    CHECK(requests[0].name == "sky-0123abcd");
+    CHECK(requests[0].duration_seconds == 2 * 3600 + 600);  // the pool's timeout, and a margin
+    CHECK(requests[0].policy == volume_policy({&minted}));  // the other volume is not in it
 }
