@@ -260,7 +260,7 @@ public:
         return out;
     }
 
-    void create_infra(const InfraRequest& r, const std::function<void(Event)>& emit) override {
+    void create_infra(const InfraRequest& r, const std::function<void(Event)>& /*emit*/) override {
         std::lock_guard lk(m_);
         choose_ssh_cidr();
         if (!key_id_.empty()) return;
