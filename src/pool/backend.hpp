@@ -1,13 +1,16 @@
 #pragma once
-// What the pool asks of a provider: nodes that end in a connected transport to a worker.
-// Local spawns processes; SSH and the clouds provision, bootstrap, and tunnel.
+// What the pool asks of a provider: nodes that end in a connected stream to a worker (an
+// io::Stream, which the pool reads and writes on the I/O core). Local spawns processes; SSH and
+// the clouds provision, bootstrap, and tunnel. connect() and the other calls may block (a
+// process spawn, a REST call, an SSH handshake): the pool calls them on the I/O core's bounded
+// blocking pool, never on an I/O thread.
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "runtime/transport.hpp"
+#include "io/stream.hpp"
 #include "sky/errors.hpp"
 #include "sky/events.hpp"
 #include "sky/instance.hpp"
@@ -15,10 +18,10 @@
 
 namespace sky::detail {
 
-/// A started node: its instance, a transport to its worker, and the token the worker expects.
+/// A started node: its instance, a stream to its worker, and the token the worker expects.
 struct NodeStart {
     Instance instance;
-    std::unique_ptr<Transport> transport;
+    std::unique_ptr<io::Stream> stream;
     std::string token;
 };
 
@@ -33,8 +36,8 @@ struct NodeExit {
 class NodeHandle {
 public:
     virtual ~NodeHandle() = default;
-    /// A new transport to the worker.
-    virtual std::unique_ptr<Transport> connect_worker() = 0;
+    /// A new stream to the worker.
+    virtual std::unique_ptr<io::Stream> connect_worker() = 0;
     /// The token the worker expects in the handshake.
     [[nodiscard]] virtual const std::string& token() const noexcept = 0;
     /// Starts a fresh worker after the last one ended (the machine stays).
@@ -69,6 +72,5 @@ public:
     /// After stop_all(): what could not be confirmed stopped, one line each (empty: nothing).
     [[nodiscard]] virtual std::vector<std::string> leftovers() const { return {}; }
 };
-
 
 }  // namespace sky::detail

@@ -11,6 +11,7 @@
 #include <regex>
 #include <sstream>
 
+#include "io/transport_stream.hpp"
 #include "pool/backend.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/worker_launch.hpp"
@@ -315,8 +316,11 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
     if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
 }
 
-std::unique_ptr<Transport> RemoteNode::connect_worker() {
-    return session_->open_unix_socket(socket_path_, std::chrono::seconds(30));
+std::unique_ptr<io::Stream> RemoteNode::connect_worker() {
+    // Transitional (issue 22): the SSH layer's tunnels are still blocking Transports; the pool
+    // reads io::Streams. This goes once open_unix_socket returns a native io::Stream.
+    return std::make_unique<io::TransportStream>(
+        session_->open_unix_socket(socket_path_, std::chrono::seconds(30)));
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {

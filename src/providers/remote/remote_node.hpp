@@ -48,7 +48,7 @@ public:
     ~RemoteNode() override;
 
     /// A new transport to the worker (an SSH direct-streamlocal channel to its Unix socket).
-    std::unique_ptr<Transport> connect_worker() override;
+    std::unique_ptr<io::Stream> connect_worker() override;
     [[nodiscard]] const std::string& token() const noexcept override { return token_; }
     /// Starts a fresh worker after the last one ended (the upload and bootstrap stay).
     void restart_worker(const std::function<void(Event)>& emit) override;

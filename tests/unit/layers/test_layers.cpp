@@ -29,8 +29,9 @@ const std::set<std::string> cloud_adapter = {
 const std::map<std::string, std::set<std::string>>& allowed() {
     static const std::map<std::string, std::set<std::string>> table = {
         {"util", {}},
-        // The client's I/O core: the io_context and the async stream interface.
-        {"io", {"util"}},
+        // The client's I/O core: the io_context and the async stream interface. Transitional:
+        // io::TransportStream wraps the runtime's blocking Transport (today's SSH tunnels).
+        {"io", {"runtime", "util"}},
         {"catalog", {"util"}},
         {"http", {"util"}},
         {"bootstrap", {"util"}},
@@ -41,18 +42,23 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"ship", {"runtime", "ssh", "util"}},
         // The engine asks the registry for its backend (the one place that knows providers);
         // PoolSpec::validate checks the volumes.
+        // The pool's node connections and its timer run on the I/O core.
         {"pool",
-         {"bootstrap", "catalog", "metrics", "providers/registry", "runtime", "util", "volumes"}},
+         {"bootstrap", "catalog", "io", "metrics", "providers/registry", "runtime", "util",
+          "volumes"}},
         {"providers/registry", {"catalog", "pool", "util"}},
         // Every remote node mounts the pool's volumes (a bootstrap phase) and unmounts them.
-        {"providers/remote", {"bootstrap", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
+        // Transitional: the worker's tunnel reaches the pool as an io::TransportStream.
+        {"providers/remote",
+         {"bootstrap", "io", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
         // Volumes: the endpoint check every endpoint gets, the node's SSH session. Debt: the
         // pool's AWS credentials come from the AWS adapter's loader, which belongs in a shared
         // place beside SigV4.
         {"volumes", {"http", "providers/aws", "ssh", "util"}},
         {"providers/cloud",
          {"catalog", "pool", "providers/registry", "providers/remote", "ssh", "util"}},
-        {"providers/local", {"pool", "providers/registry", "runtime", "util"}},
+        // A Local worker's socket pair is an io::FdStream.
+        {"providers/local", {"io", "pool", "providers/registry", "runtime", "util"}},
         {"providers/ssh", {"pool", "providers/registry", "providers/remote", "ssh", "util"}},
         // The REST clouds' shared descriptor helper makes their cloud backends and registers them.
         {"providers/rest", {"http", "providers/cloud", "providers/registry", "util"}},
@@ -62,9 +68,10 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"providers/vastai", cloud_adapter},
         {"providers/runpod", cloud_adapter},
         // Simulated nodes are local worker processes behind the cloud layer.
+        // Its nodes' streams count the calls they complete (lose_after_calls).
         {"providers/simulated",
-         {"catalog", "pool", "providers/cloud", "providers/local", "providers/registry", "runtime",
-          "util"}},
+         {"catalog", "io", "pool", "providers/cloud", "providers/local", "providers/registry",
+          "runtime", "util"}},
         // The tool reaches providers through the registry. Debt: `sky ls --provider aws` keeps
         // EC2's own table (region, --all) through the EC2 client.
         {"cli", {"catalog", "http", "pool", "providers/aws", "providers/registry", "util"}},
