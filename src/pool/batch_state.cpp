@@ -56,12 +56,21 @@ void BatchState::finish_one(std::size_t i) {
     if (hook) hook();  // outside the lock: it may read the outcomes, or post a handler
 }
 
-void BatchState::wait() {
+namespace {
+// A blocking wait on one of sky's I/O threads (an asynchronous handler without an executor of its
+// own) would stall the connections that deliver the result it waits for.
+void refuse_on_io_thread() {
     if (io::on_io_thread())
         throw Error(
-            "a blocking sky call (>>, |, get(), wait()) on one of sky's I/O threads would stall "
-            "the connections that deliver its result: give the asynchronous handler an executor "
-            "of its own (bind_executor, a strand, a coroutine) or use sky::async_run");
+            "a blocking sky call (>>, |, get(), wait(), as_completed) on one of sky's I/O threads "
+            "would stall the connections that deliver its result: give the asynchronous handler "
+            "an executor of its own (bind_executor, a strand, a coroutine) or use "
+            "sky::async_run");
+}
+}  // namespace
+
+void BatchState::wait() {
+    refuse_on_io_thread();
     // A short spin first: a fast call answers within microseconds, and a futex sleep and
     // wake-up costs about as much as the call itself.
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
@@ -87,6 +96,7 @@ bool BatchState::wait_for_ns(std::chrono::nanoseconds d) {
 bool BatchState::ready() const noexcept { return sync_->done.load(std::memory_order_acquire); }
 
 bool BatchState::next_finished(std::size_t& index) {
+    refuse_on_io_thread();
     std::unique_lock lk(sync_->m);
     if (sync_->taken == outcomes.size()) return false;
     ++sync_->waiting;

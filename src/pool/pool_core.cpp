@@ -88,13 +88,13 @@ void PoolCore::start() {
         throw Error(
             "a sky::ComputePool cannot be started on one of sky's I/O threads (an asynchronous "
             "handler without an executor of its own): use sky::async_start");
-    std::promise<void> started;
-    auto result = started.get_future();
-    start_async([&started](std::exception_ptr e) {
+    auto started = std::make_shared<std::promise<void>>();
+    auto result = started->get_future();
+    start_async([started](std::exception_ptr e) {
         if (e)
-            started.set_exception(std::move(e));
+            started->set_exception(std::move(e));
         else
-            started.set_value();
+            started->set_value();
     });
     result.get();
 }
@@ -297,8 +297,8 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
             if (!e) e = self->on_ready(i, generation, ready);
             done(std::move(e));
         },
-        [weak, i, generation](std::vector<Incoming>& frames) {
-            if (auto self = weak.lock()) self->on_frames(i, generation, frames);
+        [weak, i, generation, id = instance.id](std::vector<Incoming>& frames) {
+            if (auto self = weak.lock()) self->on_frames(i, generation, id, frames);
         },
         [weak, i, generation](const std::string& why, bool protocol_error) {
             if (auto self = weak.lock()) self->on_ended(i, generation, why, protocol_error);
@@ -348,14 +348,9 @@ void PoolCore::send_layout(int joining) {
     for (auto& c : to) c->write_frame(MsgType::layout, payload);
 }
 
-void PoolCore::on_frames(int i, std::uint64_t generation, std::vector<Incoming>& frames) {
+void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& instance_id,
+                         std::vector<Incoming>& frames) {
     auto& n = *nodes_[static_cast<std::size_t>(i)];
-    std::string instance_id;
-    {
-        std::lock_guard lk(m_);
-        if (generation != n.generation) return;
-        instance_id = n.instance.id;
-    }
     // Events first (outside the lock), then results, errors and call output under one lock.
     bool calls = false;
     for (auto& in : frames) {

@@ -107,7 +107,8 @@ private:
     /// the pool is closing.
     void attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done);
     std::exception_ptr on_ready(int i, std::uint64_t generation, const WorkerReady& ready);
-    void on_frames(int i, std::uint64_t generation, std::vector<Incoming>& frames);
+    void on_frames(int i, std::uint64_t generation, const std::string& instance_id,
+                   std::vector<Incoming>& frames);
     void on_ended(int i, std::uint64_t generation, const std::string& why, bool protocol_error);
     void cost_started(const Instance& i);
     /// Sends every node where every rank is (a layout frame): before the first call, and after

@@ -187,3 +187,34 @@ TEST_CASE("layers: each component links exactly the components it includes, as t
         CHECK(includes.count(component) == 1);
     }
 }
+
+TEST_CASE("layers: the public headers include no Boost, libcurl or libssh2, but sky/asio.hpp Asio",
+          "[layers]") {
+    // A program that includes <sky/sky.hpp> needs only the standard library and cereal; the one
+    // optional header for asynchronous use (api.md section 2b) brings Boost.Asio.
+    const fs::path include = fs::path(SKY_SOURCE_DIR) / "include";
+    const std::regex system_include(R"(^\s*#\s*include\s+<([^>]+)>)");
+    int headers = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(include)) {
+        if (!entry.is_regular_file() || entry.path().extension() != ".hpp") continue;
+        ++headers;
+        const std::string rel = fs::relative(entry.path(), include).generic_string();
+        std::ifstream in(entry.path());
+        int line_no = 0;
+        for (std::string line; std::getline(in, line);) {
+            ++line_no;
+            std::smatch m;
+            if (!std::regex_search(line, m, system_include)) continue;
+            const std::string target = m[1].str();
+            INFO(rel << ":" << line_no << " includes <" << target << ">");
+            CHECK(target.rfind("curl/", 0) != 0);
+            CHECK(target.rfind("libssh2", 0) != 0);
+            const bool boost = target.rfind("boost/", 0) == 0;
+            if (rel == "sky/asio.hpp")
+                CHECK((!boost || target.rfind("boost/asio", 0) == 0));
+            else
+                CHECK_FALSE(boost);
+        }
+    }
+    CHECK(headers > 10);
+}
