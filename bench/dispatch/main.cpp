@@ -73,7 +73,7 @@ void read_all(int fd, char* p, std::size_t n) {
 // A child process serving one TCP connection: echo every byte back, or, with `drain`, read an
 // 8-byte length and that many bytes, then answer one byte (one-way bulk throughput).
 int start_echo_server(int& port, bool drain = false) {
-    int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+    int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -176,7 +176,7 @@ void read_all_polling(int fd, char* p, std::size_t n) {
 }
 
 int connect_to(int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -32,7 +32,9 @@ void TransportStream::async_read_some(boost::asio::mutable_buffer buffer, IoHand
         });
     }
     read_.buffers.assign(1, buffer);
-    read_.handler = std::move(handler);
+    // Never `=`: Boost 1.81's any_completion_handler move assignment copies its argument as an
+    // lvalue into a new wrapper of itself, recursing until the stack ends. swap() moves.
+    read_.handler.swap(handler);
     read_.pending = true;
     cv_.notify_all();
 }
@@ -49,7 +51,7 @@ void TransportStream::async_write_some(std::span<const boost::asio::const_buffer
     write_.buffers.clear();
     for (const auto& b : buffers)
         write_.buffers.emplace_back(const_cast<void*>(b.data()), b.size());
-    write_.handler = std::move(handler);
+    write_.handler.swap(handler);  // not `=` (see async_read_some)
     write_.pending = true;
     cv_.notify_all();
 }
@@ -87,7 +89,7 @@ void TransportStream::run(bool reads) {
         IoHandler h;
         {
             std::lock_guard lk(m_);
-            h = std::move(r.handler);
+            h.swap(r.handler);
             r.pending = false;
         }
         boost::asio::post(strand_, [h = std::move(h), ec, n]() mutable { std::move(h)(ec, n); });

@@ -81,11 +81,6 @@ public:
     [[nodiscard]] const PoolSpec& spec() const noexcept { return spec_; }
     void add_handler(std::function<void(const Event&)> h) { bus_->add_handler(std::move(h)); }
 
-    /// How often a ready node gets a heartbeat, and how long a written heartbeat may go
-    /// unanswered before the node is lost (docs/architecture.md, "Silence").
-    [[nodiscard]] std::chrono::seconds heartbeat_interval() const noexcept { return hb_; }
-    [[nodiscard]] std::chrono::seconds silence_bound() const noexcept { return silence_; }
-
 private:
     using NodeState = Scheduler::NodeState;
     using Sends = std::vector<std::pair<std::shared_ptr<NodeConnection>, Outgoing>>;
@@ -147,6 +142,8 @@ private:
 
     PoolSpec spec_;
     std::string id_;
+    /// How often a ready node gets a heartbeat, and how long a written heartbeat may go
+    /// unanswered before the node is lost (docs/architecture.md, "Silence").
     std::chrono::seconds hb_;
     std::chrono::seconds silence_;
     std::unique_ptr<Ledger> ledger_;  // outlives the backend, which writes to it
