@@ -68,7 +68,7 @@ struct PoolAccess {
         return ComputePool::take_vector<R>(s);
     }
     static ComputePool adopt(std::shared_ptr<PoolCore> core) noexcept {
-        return ComputePool(std::move(core));
+        return ComputePool(ComputePool::Adopt{}, std::move(core));
     }
 };
 

@@ -231,8 +231,9 @@ public:
 private:
     friend struct detail::PoolAccess;
     /// A handle on a started core (sky::async_start), or an empty pool (null: like a moved-from
-    /// one).
-    explicit ComputePool(std::shared_ptr<detail::PoolCore> core) noexcept;
+    /// one). Two parameters, so that `ComputePool pool{{}}` still means a default PoolSpec.
+    struct Adopt {};
+    ComputePool(Adopt, std::shared_ptr<detail::PoolCore> core) noexcept;
 
     std::shared_ptr<detail::BatchState> start(std::vector<const detail::CallDesc*> calls,
                                               bool broadcast);

@@ -36,7 +36,7 @@ ComputePool::ComputePool(PoolSpec spec)
 ComputePool::~ComputePool() {
     if (core_) core_->close(false);
 }
-ComputePool::ComputePool(std::shared_ptr<detail::PoolCore> core) noexcept
+ComputePool::ComputePool(Adopt, std::shared_ptr<detail::PoolCore> core) noexcept
     : core_(std::move(core)) {}
 ComputePool::ComputePool(ComputePool&&) noexcept = default;
 ComputePool& ComputePool::operator=(ComputePool&& o) noexcept {
