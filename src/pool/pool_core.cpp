@@ -35,13 +35,14 @@ PoolCore::PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend)
     : spec_(std::move(spec)),
       id_(random_hex(8)),
       // Heartbeats every few seconds (cheap) and a silence bound well under 30 s, whatever
-      // idle_timeout is: a frozen worker or a half-open connection loses its node within
-      // heartbeat + bound + a check (21 s by default). The worker's own idle watchdog keeps
-      // idle_timeout; a short idle_timeout tightens both.
+      // idle_timeout is: a frozen worker or a half-open connection is found silent within
+      // heartbeat + bound + a check (14 s by default), which leaves room for asking the backend
+      // why (an SSH exec to a cut-off host gives up after 10 s) within the 30 s of api.md. The
+      // worker's own idle watchdog keeps idle_timeout; a short idle_timeout tightens both.
       hb_(std::clamp<std::chrono::seconds>(spec_.idle_timeout / 4, std::chrono::seconds(1),
-                                           std::chrono::seconds(5))),
+                                           std::chrono::seconds(3))),
       silence_(std::min<std::chrono::seconds>(4 * hb_ + std::chrono::seconds(5),
-                                              std::chrono::seconds(15))),
+                                              std::chrono::seconds(10))),
       backend_(std::move(backend)),
       strand_(boost::asio::make_strand(io::executor())),
       timer_(strand_) {}
