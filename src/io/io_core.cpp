@@ -33,7 +33,7 @@ struct Core {
     // handler itself instead of first waking another thread to wait in epoll (a futex wake on
     // the path of every result). The second thread still takes work posted from outside (a
     // caller's writes, timers) while the first is busy. Measured on 16 cores (bench/dispatch,
-    // docs/performance.md): the `>>` round trip 1 to 3 us and gather 10 to 20% better than
+    // docs/performance.md): the `>>` round trip up to 6 us and gather 8 to 19% better than
     // with Asio's default hint for 2 threads.
     boost::asio::io_context ctx{1};
     boost::asio::executor_work_guard<boost::asio::io_context::executor_type> keep{
