@@ -1,5 +1,6 @@
 # Every dependency comes from Debian's packages (scripts/install-deps.sh installs them).
-# Public: the header-only front needs only the standard library and cereal.
+# Public: the header-only front needs only the standard library and cereal, and sky/asio.hpp
+# Boost.Asio (1.81: per-operation cancellation, deferred, parallel_group).
 # Private: everything else stays inside libsky.
 find_package(Threads REQUIRED)
 find_package(cereal CONFIG REQUIRED)

@@ -3,6 +3,9 @@
 //   round trip   `>>` of a no-op vs a 32-byte TCP echo between two processes (median, p99)
 //   calls/s      `gather` of 100,000 small calls on 2 nodes
 //   payload      a 256 MiB std::vector<float> echo vs raw loopback TCP bulk throughput
+//   rpc          a 64 MiB std::vector<float> echo vs the same echo through a hand-written RPC
+//                over a socket pair between two processes (length-prefixed frames, a fresh
+//                std::vector per message, as a user would write it), interleaved, median
 //   map          sky::map of 100,000 small elements vs the same work as a hand-made gather of
 //                one call per chunk (same chunks), on 2 nodes, interleaved (median of the runs)
 //
@@ -70,7 +73,7 @@ void read_all(int fd, char* p, std::size_t n) {
 // A child process serving one TCP connection: echo every byte back, or, with `drain`, read an
 // 8-byte length and that many bytes, then answer one byte (one-way bulk throughput).
 int start_echo_server(int& port, bool drain = false) {
-    int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+    int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -111,6 +114,53 @@ int start_echo_server(int& port, bool drain = false) {
     return pid;
 }
 
+// The hand-written RPC a user would write instead of sky: a child process on the other end of a
+// socket pair answers each length-prefixed frame with the same bytes, received into a fresh
+// std::vector per message. Started before any pool, so the child forks a single-threaded process.
+struct HandRpc {
+    int fd = -1;
+    pid_t pid = -1;
+
+    HandRpc() {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+            throw std::runtime_error("socketpair failed");
+        pid = ::fork();
+        if (pid == 0) {
+            ::close(sv[0]);
+            for (;;) {
+                std::uint64_t n = 0;
+                try {
+                    read_all(sv[1], reinterpret_cast<char*>(&n), sizeof n);
+                    std::vector<float> v(n / sizeof(float));
+                    read_all(sv[1], reinterpret_cast<char*>(v.data()), n);
+                    write_all(sv[1], reinterpret_cast<const char*>(&n), sizeof n);
+                    write_all(sv[1], reinterpret_cast<const char*>(v.data()), n);
+                } catch (...) {
+                    ::_exit(0);
+                }
+            }
+        }
+        ::close(sv[1]);
+        fd = sv[0];
+    }
+    ~HandRpc() {
+        ::close(fd);
+        int st = 0;
+        ::waitpid(pid, &st, 0);
+    }
+    std::vector<float> echo(const std::vector<float>& v) {
+        const std::uint64_t n = v.size() * sizeof(float);
+        write_all(fd, reinterpret_cast<const char*>(&n), sizeof n);
+        write_all(fd, reinterpret_cast<const char*>(v.data()), n);
+        std::uint64_t m = 0;
+        read_all(fd, reinterpret_cast<char*>(&m), sizeof m);
+        std::vector<float> back(m / sizeof(float));
+        read_all(fd, reinterpret_cast<char*>(back.data()), m);
+        return back;
+    }
+};
+
 // Like read_all, but polls for up to 50 us before blocking: what sky's caller does while it
 // waits for a result, so the comparison is about the dispatch path, not about wake-ups.
 void read_all_polling(int fd, char* p, std::size_t n) {
@@ -126,7 +176,7 @@ void read_all_polling(int fd, char* p, std::size_t n) {
 }
 
 int connect_to(int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -148,6 +198,9 @@ int main(int argc, char** argv) {
     const std::size_t payload_floats = (quick ? 32u : 256u) << 20 >> 2;  // MiB -> floats
     const int map_n = 100000;
     const int map_reps = quick ? 5 : 30;
+    const std::size_t rpc_floats = std::size_t{64} << 20 >> 2;  // 64 MiB
+    const int rpc_reps = quick ? 5 : 15;
+    HandRpc rpc;  // before any pool: its child forks this process while it has one thread
 
     // Raw TCP: an echo server in a second process. Round trips alternate between raw TCP and
     // sky in rounds, so both see the same machine load.
@@ -156,6 +209,7 @@ int main(int argc, char** argv) {
     int fd = connect_to(port);
     std::vector<double> raw_rt, poll_rt, sky_rt;
     double gather_s = 0, sky_echo_s = 0, first_echo_s = 0, raw_bulk_s = 0;
+    std::vector<double> sky_rpc_s, hand_rpc_s;
     const std::size_t bytes = payload_floats * sizeof(float);
     {
         sky::ComputePool pool{{.nodes = 1, .display = sky::Display::quiet}};
@@ -212,6 +266,33 @@ int main(int argc, char** argv) {
             if (back.size() != v.size() || back.back() != 1.5f) {
                 std::fprintf(stderr, "echo came back wrong\n");
                 return 1;
+            }
+        }
+        v = {};
+        // 64 MiB through sky and through the hand-written RPC, alternating which goes first;
+        // the first round of each warms up (fresh memory on both sides) and is not counted.
+        std::vector<float> w(rpc_floats, 2.5f);
+        for (int rep = 0; rep <= rpc_reps; ++rep) {
+            auto sky_once = [&] {
+                auto t0 = Clock::now();
+                auto back = sky::compute<bench::echo>(w) >> pool;
+                const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+                if (back.size() != w.size() || back.back() != 2.5f) throw std::runtime_error("sky");
+                if (rep > 0) sky_rpc_s.push_back(s);
+            };
+            auto hand_once = [&] {
+                auto t0 = Clock::now();
+                auto back = rpc.echo(w);
+                const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+                if (back.size() != w.size() || back.back() != 2.5f) throw std::runtime_error("rpc");
+                if (rep > 0) hand_rpc_s.push_back(s);
+            };
+            if (rep % 2) {
+                hand_once();
+                sky_once();
+            } else {
+                sky_once();
+                hand_once();
             }
         }
     }
@@ -312,6 +393,13 @@ int main(int argc, char** argv) {
                 raw_mbs, sky_mbs / raw_mbs, ">= 0.5x");
     std::printf("%-34s %10.0fMB/s %10.0fMB/s %7.2fx %10s\n", "  the same, first call (cold memory)",
                 2 * mb / first_echo_s, raw_mbs, 2 * mb / first_echo_s / raw_mbs, "");
+    {
+        const double rpc_mb = 2.0 * static_cast<double>(rpc_floats * sizeof(float)) / (1 << 20);
+        const double sky_rpc = rpc_mb / stats(sky_rpc_s).median,
+                     hand = rpc_mb / stats(hand_rpc_s).median;
+        std::printf("%-34s %10.0fMB/s %10.0fMB/s %7.2fx %10s\n", "64 MiB echo vs socketpair RPC",
+                    sky_rpc, hand, sky_rpc / hand, ">= 1.5x");
+    }
     for (auto& r : map_rows)
         std::printf("%-34s %12.2fms %12.2fms %7.2fx %10s\n",
                     ("map of " + std::to_string(map_n) + ", " + std::to_string(r.chunks) +
@@ -324,9 +412,12 @@ int main(int argc, char** argv) {
         " interleaved with sky's round trips; raw loopback TCP bulk throughput, one way, into a "
         "process that drains it. The echo's MB/s counts the bytes\n"
         " moved both ways: an RPC must receive all of its argument before it can answer.\n"
+        " 64 MiB row: a hand-written RPC over a socket pair to a second process, length-prefixed\n"
+        " frames, a fresh std::vector per message on both sides, interleaved with sky's echo on\n"
+        " one node, median of %d each after a warm-up.\n"
         " map rows: sky::map<inc>(100,000 ints) >> pool against a hand-made gather of one\n"
         " compute<inc_chunk>(slice) per chunk, slicing and concatenating included; median of\n"
         " %d interleaved runs each.)\n",
-        map_reps);
+        rpc_reps, map_reps);
     return 0;
 }

@@ -62,7 +62,8 @@ struct PoolSpec {
 
 namespace detail {
 class PoolCore;
-}
+struct PoolAccess;  // sky/asio.hpp's way in
+}  // namespace detail
 
 /// The asynchronous result of pool.submit(...).
 template <class T>
@@ -228,6 +229,12 @@ public:
     }
 
 private:
+    friend struct detail::PoolAccess;
+    /// A handle on a started core (sky::async_start), or an empty pool (null: like a moved-from
+    /// one). Two parameters, so that `ComputePool pool{{}}` still means a default PoolSpec.
+    struct Adopt {};
+    ComputePool(Adopt, std::shared_ptr<detail::PoolCore> core) noexcept;
+
     std::shared_ptr<detail::BatchState> start(std::vector<const detail::CallDesc*> calls,
                                               bool broadcast);
     std::shared_ptr<detail::BatchState> start_all(const std::vector<detail::CallDesc>& calls);

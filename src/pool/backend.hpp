@@ -1,14 +1,17 @@
 #pragma once
-// What the pool asks of a provider: nodes that end in a connected transport to a worker.
-// Local spawns processes; SSH and the clouds provision, bootstrap, and tunnel.
+// What the pool asks of a provider: nodes that end in a connected stream to a worker (an
+// io::Stream, which the pool reads and writes on the I/O core). Local spawns processes; SSH and
+// the clouds provision, bootstrap, and tunnel. connect() and the other calls may block (a
+// process spawn, a REST call, an SSH handshake): the pool calls them on the I/O core's bounded
+// blocking pool, never on an I/O thread.
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "io/stream.hpp"
 #include "runtime/crash_report.hpp"
-#include "runtime/transport.hpp"
 #include "sky/errors.hpp"
 #include "sky/events.hpp"
 #include "sky/instance.hpp"
@@ -16,10 +19,10 @@
 
 namespace sky::detail {
 
-/// A started node: its instance, a transport to its worker, and the token the worker expects.
+/// A started node: its instance, a stream to its worker, and the token the worker expects.
 struct NodeStart {
     Instance instance;
-    std::unique_ptr<Transport> transport;
+    std::unique_ptr<io::Stream> stream;
     std::string token;
 };
 
@@ -37,8 +40,8 @@ struct NodeExit {
 class NodeHandle {
 public:
     virtual ~NodeHandle() = default;
-    /// A new transport to the worker.
-    virtual std::unique_ptr<Transport> connect_worker() = 0;
+    /// A new stream to the worker.
+    virtual std::unique_ptr<io::Stream> connect_worker() = 0;
     /// The token the worker expects in the handshake.
     [[nodiscard]] virtual const std::string& token() const noexcept = 0;
     /// Starts a fresh worker after the last one ended (the machine stays).

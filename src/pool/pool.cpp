@@ -1,9 +1,33 @@
-// ComputePool: a handle on PoolCore.
+// ComputePool: a handle on PoolCore; and what sky/asio.hpp needs from libsky.
 #include "sky/pool.hpp"
 
+#include <boost/asio/post.hpp>
+
+#include "io/io_core.hpp"
 #include "pool/pool_core.hpp"
+#include "sky/asio.hpp"
 
 namespace sky {
+
+namespace detail {
+
+boost::asio::io_context& io_context() { return io::context(); }
+
+void start_pool(PoolSpec spec, std::function<void(std::exception_ptr, ComputePool)> done) {
+    std::shared_ptr<PoolCore> core;
+    try {
+        core = std::make_shared<PoolCore>(std::move(spec));
+    } catch (...) {
+        boost::asio::post(io::executor(), [e = std::current_exception(), done] {
+            done(e, PoolAccess::adopt(nullptr));
+        });
+        return;
+    }
+    core->start_async(
+        [core, done](std::exception_ptr e) { done(e, PoolAccess::adopt(e ? nullptr : core)); });
+}
+
+}  // namespace detail
 
 ComputePool::ComputePool(PoolSpec spec)
     : core_(std::make_shared<detail::PoolCore>(std::move(spec))) {
@@ -12,6 +36,8 @@ ComputePool::ComputePool(PoolSpec spec)
 ComputePool::~ComputePool() {
     if (core_) core_->close(false);
 }
+ComputePool::ComputePool(Adopt, std::shared_ptr<detail::PoolCore> core) noexcept
+    : core_(std::move(core)) {}
 ComputePool::ComputePool(ComputePool&&) noexcept = default;
 ComputePool& ComputePool::operator=(ComputePool&& o) noexcept {
     if (this != &o) {

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <cstdlib>
+#include <future>
+#include <tuple>
 
 #include "metrics/metrics.hpp"
 #include "pool/ledger.hpp"
@@ -20,11 +23,31 @@ namespace sky::detail {
 namespace {
 // How many calls may wait in a node's pipe beyond its running slots (Scheduler::dispatch).
 constexpr std::size_t max_pipeline_depth = 64;
+// Replacement attempts per node, failed ones included (docs/providers.md: "at most 3 times").
 constexpr int max_restarts = 3;
+constexpr auto cost_interval = std::chrono::seconds(10);
+// How often the supervisor looks for silent nodes, whatever else it waits for.
+constexpr auto silence_check = std::chrono::seconds(1);
+
+// A blocking task of this pool runs on this thread (close() does not wait for itself).
+thread_local const PoolCore* t_task_of = nullptr;
 }  // namespace
 
 PoolCore::PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend)
-    : spec_(std::move(spec)), id_(random_hex(8)), backend_(std::move(backend)) {}
+    : spec_(std::move(spec)),
+      id_(random_hex(8)),
+      // Heartbeats every few seconds (cheap) and a silence bound well under 30 s, whatever
+      // idle_timeout is: a frozen worker or a half-open connection is found silent within
+      // heartbeat + bound + a check (14 s by default), which leaves room for asking the backend
+      // why (an SSH exec to a cut-off host gives up after 10 s) within the 30 s of api.md. The
+      // worker's own idle watchdog keeps idle_timeout; a short idle_timeout tightens both.
+      hb_(std::clamp<std::chrono::seconds>(spec_.idle_timeout / 4, std::chrono::seconds(1),
+                                           std::chrono::seconds(3))),
+      silence_(std::min<std::chrono::seconds>(4 * hb_ + std::chrono::seconds(5),
+                                              std::chrono::seconds(10))),
+      backend_(std::move(backend)),
+      strand_(boost::asio::make_strand(io::executor())),
+      timer_(strand_) {}
 
 PoolCore::~PoolCore() {
     try {
@@ -33,7 +56,80 @@ PoolCore::~PoolCore() {
     }
 }
 
+void PoolCore::run_blocking(std::function<void()> task, std::function<void()> skipped) {
+    boost::asio::post(io::blocking(), [self = shared_from_this(), task = std::move(task),
+                                       skipped = std::move(skipped)] {
+        bool skip = false;
+        {
+            std::lock_guard lk(self->m_);
+            skip = self->closing_;
+            if (!skip) ++self->tasks_running_;
+        }
+        if (skip) {
+            if (skipped) skipped();
+            return;
+        }
+        t_task_of = self.get();
+        try {
+            task();
+        } catch (...) {
+            // Each task reports its own errors; nothing may escape into the pool's thread.
+        }
+        t_task_of = nullptr;
+        {
+            std::lock_guard lk(self->m_);
+            --self->tasks_running_;
+        }
+        self->tasks_cv_.notify_all();
+    });
+}
+
+// ---- start-up ---------------------------------------------------------------------------------
+
 void PoolCore::start() {
+    if (io::on_io_thread())
+        throw Error(
+            "a sky::ComputePool cannot be started on one of sky's I/O threads (an asynchronous "
+            "handler without an executor of its own): use sky::async_start");
+    auto started = std::make_shared<std::promise<void>>();
+    auto result = started->get_future();
+    start_async([started](std::exception_ptr e) {
+        if (e)
+            started->set_exception(std::move(e));
+        else
+            started->set_value();
+    });
+    result.get();
+}
+
+void PoolCore::start_async(std::function<void(std::exception_ptr)> done) {
+    boost::asio::post(io::blocking(), [self = shared_from_this(), done = std::move(done)] {
+        try {
+            self->prepare();
+        } catch (...) {
+            const auto e = std::current_exception();
+            self->close(false);
+            done(e);
+            return;
+        }
+        const int n = static_cast<int>(self->nodes_.size());
+        {
+            std::lock_guard lk(self->m_);
+            self->start_done_ = done;
+            self->start_left_ = n;
+            self->start_errors_.assign(self->nodes_.size(), nullptr);
+        }
+        for (int i = 0; i < n; ++i)
+            self->run_blocking([self, i] { self->start_node(i); },
+                               [self, i] {
+                                   self->node_started(i,
+                                                      std::make_exception_ptr(CancelledError(
+                                                          "the pool was closed while it started")));
+                               });
+    });
+}
+
+void PoolCore::prepare() {
     if (!initialised())
         throw ConfigError(
             "sky::init(argc, argv) was not called: make it the first line of main() so that "
@@ -49,56 +145,93 @@ void PoolCore::start() {
     });
     started_at_ = Clock::now();
     cost_ = std::make_unique<CostTracker>(started_at_);
-    try {
-        // Written before anything is started: `sky gc` finds what a killed client left.
-        ledger_ = Ledger::open(id_, spec_.provider.name(), "");
-        if (!backend_) backend_ = make_backend(BackendContext{spec_, id_, ledger_.get()});
-        {
-            std::lock_guard lk(m_);
-            sched_ =
-                std::make_unique<Scheduler>(spec_.nodes, spec_.concurrency, max_pipeline_depth);
-        }
+    // Written before anything is started: `sky gc` finds what a killed client left.
+    ledger_ = Ledger::open(id_, spec_.provider.name(), "");
+    if (!backend_) backend_ = make_backend(BackendContext{spec_, id_, ledger_.get()});
+    {
+        std::lock_guard lk(m_);
+        sched_ = std::make_unique<Scheduler>(spec_.nodes, spec_.concurrency, max_pipeline_depth);
         for (int i = 0; i < spec_.nodes; ++i) {
             auto n = std::make_unique<NodeSlot>();
             n->index = i;
             nodes_.push_back(std::move(n));
         }
-        // From here (backend and node slots in place, nothing started yet) a SIGINT, SIGTERM or
-        // SIGHUP closes this pool before the program ends.
-        signals::register_pool(weak_from_this());
-        backend_->provision(spec_.nodes, [this](Event e) { emit(std::move(e)); });
-        std::vector<std::exception_ptr> errors(nodes_.size());
-        std::vector<std::thread> threads;
-        for (int i = 0; i < spec_.nodes; ++i)
-            threads.emplace_back([&, i] {
-                try {
-                    connect_node(i);
-                } catch (...) {
-                    errors[static_cast<std::size_t>(i)] = std::current_exception();
-                }
-            });
-        for (auto& t : threads) t.join();
-        for (auto& e : errors)
-            if (e) std::rethrow_exception(e);
-        send_layout();
-        {
-            std::lock_guard lk(m_);
-            active_ = true;
-            for (int i = 0; i < sched_->nodes(); ++i) sched_->set_state(i, NodeState::ready);
-        }
-        for (auto& n : nodes_) n->reader = std::thread([this, p = n.get()] { reader_loop(p); });
-        supervisor_ = std::thread([this] { supervisor_loop(); });
-        emit(PoolStarted{id_, spec_.nodes});
+    }
+    // From here (backend and node slots in place, nothing started yet) a SIGINT, SIGTERM or
+    // SIGHUP closes this pool before the program ends.
+    signals::register_pool(weak_from_this());
+    backend_->provision(spec_.nodes, [this](Event e) { emit(std::move(e)); });
+}
+
+void PoolCore::start_node(int i) {
+    try {
+        attach(i, backend_->connect(i, [this](Event e) { emit(std::move(e)); }),
+               [self = shared_from_this(), i](std::exception_ptr e) {
+                   self->node_started(i, std::move(e));
+               });
     } catch (...) {
-        close(false);
-        throw;
+        node_started(i, std::current_exception());
     }
 }
 
-void PoolCore::connect_node(int i) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
-    attach(n, backend_->connect(i, [this](Event e) { emit(std::move(e)); }));
+void PoolCore::node_started(int i, std::exception_ptr e) {
+    {
+        std::lock_guard lk(m_);
+        start_errors_[static_cast<std::size_t>(i)] = std::move(e);
+        if (--start_left_ > 0) return;
+    }
+    finish_start();
 }
+
+void PoolCore::finish_start() {
+    std::function<void(std::exception_ptr)> done;
+    std::exception_ptr error;
+    {
+        std::lock_guard lk(m_);
+        done = std::move(start_done_);
+        // The first error in node order, as the nodes are numbered.
+        for (auto& e : start_errors_)
+            if (e && !error) error = e;
+        if (!error && closing_)
+            error = std::make_exception_ptr(CancelledError("the pool was closed while it started"));
+    }
+    if (error) {
+        // Teardown blocks (it waits for the nodes to stop): never on an I/O thread.
+        boost::asio::post(io::blocking(), [self = shared_from_this(), error, done] {
+            self->close(false);
+            done(error);
+        });
+        return;
+    }
+    send_layout();
+    std::vector<std::pair<int, std::pair<std::string, bool>>> ended;
+    std::uint64_t generation = 0;
+    {
+        std::lock_guard lk(m_);
+        active_ = true;
+        for (auto& n : nodes_) {
+            sched_->set_state(n->index, NodeState::ready);
+            if (n->ended_early) ended.emplace_back(n->index, *n->ended_early);
+        }
+        next_hb_ = Clock::now() + hb_;
+        next_cost_ = Clock::now() + cost_interval;
+    }
+    // A connection that ended while the others still started is a lost node now.
+    for (auto& [i, why] : ended) {
+        {
+            std::lock_guard lk(m_);
+            generation = nodes_[static_cast<std::size_t>(i)]->generation;
+        }
+        run_blocking([self = shared_from_this(), i, generation, why] {
+            self->node_ended(i, generation, why.first, why.second);
+        });
+    }
+    boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
+    emit(PoolStarted{id_, spec_.nodes});
+    done(nullptr);
+}
+
+// ---- a node's connection ----------------------------------------------------------------------
 
 void PoolCore::cost_started(const Instance& i) {
     std::lock_guard lk(m_);
@@ -110,37 +243,43 @@ void PoolCore::cost_started(const Instance& i) {
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
 }
 
-void PoolCore::attach(NodeSlot& n, NodeStart s) {
-    {
-        // A signal's teardown may run close() while the node starts: it shuts the channel down.
-        std::lock_guard lk(n.write_m);
-        n.channel = std::make_unique<ClientChannel>(
-            std::move(s.transport), fmt::format("node {} ({})", n.index, s.instance.id));
-    }
+void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const Instance instance = s.instance;
+    auto conn = std::make_shared<NodeConnection>(std::move(s.stream),
+                                                 fmt::format("node {} ({})", i, instance.id));
+    std::uint64_t generation = 0;
     {
         std::lock_guard lk(m_);
-        n.instance = s.instance;
-        if (closing_) throw CancelledError("the pool was closed while it started");
+        n.instance = instance;
+        // A signal's teardown may run close() while the node starts.
+        if (closing_) {
+            conn->close();
+            throw CancelledError("the pool was closed while it started");
+        }
+        n.conn = conn;
+        generation = ++n.generation;
+        n.silence_reason.clear();
     }
-    cost_started(n.instance);
+    cost_started(instance);
     ClientChannel::Handshake h;
     h.token = s.token;
     // A worker answers in well under a second. One silent for as long as a node may go without
     // its client (idle_timeout) is treated as gone, within [5 s, 60 s].
     h.hello_bound = std::clamp<std::chrono::seconds>(spec_.idle_timeout, std::chrono::seconds(5),
                                                      std::chrono::seconds(60));
-    h.on_log = [this, &n](LogMsg m) {
-        emit(LogLine{n.index, n.instance.id, std::move(m.line), m.timestamp});
+    h.on_log = [this, i, id = instance.id](LogMsg m) {
+        emit(LogLine{i, id, std::move(m.line), m.timestamp});
     };
     auto& ch = h.hello;
     ch.pool_id = id_;
-    ch.instance_id = n.instance.id;
-    ch.node = n.index;
+    ch.instance_id = instance.id;
+    ch.node = i;
     ch.total_nodes = spec_.nodes;
     ch.concurrency = spec_.concurrency;
     ch.head_addr = backend_->head_address();
     ch.head_port = 0;  // the head's port comes with the layout, once every node is ready
-    ch.private_addr = n.instance.private_ip.value_or(n.instance.public_ip.value_or(""));
+    ch.private_addr = instance.private_ip.value_or(instance.public_ip.value_or(""));
     if (spec_.accelerator) {
         ch.accelerator = spec_.accelerator->to_string();
         for (int k = 0; k < spec_.accelerator->count; ++k)
@@ -152,39 +291,51 @@ void PoolCore::attach(NodeSlot& n, NodeStart s) {
     // SKY_METRICS_INTERVAL_MS shortens the sampling interval (tests, dashboards).
     if (const char* iv = std::getenv("SKY_METRICS_INTERVAL_MS"))
         ch.metrics_interval_ms = std::atoll(iv);
-    const WorkerReady ready = n.channel->handshake(h);
-    // Heard from just now: a replacement is not judged by its predecessor's silence.
-    n.last_heard = Clock::now().time_since_epoch().count();
-    bool running;
+    std::weak_ptr<PoolCore> weak = weak_from_this();
+    conn->start(
+        std::move(h),
+        [weak, i, generation, done = std::move(done)](std::exception_ptr e, WorkerReady ready) {
+            auto self = weak.lock();
+            if (!self) return;
+            if (!e) e = self->on_ready(i, generation, ready);
+            done(std::move(e));
+        },
+        [weak, i, generation, id = instance.id](std::vector<Incoming>& frames) {
+            if (auto self = weak.lock()) self->on_frames(i, generation, id, frames);
+        },
+        [weak, i, generation](const std::string& why, bool protocol_error) {
+            if (auto self = weak.lock()) self->on_ended(i, generation, why, protocol_error);
+        });
+}
+
+std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const WorkerReady& ready) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    bool running = false;
     {
         std::lock_guard lk(m_);
-        sched_->set_workers(n.index, ready.workers);
+        if (closing_)
+            return std::make_exception_ptr(CancelledError("the pool was closed while it started"));
+        if (generation != n.generation)
+            return std::make_exception_ptr(Error(fmt::format(
+                "node {}: a newer connection took this one's place during its handshake", i)));
+        sched_->set_workers(i, ready.workers);
         n.ports = ready.ports;
         running = active_;
     }
-    if (running) send_layout(&n);  // a replacement: every node learns its new ports
+    if (running) send_layout(i);  // a replacement: every node learns its new ports
+    return nullptr;
 }
 
-template <class Write>
-void PoolCore::write_to(NodeSlot& n, Write&& write) {
-    std::lock_guard lk(n.write_m);
-    if (!n.channel) return;
-    try {
-        write(*n.channel);
-    } catch (...) {
-        // The reader sees the broken connection and handles the loss.
-        n.channel->shutdown();
-    }
-}
-
-void PoolCore::send_layout(const NodeSlot* joining) {
+void PoolCore::send_layout(int joining) {
     PoolLayout l;
-    std::vector<NodeSlot*> to;
+    std::vector<std::shared_ptr<NodeConnection>> to;
     {
         std::lock_guard lk(m_);
         for (auto& x : nodes_) {
-            if (!joining || x.get() == joining || sched_->state(x->index) == NodeState::ready)
-                to.push_back(x.get());
+            if ((joining < 0 || x->index == joining ||
+                 sched_->state(x->index) == NodeState::ready) &&
+                x->conn)
+                to.push_back(x->conn);
             std::string addr = x->instance.private_ip.value_or(x->instance.public_ip.value_or(""));
             if (addr.empty() && x->index == 0) addr = backend_->head_address();
             l.peers.push_back(addr);
@@ -195,11 +346,102 @@ void PoolCore::send_layout(const NodeSlot* joining) {
             l.ports.push_back(std::move(ports));
         }
     }
-    Buffer payload;
-    save_to(payload, l);
-    for (auto* x : to)
-        write_to(*x, [&](ClientChannel& c) { c.write_frame(MsgType::layout, payload.span()); });
+    auto payload = std::make_shared<Buffer>();
+    save_to(*payload, l);
+    for (auto& c : to) c->write_frame(MsgType::layout, payload);
 }
+
+void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& instance_id,
+                         std::vector<Incoming>& frames) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    // Events first (outside the lock), then results, errors and call output under one lock.
+    bool calls = false;
+    for (auto& in : frames) {
+        switch (in.type) {
+            case MsgType::result:
+            case MsgType::error:
+            case MsgType::started:
+                calls = true;
+                break;
+            case MsgType::log:
+                emit(LogLine{i, instance_id, in.log.line, in.log.timestamp});
+                calls = calls || in.call_id != 0;
+                break;
+            case MsgType::metrics: {
+                const auto& m = in.metrics;
+                emit(Metrics{instance_id, i, m.cpu_percent, m.memory_percent, m.memory_used_mb,
+                             m.memory_total_mb, m.gpu_utilization, m.gpu_memory_used_mb,
+                             m.gpu_memory_total_mb, m.gpu_temperature});
+                break;
+            }
+            default:  // heartbeat
+                break;
+        }
+    }
+    if (!calls) return;
+    Sends sends;
+    std::vector<Completion> done;
+    std::vector<std::uint64_t> confirms;  // at-most-once calls the client now counts as started
+    std::shared_ptr<NodeConnection> conn;
+    {
+        std::lock_guard lk(m_);
+        if (generation != n.generation || closing_) return;
+        const auto now = Clock::now();
+        for (auto& r : frames) {
+            if (r.type == MsgType::started) {
+                // Marked started before the worker may run it: only then is it confirmed.
+                const Task* t = sched_->mark_started(i, r.call_id);
+                if (t && t->call.options.at_most_once) confirms.push_back(r.call_id);
+                continue;
+            }
+            if (r.type == MsgType::log) {
+                if (r.call_id == 0) continue;
+                if (auto* tail = sched_->log_tail(i, r.call_id)) {
+                    tail->push_back(std::move(r.log.line));
+                    if (tail->size() > 20) tail->erase(tail->begin());
+                }
+                continue;
+            }
+            if (r.type != MsgType::result && r.type != MsgType::error) continue;
+            auto t = sched_->take(i, r.call_id);
+            if (!t) continue;  // timed out or cancelled already
+            // A result after the call's deadline (the timer had not got to it yet) did not
+            // finish in time: the call fails as its .timeout() says.
+            if (t->late(now))
+                done.push_back(Completion::failed(*t, timeout_error(*t)));
+            else if (r.type == MsgType::result)
+                done.push_back({t->batch, t->index, std::move(r.payload), nullptr, i, n.instance.id,
+                                std::move(t->log_tail)});
+            else
+                done.push_back(Completion::failed(*t, error_from(n, *t, std::move(r.error))));
+        }
+        if (!confirms.empty()) conn = n.conn;
+        dispatch_locked(sends);
+    }
+    if (conn)
+        for (auto id : confirms) conn->write_control(MsgType::confirm, id);
+    send(sends);
+    Completion::deliver(done);
+}
+
+void PoolCore::on_ended(int i, std::uint64_t generation, const std::string& why,
+                        bool protocol_error) {
+    {
+        std::lock_guard lk(m_);
+        auto& n = *nodes_[static_cast<std::size_t>(i)];
+        if (closing_ || generation != n.generation) return;
+        if (!active_) {
+            n.ended_early.emplace(why, protocol_error);
+            return;
+        }
+    }
+    // Asking the backend why (a process's exit status, a cloud's describe) may block.
+    run_blocking([self = shared_from_this(), i, generation, why, protocol_error] {
+        self->node_ended(i, generation, why, protocol_error);
+    });
+}
+
+// ---- calls ------------------------------------------------------------------------------------
 
 std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>& calls,
                                              bool broadcast) {
@@ -210,55 +452,35 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     if (!calls.empty() && calls[0]->options.plugin.kind != PluginSpec::none &&
         !exposure_noticed_.exchange(true))
         notice_distributed_exposure(spec_, [this](Event e) { emit(std::move(e)); });
-    std::vector<int> ranks_on(nodes_.size(), 1);
-    if (per_rank) {
-        std::lock_guard lk(m_);
-        for (std::size_t i = 0; i < nodes_.size(); ++i)
-            ranks_on[i] = sched_ ? sched_->workers(static_cast<int>(i)) : 1;
-    }
-    std::size_t ranks = 0;
-    for (int r : ranks_on) ranks += static_cast<std::size_t>(r);
-    const std::size_t n = broadcast ? ranks : calls.size();
-    auto batch = std::make_shared<BatchState>(n);
-    // A Future may outlive its pool: cancelling then finds nothing to cancel.
-    BatchState* raw = batch.get();
-    batch->cancel = [core = weak_from_this(), raw] {
-        auto c = core.lock();
-        return c ? c->cancel_batch(raw) : false;
-    };
-    if (n == 0) return batch;
-    std::vector<Outgoing> out(nodes_.size());
+    std::shared_ptr<BatchState> batch;
+    Sends sends;
     std::vector<Completion> done;
     {
         std::lock_guard lk(m_);
+        const std::size_t n = !broadcast ? calls.size()
+                              : sched_   ? sched_->broadcast_size(per_rank)
+                                         : static_cast<std::size_t>(spec_.nodes);
+        batch = std::make_shared<BatchState>(n);
+        // A Future may outlive its pool: cancelling then finds nothing to cancel.
+        batch->cancel = [core = weak_from_this(), raw = batch.get()] {
+            auto c = core.lock();
+            return c ? c->cancel_batch(raw) : false;
+        };
+        if (n == 0) return batch;
         const auto now = Clock::now();
         if (closing_ || !active_) {
             for (std::size_t i = 0; i < n; ++i)
                 done.push_back(
                     {batch, i, {}, std::make_exception_ptr(Error("the pool is closed"))});
         } else if (broadcast) {
-            std::size_t index = 0;  // rank order: node 0's worker processes first
-            for (std::size_t i = 0; i < nodes_.size(); ++i) {
-                auto& node = *nodes_[i];
-                const auto state = sched_->state(static_cast<int>(i));
-                for (int w = 0; w < ranks_on[i]; ++w, ++index) {
-                    if (state == NodeState::ready || state == NodeState::restarting) {
-                        Task t =
-                            sched_->make_task(batch, index, *calls[0], static_cast<int>(i), now);
-                        t.pinned_worker = per_rank ? w : -1;
-                        sched_->pin(std::move(t));
-                    } else {
-                        done.push_back(
-                            {batch,
-                             index,
-                             {},
-                             std::make_exception_ptr(NodeLostError(
-                                 static_cast<int>(i), node.instance.id,
-                                 NodeLostError::Reason::unreachable,
-                                 "the node was lost earlier and could not be replaced"))});
-                    }
-                }
-            }
+            for (auto [item, node] : sched_->broadcast(batch, *calls[0], per_rank, now))
+                done.push_back({batch,
+                                item,
+                                {},
+                                std::make_exception_ptr(NodeLostError(
+                                    node, nodes_[static_cast<std::size_t>(node)]->instance.id,
+                                    NodeLostError::Reason::unreachable,
+                                    "the node was lost earlier and could not be replaced"))});
         } else if (!sched_->any_live()) {
             // Every node is gone for good (lost, past the pool's timeout, not replaceable):
             // waiting could only be forever.
@@ -269,31 +491,29 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                 sched_->enqueue(sched_->make_task(batch, i, *calls[i], -1, now));
         }
         if (sched_) {  // none before start()
-            dispatch_locked(out);
-            if (sched_->next_deadline()) sup_cv_.notify_one();
+            dispatch_locked(sends);
+            timer_sooner_locked();
         }
     }
-    send(out);
+    send(sends);
     Completion::deliver(done);
     return batch;
 }
 
-void PoolCore::dispatch_locked(std::vector<Outgoing>& out) {
+void PoolCore::dispatch_locked(Sends& sends) {
+    std::vector<Outgoing> out;
     sched_->dispatch([&](int node, std::uint64_t call_id, const Task& t) {
+        if (out.empty()) out.resize(nodes_.size());
         encode_call(out[static_cast<std::size_t>(node)], call_id, t.call, t.pinned_worker);
     });
+    for (std::size_t i = 0; i < out.size(); ++i)
+        if (!out[i].empty() && nodes_[i]->conn)
+            sends.emplace_back(nodes_[i]->conn, std::move(out[i]));
 }
 
-void PoolCore::send(std::vector<Outgoing>& out) {
-    for (std::size_t i = 0; i < out.size(); ++i) {
-        if (out[i].empty()) continue;
-        write_to(*nodes_[i], [&](ClientChannel& c) { c.write(out[i]); });
-        out[i].clear();
-    }
-}
-
-void PoolCore::send_control(NodeSlot& n, MsgType type, std::uint64_t call_id) {
-    write_to(n, [&](ClientChannel& c) { c.write_control(type, call_id); });
+void PoolCore::send(Sends& sends) {
+    for (auto& [conn, out] : sends) conn->write(std::move(out));
+    sends.clear();
 }
 
 std::exception_ptr PoolCore::error_from(const NodeSlot& n, const Task& t, ErrorMsg e) {
@@ -305,148 +525,24 @@ std::exception_ptr PoolCore::error_from(const NodeSlot& n, const Task& t, ErrorM
                                                e.type_name, e.message, std::move(e.log_tail)));
 }
 
-void PoolCore::reader_loop(NodeSlot* n) {
-    std::string why = "the worker closed the connection";
-    bool protocol_error = false;
-    // Results, errors and call output read in one go are handled under one lock.
-    std::vector<Incoming> got;
-    std::vector<Outgoing> out(nodes_.size());
+bool PoolCore::cancel_batch(BatchState* b) {
     std::vector<Completion> done;
-    std::vector<std::uint64_t> confirms;  // at-most-once calls the client now counts as started
-    auto flush = [&] {
-        if (got.empty()) return;
-        {
-            std::lock_guard lk(m_);
-            const auto now = Clock::now();
-            for (auto& r : got) {
-                if (r.type == MsgType::started) {
-                    // Marked started before the worker may run it: only then is it confirmed.
-                    const Task* t = sched_->mark_started(n->index, r.call_id);
-                    if (t && t->call.options.at_most_once) confirms.push_back(r.call_id);
-                    continue;
-                }
-                if (r.type == MsgType::log) {
-                    if (auto* tail = sched_->log_tail(n->index, r.call_id)) {
-                        tail->push_back(std::move(r.log.line));
-                        if (tail->size() > 20) tail->erase(tail->begin());
-                    }
-                    continue;
-                }
-                auto t = sched_->take(n->index, r.call_id);
-                if (!t) continue;  // timed out or cancelled already
-                // A result after the call's deadline (the supervisor had not got to it yet)
-                // did not finish in time: the call fails as its .timeout() says.
-                if (t->late(now))
-                    done.push_back(Completion::failed(*t, timeout_error(*t)));
-                else if (r.type == MsgType::result)
-                    done.push_back({t->batch, t->index, std::move(r.payload), nullptr, n->index,
-                                    n->instance.id, std::move(t->log_tail)});
-                else
-                    done.push_back(Completion::failed(*t, error_from(*n, *t, std::move(r.error))));
-            }
-            dispatch_locked(out);
-        }
-        got.clear();
-        for (auto id : confirms) send_control(*n, MsgType::confirm, id);
-        confirms.clear();
-        send(out);
-        Completion::deliver(done);
-    };
-    try {
-        ClientChannel& channel = *n->channel;  // replaced only after this thread is joined
-        n->last_heard = Clock::now().time_since_epoch().count();
-        for (Incoming in; channel.next(in);) {
-            n->last_heard = Clock::now().time_since_epoch().count();
-            switch (in.type) {
-                case MsgType::result:
-                case MsgType::error:
-                case MsgType::started:
-                    got.push_back(std::move(in));
-                    break;
-                case MsgType::log:
-                    emit(LogLine{n->index, n->instance.id, in.log.line, in.log.timestamp});
-                    if (in.call_id) got.push_back(std::move(in));
-                    break;
-                case MsgType::metrics: {
-                    const auto& m = in.metrics;
-                    emit(Metrics{n->instance.id, n->index, m.cpu_percent, m.memory_percent,
-                                 m.memory_used_mb, m.memory_total_mb, m.gpu_utilization,
-                                 m.gpu_memory_used_mb, m.gpu_memory_total_mb, m.gpu_temperature});
-                    break;
-                }
-                default:  // heartbeat
-                    break;
-            }
-            if (!channel.has_buffered()) flush();
-        }
-    } catch (const ProtocolError& e) {
-        why = e.what();
-        protocol_error = true;
-    } catch (const std::exception& e) {
-        why = e.what();
-    }
-    flush();
-    node_lost(n, why, protocol_error);
-}
-
-void PoolCore::node_lost(NodeSlot* n, const std::string& why, bool protocol_error) {
-    bool closing;
+    Scheduler::Removed removed;
+    std::vector<std::pair<std::shared_ptr<NodeConnection>, std::uint64_t>> cancels;
     {
         std::lock_guard lk(m_);
-        closing = closing_;
+        if (!sched_) return false;
+        removed = sched_->cancel(b);
+        for (auto [node, id] : removed.cancels)
+            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn) cancels.emplace_back(c, id);
     }
-    {
-        std::lock_guard wl(n->write_m);
-        if (n->channel) n->channel->shutdown();
-    }
-    NodeExit ex;
-    if (protocol_error) {
-        ex = {NodeLostError::Reason::unreachable, why};
-        emit(ErrorEvent{
-            fmt::format("node {}: protocol error, closing its connection: {}", n->index, why),
-            n->instance.id});
-    } else if (!closing) {
-        ex = backend_->exit_reason(n->index);
-        // The supervisor ended a silent node: that, not the closed connection, is the reason.
-        if (n->silent.exchange(false) && ex.reason == NodeLostError::Reason::unreachable) {
-            std::lock_guard wl(n->write_m);
-            ex.detail = n->silence_reason;
-        }
-    }
-    std::vector<Outgoing> out(nodes_.size());
-    std::vector<Completion> done;
-    bool restart = false;
-    {
-        std::lock_guard lk(m_);
-        if (closing_) {
-            sched_->set_state(n->index, NodeState::closed);
-            return;
-        }
-        n->lost_reason = ex.reason;
-        n->lost_detail = ex.detail;
-        cost_->stop(n->instance.id, Clock::now());
-        if (backend_->can_restart(n->index) && n->restarts < max_restarts &&
-            Clock::now() - started_at_ < spec_.timeout) {
-            ++n->restarts;
-            restart_queue_.push_back(n->index);
-            restart = true;
-        }
-        // Calls with retries left wait for another node (or the replacement); the rest fail.
-        mark_crash_started(*sched_, n->index, ex);
-        for (auto& t :
-             sched_->node_lost(n->index, restart ? NodeState::restarting : NodeState::lost))
-            done.push_back(Completion::failed(t, lost_call_error(n->index, n->instance.id, ex, t)));
-        dispatch_locked(out);
-        fail_waiting_if_none_live_locked(done);
-    }
-    if (ex.reason == NodeLostError::Reason::preempted)
-        emit(InstancePreempted{n->instance.id, n->index, ex.detail});
-    emit(ErrorEvent{fmt::format("node {} lost: {}{}", n->index, ex.detail,
-                                restart ? "; starting a replacement" : ""),
-                    n->instance.id});
-    send(out);
+    for (auto& t : removed.tasks)
+        done.push_back(Completion::failed(
+            t, std::make_exception_ptr(CancelledError("the call was cancelled"))));
+    for (auto& [conn, id] : cancels) conn->write_control(MsgType::cancel, id);
+    const bool any = !done.empty();
     Completion::deliver(done);
-    if (restart) sup_cv_.notify_one();
+    return any;
 }
 
 std::exception_ptr PoolCore::no_live_node_locked(Clock::time_point now) const {
@@ -468,28 +564,105 @@ void PoolCore::fail_waiting_if_none_live_locked(std::vector<Completion>& done) {
         done.push_back(Completion::failed(t, no_live_node_locked(now)));
 }
 
-void PoolCore::restart_node(int i) {
+// ---- loss and replacement ---------------------------------------------------------------------
+
+bool PoolCore::may_restart_locked(int i) const {
+    return !closing_ && backend_->can_restart(i) &&
+           nodes_[static_cast<std::size_t>(i)]->restarts < max_restarts &&
+           Clock::now() - started_at_ < spec_.timeout;
+}
+
+void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& why,
+                          bool protocol_error) {
     auto& n = *nodes_[static_cast<std::size_t>(i)];
-    if (n.reader.joinable()) n.reader.join();
-    std::string old_id;
+    std::string instance_id, silence;
     {
         std::lock_guard lk(m_);
-        old_id = n.instance.id;
+        if (closing_ || generation != n.generation) return;
+        instance_id = n.instance.id;
+        silence = n.silence_reason;
     }
+    NodeExit ex;
+    if (protocol_error) {
+        ex = {NodeLostError::Reason::unreachable, why};
+        emit(ErrorEvent{fmt::format("node {}: protocol error, closing its connection: {}", i, why),
+                        instance_id});
+    } else {
+        ex = backend_->exit_reason(i);
+        // The supervisor ended a silent node: that, not the closed connection, is the reason.
+        if (!silence.empty() && ex.reason == NodeLostError::Reason::unreachable)
+            ex.detail = silence;
+    }
+    Sends sends;
+    std::vector<Completion> done;
+    bool restart = false;
     {
-        std::lock_guard lk(n.write_m);
-        n.channel.reset();
+        std::lock_guard lk(m_);
+        if (closing_ || generation != n.generation) {
+            if (closing_) sched_->set_state(i, NodeState::closed);
+            return;
+        }
+        n.conn.reset();
+        n.lost_reason = ex.reason;
+        n.lost_detail = ex.detail;
+        cost_->stop(n.instance.id, Clock::now());
+        if (may_restart_locked(i)) {
+            ++n.restarts;
+            restart = true;
+        }
+        // Calls with retries left wait for another node (or the replacement); the rest fail.
+        // A crash report names the calls that were running: they had started.
+        mark_crash_started(*sched_, i, ex);
+        for (auto& t : sched_->node_lost(i, restart ? NodeState::restarting : NodeState::lost))
+            done.push_back(Completion::failed(t, lost_call_error(i, n.instance.id, ex, t)));
+        dispatch_locked(sends);
+        fail_waiting_if_none_live_locked(done);
     }
+    if (ex.reason == NodeLostError::Reason::preempted)
+        emit(InstancePreempted{instance_id, i, ex.detail});
+    emit(ErrorEvent{
+        fmt::format("node {} lost: {}{}", i, ex.detail, restart ? "; starting a replacement" : ""),
+        instance_id});
+    send(sends);
+    Completion::deliver(done);
+    // Connecting may take many seconds (an unreachable host): this task is on the blocking
+    // pool, and meanwhile deadlines, heartbeats and silent nodes are the timer's to watch.
+    if (restart) replace(i, instance_id);
+}
+
+void PoolCore::replace(int i, const std::string& old_id) {
     try {
-        attach(n, backend_->connect(i, [this](Event e) { emit(std::move(e)); }));
+        attach(i, backend_->connect(i, [this](Event e) { emit(std::move(e)); }),
+               [self = shared_from_this(), i, old_id](std::exception_ptr e) {
+                   if (!e) return self->replacement_ready(i, old_id);
+                   try {
+                       std::rethrow_exception(e);
+                   } catch (const std::exception& x) {
+                       self->replacement_failed(i, old_id, x.what());
+                   }
+               });
     } catch (const std::exception& e) {
-        emit(ErrorEvent{fmt::format("node {}: replacement failed: {}", i, e.what()), old_id});
-        std::vector<Completion> done;
-        {
-            std::lock_guard lk(m_);
-            if (!closing_) sched_->set_state(i, NodeState::lost);
+        replacement_failed(i, old_id, e.what());
+    }
+}
+
+void PoolCore::replacement_failed(int i, const std::string& old_id, const std::string& why) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    std::vector<Completion> done;
+    bool retry = false;
+    int attempt = 0;
+    {
+        std::lock_guard lk(m_);
+        if (closing_) return;
+        n.conn.reset();
+        attempt = n.restarts;
+        if (may_restart_locked(i)) {
+            ++n.restarts;
+            retry = true;
+        } else {
+            sched_->set_state(i, NodeState::lost);
             n.lost_reason = NodeLostError::Reason::unreachable;
-            n.lost_detail = fmt::format("its replacement failed: {}", e.what());
+            n.lost_detail = fmt::format("its replacement failed: {}", why);
             // Calls pinned to this node while it was being replaced (a broadcast's share) can
             // never run now: they fail instead of waiting forever.
             for (auto& t : sched_->drain_pinned(i))
@@ -498,154 +671,147 @@ void PoolCore::restart_node(int i) {
                                               i, old_id, n.lost_reason, n.lost_detail))));
             fail_waiting_if_none_live_locked(done);
         }
-        Completion::deliver(done);
-        return;
     }
-    std::vector<Outgoing> out(nodes_.size());
+    emit(ErrorEvent{fmt::format("node {}: replacement failed (attempt {} of {}): {}{}", i, attempt,
+                                max_restarts, why, retry ? "; trying again" : ""),
+                    old_id});
+    Completion::deliver(done);
+    if (retry) run_blocking([self = shared_from_this(), i, old_id] { self->replace(i, old_id); });
+}
+
+void PoolCore::replacement_ready(int i, const std::string& old_id) {
+    std::string new_id;
+    Sends sends;
     {
         std::lock_guard lk(m_);
         if (closing_) return;
         sched_->set_state(i, NodeState::ready);
-        n.reader = std::thread([this, p = &n] { reader_loop(p); });
-        dispatch_locked(out);
+        new_id = nodes_[static_cast<std::size_t>(i)]->instance.id;
+        dispatch_locked(sends);
     }
-    emit(InstanceReplaced{old_id, n.instance.id, i});
-    send(out);
+    emit(InstanceReplaced{old_id, new_id, i});
+    send(sends);
 }
 
-void PoolCore::supervisor_loop() {
-    const auto hb = std::clamp<std::chrono::seconds>(
-        spec_.idle_timeout / 4, std::chrono::seconds(1), std::chrono::seconds(30));
-    auto next_hb = Clock::now() + hb;
-    const auto silence_bound = 4 * hb + std::chrono::seconds(5);
-    const auto cost_interval = std::chrono::seconds(10);
-    auto next_cost = Clock::now() + cost_interval;
-    std::unique_lock lk(m_);
-    while (!stop_supervisor_) {
-        auto wake = std::min(next_hb, next_cost);
-        if (auto d = sched_->next_deadline()) wake = std::min(wake, *d);
-        if (restart_queue_.empty()) sup_cv_.wait_until(lk, wake);
-        if (stop_supervisor_) break;
-        // Each replacement on a thread of its own: connecting may take many seconds (an
-        // unreachable host), and meanwhile deadlines, heartbeats and silent nodes are the
-        // supervisor's to watch.
-        while (!restart_queue_.empty() && !closing_) {
-            int i = restart_queue_.front();
-            restart_queue_.pop_front();
-            restarters_.emplace_back([this, i] { restart_node(i); });
-        }
-        auto now = Clock::now();
-        std::vector<Completion> done;
+// ---- the supervisor's timer -------------------------------------------------------------------
+
+void PoolCore::arm_timer() {
+    Clock::time_point at;
+    {
+        std::lock_guard lk(m_);
+        if (closing_) return;
+        at = std::min({next_hb_, next_cost_, Clock::now() + silence_check});
+        if (auto d = sched_->next_deadline()) at = std::min(at, *d);
+        timer_at_ = at;
+    }
+    timer_.expires_at(at);  // a wait in progress ends with operation_aborted
+    timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+        if (ec) return;
+        if (auto self = weak.lock()) self->tick();
+    });
+}
+
+void PoolCore::timer_sooner_locked() {
+    const auto d = sched_->next_deadline();
+    if (!active_ || !d || *d >= timer_at_) return;
+    timer_at_ = *d;
+    boost::asio::post(strand_, [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->arm_timer();
+    });
+}
+
+void PoolCore::tick() {
+    const auto now = Clock::now();
+    std::vector<Completion> done;
+    std::vector<std::pair<std::shared_ptr<NodeConnection>, std::uint64_t>> cancels;
+    std::vector<std::shared_ptr<NodeConnection>> heartbeats;
+    std::vector<std::tuple<std::shared_ptr<NodeConnection>, int, std::string, std::string>> silent;
+    std::optional<CostSnapshot> cost_update;
+    {
+        std::lock_guard lk(m_);
+        if (closing_) return;
         auto expired = sched_->expire(now);
         for (auto& t : expired.tasks) done.push_back(Completion::failed(t, timeout_error(t)));
-        bool heartbeat = now >= next_hb;
-        if (heartbeat) next_hb = now + hb;
-        // A worker answers every heartbeat, even while its calls run: one that stays silent
-        // for several of them is frozen or cut off, and its calls must not wait forever.
-        std::vector<std::pair<NodeSlot*, std::string>> silent;
-        std::vector<NodeSlot*> ready;
+        for (auto [node, id] : expired.cancels)
+            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn) cancels.emplace_back(c, id);
+        const bool heartbeat = now >= next_hb_;
+        if (heartbeat) next_hb_ = now + hb_;
+        // A worker answers every heartbeat, even while its calls run: one that leaves a written
+        // heartbeat unanswered past the bound is frozen or cut off, and its calls must not wait
+        // forever.
         for (auto& n : nodes_) {
-            if (heartbeat && sched_->state(n->index) == NodeState::ready) ready.push_back(n.get());
-            if (sched_->state(n->index) != NodeState::ready || n->last_heard == 0) continue;
-            const auto quiet = now - Clock::time_point(Clock::duration(n->last_heard.load()));
-            if (quiet > silence_bound)
-                silent.emplace_back(
-                    n.get(),
+            if (sched_->state(n->index) != NodeState::ready || !n->conn) continue;
+            if (heartbeat) heartbeats.push_back(n->conn);
+            const auto quiet = n->conn->unanswered(now);
+            if (quiet > silence_ && n->silence_reason.empty()) {
+                n->silence_reason =
                     fmt::format("the worker answered no heartbeat for {} s",
-                                std::chrono::duration_cast<std::chrono::seconds>(quiet).count()));
+                                std::chrono::duration_cast<std::chrono::seconds>(quiet).count());
+                silent.emplace_back(n->conn, n->index, n->instance.id, n->silence_reason);
+            }
         }
-        std::optional<CostSnapshot> cost_update;
-        if (now >= next_cost) {
-            next_cost = now + cost_interval;
+        if (now >= next_cost_) {
+            next_cost_ = now + cost_interval;
             auto snap = cost_->snapshot(now);
             if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
         }
-        lk.unlock();
-        for (auto& [n, why] : silent) {
-            if (n->silent.exchange(true)) continue;  // ended already
-            emit(ErrorEvent{fmt::format("node {}: {}; closing its connection", n->index, why),
-                            n->instance.id});
-            std::lock_guard wl(n->write_m);
-            n->silence_reason = why;
-            if (n->channel) n->channel->shutdown();
-        }
-        for (auto [node, id] : expired.cancels)
-            send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
-        if (heartbeat)
-            for (auto* n : ready) send_control(*n, MsgType::heartbeat, 0);
-        Completion::deliver(done);
-        if (cost_update)
-            emit(CostUpdate{cost_update->elapsed_seconds, cost_update->accumulated_cost,
-                            cost_update->hourly_rate, cost_update->spot_count,
-                            cost_update->ondemand_count});
-        lk.lock();
     }
+    for (auto& [conn, index, id, why] : silent) {
+        emit(ErrorEvent{fmt::format("node {}: {}; closing its connection", index, why), id});
+        conn->close();  // its reader sees the end, and the node is lost with this reason
+    }
+    for (auto& [conn, id] : cancels) conn->write_control(MsgType::cancel, id);
+    for (auto& conn : heartbeats) conn->heartbeat();
+    Completion::deliver(done);
+    if (cost_update)
+        emit(CostUpdate{cost_update->elapsed_seconds, cost_update->accumulated_cost,
+                        cost_update->hourly_rate, cost_update->spot_count,
+                        cost_update->ondemand_count});
+    arm_timer();
 }
 
-bool PoolCore::cancel_batch(BatchState* b) {
-    std::vector<Completion> done;
-    Scheduler::Removed removed;
-    {
-        std::lock_guard lk(m_);
-        if (!sched_) return false;
-        removed = sched_->cancel(b);
-    }
-    for (auto& t : removed.tasks)
-        done.push_back(Completion::failed(
-            t, std::make_exception_ptr(CancelledError("the call was cancelled"))));
-    for (auto [node, id] : removed.cancels)
-        send_control(*nodes_[static_cast<std::size_t>(node)], MsgType::cancel, id);
-    const bool any = !done.empty();
-    Completion::deliver(done);
-    return any;
-}
+// ---- teardown and state -----------------------------------------------------------------------
 
 void PoolCore::close(bool report) {
     // A signal's teardown waits for every close() in progress, whichever thread runs it.
     signals::CloseScope signal_scope(this);
     std::vector<Completion> done;
+    std::vector<std::pair<std::shared_ptr<NodeConnection>, std::string>> conns;
     {
         std::lock_guard lk(m_);
         if (closed_) return;
         closed_ = true;
         closing_ = true;
         active_ = false;
-        stop_supervisor_ = true;
         if (sched_)
             for (auto& t : sched_->drain_all())
                 done.push_back(Completion::failed(
                     t, std::make_exception_ptr(CancelledError("the pool was closed"))));
+        for (auto& n : nodes_)
+            if (n->conn) conns.emplace_back(n->conn, n->instance.id);
     }
-    sup_cv_.notify_all();
+    if (auto self = weak_from_this().lock())  // none from the destructor: no handler is left
+        boost::asio::post(strand_, [self] { self->timer_.cancel(); });
     if (backend_) backend_->begin_stop();  // a replacement in progress gives up
     Completion::deliver(done);
     if (bus_) emit(PoolStopping{});
-    for (auto& n : nodes_) {
-        // The supervisor may be replacing this node right now (restart_node writes the instance
-        // under m_ and the channel under write_m): read each under its own lock.
-        std::string id;
-        {
-            std::lock_guard lk(m_);
-            id = n->instance.id;
-        }
-        {
-            std::lock_guard lk(n->write_m);
-            if (!n->channel) continue;
-        }
+    for (auto& [conn, id] : conns) {
         if (bus_) emit(InstanceStopping{id});
-        send_control(*n, MsgType::shutdown, 0);  // takes write_m and checks the channel again
+        conn->write_control(MsgType::shutdown, 0);
     }
-    if (supervisor_.joinable()) supervisor_.join();
-    for (auto& r : restarters_) r.join();  // they give up: begin_stop() and closing_
+    {
+        // Connects, replacements and loss reports in progress give up (begin_stop, closing_).
+        std::unique_lock lk(m_);
+        const int self_task = t_task_of == this ? 1 : 0;
+        tasks_cv_.wait(lk, [&] { return tasks_running_ <= self_task; });
+        for (auto& n : nodes_)
+            if (n->conn && std::none_of(conns.begin(), conns.end(),
+                                        [&](auto& c) { return c.first == n->conn; }))
+                conns.emplace_back(n->conn, n->instance.id);
+    }
     if (backend_) backend_->stop_all();
     if (ledger_) ledger_->close();
-    for (auto& n : nodes_) {
-        {
-            std::lock_guard lk(n->write_m);
-            if (n->channel) n->channel->shutdown();
-        }
-        if (n->reader.joinable()) n->reader.join();
-    }
+    for (auto& [conn, id] : conns) conn->close();
     if (bus_) {
         CostSummary c;
         {

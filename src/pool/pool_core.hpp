@@ -1,53 +1,57 @@
 #pragma once
-// The pool's supervisor: it starts the nodes and owns their connections (a ClientChannel each,
-// read by a thread per node), watches deadlines, heartbeats and silent nodes, replaces lost
-// nodes and tears everything down. Which call runs where is the Scheduler's (pool/scheduler.hpp),
-// consulted under the supervisor's lock. ComputePool is a thin handle on it.
+// The pool's supervisor: it starts the nodes, owns their connections (a NodeConnection each, on
+// the I/O core), watches deadlines, heartbeats and silent nodes with one timer, replaces lost
+// nodes and tears everything down. Which call runs where is the Scheduler's
+// (pool/scheduler.hpp), consulted under the supervisor's lock. What may block (a backend's
+// connect, exit_reason or stop) runs on the I/O core's bounded blocking pool, never on a thread
+// per node. ComputePool is a thin handle on it.
 #include <atomic>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "catalog/cost.hpp"
+#include "io/io_core.hpp"
 #include "pool/backend.hpp"
 #include "pool/event_bus.hpp"
 #include "pool/ledger.hpp"
+#include "pool/node_connection.hpp"
 #include "pool/scheduler.hpp"
-#include "runtime/client_channel.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
 
-/// One node as the supervisor keeps it: its machine, its connection and why it ended. Its
-/// scheduling state (ready, lost, calls in flight) is the Scheduler's.
+/// One node as the supervisor keeps it: its machine, its connection and why it ended; all
+/// guarded by PoolCore::m_. Its scheduling state (ready, lost, calls in flight) is the
+/// Scheduler's.
 struct NodeSlot {
     int index = 0;
-    Instance instance;  ///< guarded by PoolCore::m_
-    /// The connection to its worker, from connect on; the pointer and every write are guarded
-    /// by write_m (the reader thread reads it without the lock).
-    std::unique_ptr<ClientChannel> channel;
-    std::thread reader;
-    std::mutex write_m;
+    Instance instance;
+    /// The current connection to its worker (from connect on).
+    std::shared_ptr<NodeConnection> conn;
+    /// Counts the node's connections: an event of one that is no longer current is dropped.
+    std::uint64_t generation = 0;
+    /// Replacement attempts so far (failed ones too): at most max_restarts.
     int restarts = 0;
-    /// When the last frame from the worker arrived (steady clock, ns): the supervisor declares
-    /// a node that stays silent past the heartbeat bound lost.
-    std::atomic<std::int64_t> last_heard{0};
-    std::atomic<bool> silent{false};  ///< ended by the supervisor for not answering
-    std::string silence_reason;       ///< why, guarded by write_m
-    /// Why the node was last lost (guarded by PoolCore::m_): a call made when no node is left
-    /// fails with it.
+    /// Why the supervisor ended the connection for silence (empty: it did not).
+    std::string silence_reason;
+    /// Why the node was last lost: a call made when no node is left fails with it.
     NodeLostError::Reason lost_reason = NodeLostError::Reason::unreachable;
     std::string lost_detail;
-    /// A free port per worker process, from the worker's ready frame (rendezvous); guarded by
-    /// PoolCore::m_.
+    /// A free port per worker process, from the worker's ready frame (rendezvous).
     std::vector<std::int32_t> ports;
+    /// The connection ended while the pool was still starting: handled once it is active.
+    std::optional<std::pair<std::string, bool>> ended_early;
 };
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
@@ -57,8 +61,13 @@ public:
     explicit PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend = nullptr);
     ~PoolCore();
 
-    /// Provisions and connects every node; on failure tears down and rethrows.
+    /// Provisions and connects every node; on failure tears down and rethrows. Blocks the
+    /// calling thread, which must not be one of sky's I/O threads.
     void start();
+    /// start() without blocking a thread: provisioning and connecting run on the blocking pool
+    /// and the handshakes on the I/O core; `done` gets null once the pool runs, or the error
+    /// once what was started is torn down. It runs on one of sky's threads: it must not block.
+    void start_async(std::function<void(std::exception_ptr)> done);
     /// Queues calls (one per node when `broadcast`) and returns their shared state.
     std::shared_ptr<BatchState> submit(const std::vector<const CallDesc*>& calls, bool broadcast);
     /// Tears down; with `report`, throws sky::Error naming what could not be confirmed stopped
@@ -75,57 +84,97 @@ public:
 
 private:
     using NodeState = Scheduler::NodeState;
+    using Sends = std::vector<std::pair<std::shared_ptr<NodeConnection>, Outgoing>>;
 
     void emit(Event e) { bus_->post(std::move(e)); }
-    void connect_node(int i);
-    /// Connects node i through the backend and runs the handshake (a start or a replacement).
-    void attach(NodeSlot& n, NodeStart s);
+    /// Runs `task` on the blocking pool, counted so that close() waits for it; a task that
+    /// would start after close() began runs `skipped` instead.
+    void run_blocking(std::function<void()> task, std::function<void()> skipped = {});
+
+    // Start-up.
+    /// What start() does before the nodes connect: checks, ledger, backend, provision.
+    void prepare();
+    void start_node(int i);
+    void node_started(int i, std::exception_ptr e);
+    void finish_start();
+
+    /// Connects node i's stream and runs the handshake; `done` gets its outcome on an I/O
+    /// thread (after the node's ports and workers are recorded). Throws CancelledError when
+    /// the pool is closing.
+    void attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done);
+    std::exception_ptr on_ready(int i, std::uint64_t generation, const WorkerReady& ready);
+    void on_frames(int i, std::uint64_t generation, const std::string& instance_id,
+                   std::vector<Incoming>& frames);
+    void on_ended(int i, std::uint64_t generation, const std::string& why, bool protocol_error);
+    void cost_started(const Instance& i);
     /// Sends every node where every rank is (a layout frame): before the first call, and after
     /// a node was replaced (its ports and perhaps its address changed). With `joining` (a
     /// replacement that just finished its handshake), only that node and the ready ones get it:
     /// another node may be in the middle of its own handshake, where a layout frame would come
     /// before the hello its worker waits for.
-    void send_layout(const NodeSlot* joining = nullptr);
-    void reader_loop(NodeSlot* n);
-    void node_lost(NodeSlot* n, const std::string& why, bool protocol_error);
-    void supervisor_loop();
-    void cost_started(const Instance& i);
-    void restart_node(int i);
-    bool cancel_batch(BatchState* b);
+    void send_layout(int joining = -1);
 
+    // Loss and replacement (on the blocking pool).
+    /// Node i's connection ended: why (the backend's word), its calls retried or failed, and a
+    /// replacement started when one is allowed.
+    void node_ended(int i, std::uint64_t generation, const std::string& why, bool protocol_error);
+    /// One replacement attempt for node i.
+    void replace(int i, const std::string& old_id);
+    void replacement_failed(int i, const std::string& old_id, const std::string& why);
+    void replacement_ready(int i, const std::string& old_id);
+    /// Whether node i may get one more replacement attempt now (under m_).
+    [[nodiscard]] bool may_restart_locked(int i) const;
+
+    // The supervisor's timer (on strand_).
+    void tick();
+    void arm_timer();
+    /// After a call with an earlier deadline than the timer's was queued (under m_).
+    void timer_sooner_locked();
+
+    bool cancel_batch(BatchState* b);
     /// Runs the scheduler's dispatch, encoding each assigned call for its node (under m_).
-    void dispatch_locked(std::vector<Outgoing>& out);
+    void dispatch_locked(Sends& sends);
     /// The error of a call made (or left waiting) when no node is left: what ended them.
     [[nodiscard]] std::exception_ptr no_live_node_locked(Clock::time_point now) const;
     /// When no node is left: every waiting call fails (under m_).
     void fail_waiting_if_none_live_locked(std::vector<Completion>& done);
-    void send(std::vector<Outgoing>& out);
-    void send_control(NodeSlot& n, MsgType type, std::uint64_t call_id);
-    /// Writes on node n's connection; a failed write shuts it down (its reader sees the loss).
-    template <class Write>
-    void write_to(NodeSlot& n, Write&& write);
+    static void send(Sends& sends);
     std::exception_ptr error_from(const NodeSlot& n, const Task& t, ErrorMsg e);
 
     PoolSpec spec_;
     std::string id_;
+    /// How often a ready node gets a heartbeat, and how long a written heartbeat may go
+    /// unanswered before the node is lost (docs/architecture.md, "Silence").
+    std::chrono::seconds hb_;
+    std::chrono::seconds silence_;
     std::unique_ptr<Ledger> ledger_;  // outlives the backend, which writes to it
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<EventBus> bus_;
-    std::vector<std::unique_ptr<NodeSlot>> nodes_;
+    std::vector<std::unique_ptr<NodeSlot>> nodes_;  // the vector is fixed once prepared
     Clock::time_point started_at_;
     std::unique_ptr<CostTracker> cost_;  // guarded by m_
 
     mutable std::mutex m_;
-    std::condition_variable sup_cv_;
     std::unique_ptr<Scheduler> sched_;  // guarded by m_
     bool closing_ = false;
     bool active_ = false;
-    std::atomic<bool> exposure_noticed_{false};  // the distributed-call notice was given
-    std::deque<int> restart_queue_;
-    std::vector<std::thread> restarters_;  ///< one per replacement; joined by close()
-    std::thread supervisor_;
-    bool stop_supervisor_ = false;
     bool closed_ = false;
+    std::atomic<bool> exposure_noticed_{false};  // the distributed-call notice was given
+
+    // Start-up, guarded by m_.
+    std::function<void(std::exception_ptr)> start_done_;
+    int start_left_ = 0;
+    std::vector<std::exception_ptr> start_errors_;
+
+    // Blocking tasks in progress, guarded by m_.
+    int tasks_running_ = 0;
+    std::condition_variable tasks_cv_;
+
+    // The supervisor's timer.
+    boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+    boost::asio::steady_timer timer_;                        // on strand_
+    Clock::time_point timer_at_ = Clock::time_point::max();  // guarded by m_
+    Clock::time_point next_hb_{}, next_cost_{};              // on strand_
 };
 
 }  // namespace sky::detail

@@ -65,6 +65,37 @@ void Scheduler::enqueue(Task t) { pending_.push_back(std::move(t)); }
 
 void Scheduler::pin(Task t) { at(t.pinned).pinned.push_back(std::move(t)); }
 
+std::size_t Scheduler::broadcast_size(bool per_rank) const {
+    if (!per_rank) return nodes_.size();
+    std::size_t n = 0;
+    for (const auto& node : nodes_) n += static_cast<std::size_t>(node.workers);
+    return n;
+}
+
+std::vector<std::pair<std::size_t, int>> Scheduler::broadcast(
+    const std::shared_ptr<BatchState>& batch, const CallDesc& call, bool per_rank,
+    Clock::time_point now) {
+    std::vector<std::pair<std::size_t, int>> unplaced;
+    std::size_t item = 0;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        const int node = static_cast<int>(i);
+        const int ranks = per_rank ? nodes_[i].workers : 1;
+        // A node being replaced keeps its share: it runs on the replacement.
+        const bool live =
+            nodes_[i].state == NodeState::ready || nodes_[i].state == NodeState::restarting;
+        for (int w = 0; w < ranks; ++w, ++item) {
+            if (!live) {
+                unplaced.emplace_back(item, node);
+                continue;
+            }
+            Task t = make_task(batch, item, call, node, now);
+            t.pinned_worker = per_rank ? w : -1;
+            pin(std::move(t));
+        }
+    }
+    return unplaced;
+}
+
 void Scheduler::dispatch(const Assigned& assigned) {
     std::size_t slots = 0;
     for (auto& n : nodes_)

@@ -109,6 +109,17 @@ public:
     /// Queues a call for node `t.pinned` only.
     void pin(Task t);
 
+    /// How many items a broadcast has: one per node, or with `per_rank` (a distributed plugin's
+    /// call) one per worker process of each node.
+    [[nodiscard]] std::size_t broadcast_size(bool per_rank) const;
+    /// Places a broadcast of `call` whose batch has broadcast_size(per_rank) items, in rank
+    /// order (node 0's worker processes first): each item pinned to its node, and with
+    /// `per_rank` to its worker process there. A node that is gone for good (lost, closed)
+    /// takes nothing: its items are returned as (item, node), to fail.
+    std::vector<std::pair<std::size_t, int>> broadcast(const std::shared_ptr<BatchState>& batch,
+                                                       const CallDesc& call, bool per_rank,
+                                                       Clock::time_point now);
+
     /// Gives waiting calls to ready nodes with room: pinned calls first, then the queue, one
     /// node at a time in rotation so that every node gets its share.
     void dispatch(const Assigned& assigned);

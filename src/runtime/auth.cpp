@@ -53,9 +53,31 @@ Buffer auth_frame(std::initializer_list<const AuthBlock*> parts) {
 
 }  // namespace
 
+AuthBlock worker_auth_block(const Frame& f, const char* what) {
+    if (f.header.type != MsgType::auth || f.payload.size() != sizeof(AuthBlock))
+        auth_failed(fmt::format("expected the worker's {} ({} bytes), got a {} frame of {} bytes",
+                                what, sizeof(AuthBlock), msg_type_name(f.header.type),
+                                f.payload.size()));
+    AuthBlock out{};
+    std::memcpy(out.data(), f.payload.data(), out.size());
+    return out;
+}
+
+ClientAuthAnswer client_auth_answer(std::string_view token, const AuthBlock& nw) {
+    AuthBlock nc{};
+    random_bytes(nc);
+    const AuthBlock mine = auth_mac(token, 'c', nw, nc);
+    return {auth_frame({&nc, &mine}), auth_mac(token, 'w', nc, nw)};
+}
+
+void check_worker_proof(const ClientAuthAnswer& answer, const AuthBlock& proof) {
+    if (!auth_equal(proof, answer.expected_proof))
+        auth_failed("the worker's proof does not match this pool's token (not our worker)");
+}
+
 void client_authenticate(Transport& t, FrameReader& reader, std::string_view token,
                          std::chrono::milliseconds timeout) {
-    auto read_auth = [&](const char* what, AuthBlock& out) {
+    auto read_auth = [&](const char* what) {
         if (!reader.has_buffered_frame() && !t.wait_readable(timeout))
             throw Error(
                 fmt::format("no {} from the worker within {} s", what,
@@ -68,22 +90,12 @@ void client_authenticate(Transport& t, FrameReader& reader, std::string_view tok
             auth_failed(fmt::format("bad {} from the peer: {}", what, e.what()));
         }
         if (!got) throw Error(fmt::format("the worker closed the connection before its {}", what));
-        if (f.header.type != MsgType::auth || f.payload.size() != sizeof(AuthBlock))
-            auth_failed(
-                fmt::format("expected the worker's {} ({} bytes), got a {} frame of {} bytes", what,
-                            sizeof(AuthBlock), msg_type_name(f.header.type), f.payload.size()));
-        std::memcpy(out.data(), f.payload.data(), out.size());
+        return worker_auth_block(f, what);
     };
-    AuthBlock nw{}, nc{}, proof{};
-    read_auth("challenge", nw);
-    random_bytes(nc);
-    const AuthBlock mine = auth_mac(token, 'c', nw, nc);
-    Buffer answer = auth_frame({&nc, &mine});
-    std::span<const std::byte> one[] = {answer.span()};
+    const ClientAuthAnswer answer = client_auth_answer(token, read_auth("challenge"));
+    std::span<const std::byte> one[] = {answer.frame.span()};
     t.write_all(one);
-    read_auth("proof", proof);
-    if (!auth_equal(proof, auth_mac(token, 'w', nc, nw)))
-        auth_failed("the worker's proof does not match this pool's token (not our worker)");
+    check_worker_proof(answer, read_auth("proof"));
 }
 
 namespace {

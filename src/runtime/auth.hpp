@@ -36,6 +36,21 @@ AuthBlock auth_mac(std::string_view token, char tag, const AuthBlock& a, const A
 /// Constant-time equality (CRYPTO_memcmp): the time a check takes tells nothing about the MAC.
 bool auth_equal(const AuthBlock& a, const AuthBlock& b) noexcept;
 
+/// An auth frame from the worker (`what`: "challenge", "proof") as its 32-byte block; throws
+/// ProtocolError ("authentication failed: ...") for a frame of another type or size.
+AuthBlock worker_auth_block(const Frame& f, const char* what);
+
+/// The client's answer to the worker's challenge: the auth frame to send, and the proof the
+/// worker must send back.
+struct ClientAuthAnswer {
+    Buffer frame;
+    AuthBlock expected_proof{};
+};
+/// Answers the worker's challenge `nw` with a fresh nonce.
+ClientAuthAnswer client_auth_answer(std::string_view token, const AuthBlock& nw);
+/// Throws ProtocolError ("authentication failed: ...") when `proof` is not the worker's answer.
+void check_worker_proof(const ClientAuthAnswer& answer, const AuthBlock& proof);
+
 /// The client's side on a fresh connection: reads the worker's challenge through `reader`
 /// (whose frame limit must be auth_max_frame), answers it, and checks the worker's proof.
 /// On return the worker is authenticated and `reader` may hold the frames that followed the

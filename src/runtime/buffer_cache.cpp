@@ -1,4 +1,7 @@
 // The large-block cache behind sky::detail::Buffer (see buffer.hpp for why).
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -54,7 +57,10 @@ void* buffer_realloc(void* p, std::size_t old_capacity, std::size_t n) {
             }
         }
     }
-    return std::realloc(p, n);
+    void* q = std::realloc(p, n);
+    // A large block's first transfer writes it for the first time: huge pages make that cheaper.
+    if (q && n >= (std::size_t{4} << 20)) prefer_huge_pages(q, n);
+    return q;
 }
 
 void buffer_free(void* p, std::size_t capacity) noexcept {
@@ -96,6 +102,19 @@ void buffer_free(void* p, std::size_t capacity) noexcept {
         return;
     }
     std::free(p);
+}
+
+void prefer_huge_pages(void* p, std::size_t n) noexcept {
+    constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+    static const bool enabled = [] {
+        const char* v = std::getenv("SKY_HUGE_PAGES");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    if (!enabled || !p || n < 2 * huge) return;
+    // Only whole huge pages inside the range: the memory around it is someone else's.
+    const auto begin = (reinterpret_cast<std::uintptr_t>(p) + huge - 1) & ~(huge - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(huge - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 }  // namespace sky::detail

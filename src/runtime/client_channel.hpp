@@ -1,8 +1,11 @@
 #pragma once
 // The client's end of the wire to one worker (the worker's end is worker.cpp): the handshake,
 // the frames the client sends (calls, controls, the layout) and the worker's frames decoded into
-// messages. It knows nothing of pools or scheduling; the pool's supervisor owns one per node and
-// serialises its writers (a write may run while the reader thread reads).
+// messages. It knows nothing of pools or scheduling.
+//
+// The rules live here without I/O (ClientHandshake, decode_incoming, encode_call), so that two
+// drivers share them: ClientChannel over a blocking Transport (a node's worker talking to its
+// per-GPU worker processes), and the pool's NodeConnection over an io::Stream on the I/O core.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/transport.hpp"
 #include "sky/detail/call.hpp"
@@ -44,6 +48,10 @@ struct Incoming {
     LogMsg log;             ///< log (call_id 0: not printed by a call)
     MetricsSample metrics;  ///< metrics
 };
+
+/// Decodes a serving worker's frame into `in`. Throws ProtocolError on a frame that is malformed
+/// or that a worker never sends.
+void decode_incoming(Frame& f, Incoming& in);
 
 class ClientChannel {
 public:
@@ -92,10 +100,53 @@ public:
     void shutdown() noexcept { transport_->shutdown(); }
 
 private:
+    void write_bytes(std::span<const std::byte> bytes);
+
     std::unique_ptr<Transport> transport_;
     std::string name_;
     std::unique_ptr<FrameReader> frames_;
     Frame frame_;
+};
+
+/// The client's side of the handshake as steps, without I/O: each frame from the worker goes
+/// in, the bytes to answer with come out, and the driver waits for the next frame no longer than
+/// deadline(). Authentication (runtime/auth.hpp), the worker's hello checked (protocol, build),
+/// the client's hello sent, then log lines and heartbeats until the worker's ready frame. Every
+/// error names the connection: ProtocolError for a worker that fails authentication or breaks
+/// the protocol, sky::Error for one that is silent past a bound or ends the stream.
+class ClientHandshake {
+public:
+    using Clock = std::chrono::steady_clock;
+    /// `name` prefixes every error ("node 1 (i-0abc)"); the first wait starts at `now`.
+    ClientHandshake(ClientChannel::Handshake h, std::string name, Clock::time_point now);
+
+    /// The largest frame the next step accepts (64 bytes until the worker is authenticated).
+    [[nodiscard]] std::uint64_t frame_limit() const noexcept;
+    /// When waiting for the next frame ends in timed_out().
+    [[nodiscard]] Clock::time_point deadline() const noexcept { return deadline_; }
+    /// Takes the worker's next frame; returns the bytes to send back (often none).
+    Buffer on_frame(const Frame& f, Clock::time_point now);
+    /// True once the worker's ready frame was checked: ready() holds it.
+    [[nodiscard]] bool done() const noexcept { return stage_ == Stage::done; }
+    [[nodiscard]] const WorkerReady& ready() const noexcept { return ready_; }
+
+    /// Throws the error for a frame the reader could not decode (its ProtocolError `e`).
+    [[noreturn]] void bad_frame(const std::exception& e) const;
+    /// Throws the error for a stream that ended before the handshake did.
+    [[noreturn]] void ended() const;
+    /// Throws the error for a wait that reached deadline().
+    [[noreturn]] void timed_out() const;
+    /// Throws the error for a transport that failed (`why`).
+    [[noreturn]] void failed(const std::string& why) const;
+
+private:
+    enum class Stage { challenge, proof, hello, ready, done };
+    ClientChannel::Handshake h_;
+    std::string name_;
+    Stage stage_ = Stage::challenge;
+    Clock::time_point deadline_;
+    ClientAuthAnswer answer_;
+    WorkerReady ready_;
 };
 
 }  // namespace sky::detail

@@ -26,6 +26,10 @@ int spawn_now(const SpawnRequest& r) {
         posix_spawn_file_actions_adddup2(&fa, r.output_fd, 1);
         posix_spawn_file_actions_adddup2(&fa, r.output_fd, 2);
     }
+    // Nothing else of the client's: a descriptor the program opened without O_CLOEXEC (a
+    // socket, a file) must not stay open for as long as a worker lives (a peer would never see
+    // the end of a connection the program closed).
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
     if (!r.workdir.empty()) posix_spawn_file_actions_addchdir_np(&fa, r.workdir.c_str());
     std::vector<char*> argv, envp;
     for (auto& a : r.argv) argv.push_back(const_cast<char*>(a.c_str()));

@@ -1,17 +1,15 @@
 #pragma once
 // What travels from the front to the pool: a call description, and the shared state a batch of
 // calls completes into.
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "sky/detail/buffer.hpp"
@@ -49,81 +47,56 @@ struct Outcome {
     std::vector<std::string> log_tail;
 };
 
-/// Shared by the pool (which completes items) and the caller (which waits).
+/// A batch of calls in flight, shared by the pool (which completes its items) and the caller
+/// (which waits for them, or is called back). Its synchronisation is compiled in libsky
+/// (src/pool/batch_state.cpp), so this header holds no mutex or condition variable.
 class BatchState {
 public:
-    explicit BatchState(std::size_t n) : outcomes(n), remaining_(n) { finished_.reserve(n); }
+    explicit BatchState(std::size_t n);
+    ~BatchState();
+    BatchState(const BatchState&) = delete;
+    BatchState& operator=(const BatchState&) = delete;
 
+    /// Item `i` finished with a result (from the pool).
     void complete(std::size_t i, Buffer&& result, int node = -1, std::string instance_id = {},
-                  std::vector<std::string> log_tail = {}) {
-        auto& o = outcomes[i];
-        o.result = std::move(result);
-        o.node = node;
-        o.instance_id = std::move(instance_id);
-        o.log_tail = std::move(log_tail);
-        finish_one(i);
-    }
-    void fail(std::size_t i, std::exception_ptr e) {
-        outcomes[i].error = std::move(e);
-        finish_one(i);
-    }
-    void wait() {
-        // A short spin first: a fast call answers within microseconds, and a futex sleep and
-        // wake-up costs about as much as the call itself.
-        auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-        for (int i = 0;; ++i) {
-            if (done_.load(std::memory_order_acquire)) return;
-            if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
-        }
-        std::unique_lock lk(m_);
-        cv_.wait(lk, [&] { return remaining_ == 0; });
-    }
+                  std::vector<std::string> log_tail = {});
+    /// Item `i` failed (from the pool).
+    void fail(std::size_t i, std::exception_ptr e);
+    /// Waits until every item finished. Throws sky::Error on one of sky's I/O threads (an
+    /// asynchronous handler without an executor of its own): waiting there would stall the
+    /// connections that deliver the results.
+    void wait();
+    /// Waits up to `d`; true when every item finished.
     template <class Rep, class Period>
     bool wait_for(std::chrono::duration<Rep, Period> d) {
-        std::unique_lock lk(m_);
-        return cv_.wait_for(lk, d, [&] { return remaining_ == 0; });
+        // A day at a time: a long wait (hours::max()) never overflows in nanoseconds.
+        constexpr std::chrono::hours day{24};
+        std::common_type_t<std::chrono::duration<Rep, Period>, std::chrono::hours> left = d;
+        for (; left > day; left -= day)
+            if (wait_for_ns(day)) return true;
+        return wait_for_ns(std::chrono::ceil<std::chrono::nanoseconds>(left));
     }
-    [[nodiscard]] bool ready() const noexcept { return done_.load(std::memory_order_acquire); }
+    /// True when every item finished.
+    [[nodiscard]] bool ready() const noexcept;
     /// Waits for the next item to finish and sets `index` to it, in the order items finish
     /// (pool.as_completed); false once every item has been taken. For one consumer.
-    bool next_finished(std::size_t& index) {
-        std::unique_lock lk(m_);
-        if (taken_ == outcomes.size()) return false;
-        ++waiting_;
-        cv_.wait(lk, [&] { return taken_ < finished_.size(); });
-        --waiting_;
-        index = finished_[taken_++];
-        return true;
-    }
+    bool next_finished(std::size_t& index);
     /// The first failure in input order, if any.
-    [[nodiscard]] std::exception_ptr first_error() const {
-        for (auto& o : outcomes)
-            if (o.error) return o.error;
-        return nullptr;
-    }
+    [[nodiscard]] std::exception_ptr first_error() const;
+    /// Calls `hook` once, when every item has finished: at once on this thread when they
+    /// have, else on the thread that finishes the last one (often one of sky's I/O threads, so
+    /// the hook must not block). The asynchronous forms (sky/asio.hpp) complete through it.
+    void on_finished(std::function<void()> hook);
 
     std::vector<Outcome> outcomes;
     /// Set by the pool: cancels what has not finished; returns true when something was cancelled.
     std::function<bool()> cancel;
 
 private:
-    void finish_one(std::size_t i) {
-        std::lock_guard lk(m_);
-        finished_.push_back(i);
-        if (--remaining_ == 0) {
-            done_.store(true, std::memory_order_release);
-            cv_.notify_all();
-        } else if (waiting_ > 0) {
-            cv_.notify_all();
-        }
-    }
-    std::mutex m_;
-    std::condition_variable cv_;
-    std::size_t remaining_;
-    std::atomic<bool> done_{false};
-    std::vector<std::size_t> finished_;  ///< item indices in the order they finished
-    std::size_t taken_ = 0;              ///< how many of them next_finished() handed out
-    int waiting_ = 0;                    ///< next_finished() callers asleep
+    bool wait_for_ns(std::chrono::nanoseconds d);
+    void finish_one(std::size_t i);
+    struct Sync;
+    std::unique_ptr<Sync> sync_;
 };
 
 /// Decodes one outcome as R (rethrowing its error). Result bytes that do not decode as R (a

@@ -214,6 +214,12 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
         const std::byte* first = bytes.data() + 8;
         if (reinterpret_cast<std::uintptr_t>(first) % alignof(E) == 0) {
             const E* p = reinterpret_cast<const E*>(first);
+            if (n * sizeof(E) >= (std::size_t{4} << 20)) {
+                // Fresh memory: faulting it in costs more than the copy (docs/performance.md).
+                value.clear();
+                value.reserve(static_cast<std::size_t>(n));
+                prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
+            }
             value.assign(p, p + n);
             return 8 + static_cast<std::size_t>(n) * sizeof(E);
         }

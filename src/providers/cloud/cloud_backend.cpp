@@ -142,7 +142,7 @@ public:
         NodeStart s;
         s.instance = instance_of(node, *n);
         s.token = n->remote->token();
-        s.transport = n->remote->connect_worker();
+        s.stream = n->remote->connect_worker();
         return s;
     }
 

@@ -85,7 +85,7 @@ public:
         s.instance.private_ip = "127.0.0.1";
         s.instance.public_ip = std::nullopt;
         s.token = w->token();
-        s.transport = w->connect_worker();
+        s.stream = w->connect_worker();
         emit(BootstrapCompleted{id});
         return s;
     }

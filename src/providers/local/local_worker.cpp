@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "io/fd_stream.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/crash_report.hpp"
-#include "runtime/fd_transport.hpp"
 #include "runtime/spawner.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker_launch.hpp"
@@ -107,10 +107,10 @@ void LocalWorker::start() {
     status_ = 0;
     reaped_ = false;
     token_ = std::move(token);
-    pending_ = std::make_unique<FdTransport>(sv[0], fmt::format("worker pid {}", pid));
+    pending_ = std::make_unique<io::FdStream>(sv[0], fmt::format("worker pid {}", pid));
 }
 
-std::unique_ptr<Transport> LocalWorker::connect_worker() {
+std::unique_ptr<io::Stream> LocalWorker::connect_worker() {
     std::lock_guard lk(m_);
     if (!pending_)
         throw Error(fmt::format("worker process {}: its connection was taken already", pid_));

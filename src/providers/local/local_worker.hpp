@@ -27,7 +27,7 @@ public:
 
     /// The client's end of the socketpair of the latest start; once per start (the worker
     /// serves one connection). Throws sky::Error when it was taken already.
-    std::unique_ptr<Transport> connect_worker() override;
+    std::unique_ptr<io::Stream> connect_worker() override;
     [[nodiscard]] const std::string& token() const noexcept override { return token_; }
     /// Ends the current process if it still runs, then starts a fresh one with a new token.
     void restart_worker(const std::function<void(Event)>& emit) override;
@@ -60,7 +60,7 @@ private:
     int status_ = 0;
     bool reaped_ = true;
     std::string token_;
-    std::unique_ptr<Transport> pending_;  // the client's end, until connect_worker()
+    std::unique_ptr<io::Stream> pending_;  // the client's end, until connect_worker()
     /// A private directory (0700) for the worker's crash file; removed by the destructor.
     std::string crash_dir_;
 };

@@ -386,10 +386,9 @@ std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
     }
 }
 
-std::unique_ptr<Transport> RemoteNode::connect_worker() {
-    // The pool still reads Transports on a thread; the tunnel itself is an io::Stream.
-    return ssh::blocking_transport(
-        session_->open_unix_socket(socket_path_, std::chrono::seconds(30)));
+std::unique_ptr<io::Stream> RemoteNode::connect_worker() {
+    // A direct-streamlocal channel on the node's session, read and written on the I/O core.
+    return session_->open_unix_socket(socket_path_, std::chrono::seconds(30));
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {

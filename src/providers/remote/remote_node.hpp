@@ -62,7 +62,7 @@ public:
     ~RemoteNode() override;
 
     /// A new transport to the worker (an SSH direct-streamlocal channel to its Unix socket).
-    std::unique_ptr<Transport> connect_worker() override;
+    std::unique_ptr<io::Stream> connect_worker() override;
     [[nodiscard]] const std::string& token() const noexcept override { return token_; }
     /// Admits these addresses (a node that joined the pool) through the node's host firewall
     /// (RemoteNodeSpec::host_firewall). Returns what went wrong, empty when they are admitted.

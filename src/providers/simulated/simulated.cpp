@@ -31,6 +31,7 @@
 #include <sstream>
 #include <thread>
 
+#include "io/stream.hpp"
 #include "pool/ledger.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/collect.hpp"
@@ -602,28 +603,34 @@ private:
 };
 
 // ---------------------------------------------------------------------------------------------
-// A transport that counts the calls the worker completes (result and error frames), for
+// A stream that counts the calls the worker completes (result and error frames), for
 // lose_after_calls: the count is the client's, so the worker runtime knows nothing of faults.
 // It only reads frame headers to find where frames end; the pool's own reader decodes them.
 
-class CountingTransport final : public Transport {
+class CountingStream final : public io::Stream {
 public:
-    CountingTransport(std::unique_ptr<Transport> inner, std::function<void()> on_call_done)
+    CountingStream(std::unique_ptr<io::Stream> inner, std::function<void()> on_call_done)
         : inner_(std::move(inner)), on_call_done_(std::move(on_call_done)) {}
 
-    std::size_t read_some(std::span<std::byte> buf) override {
-        const std::size_t n = inner_->read_some(buf);
-        scan(buf.first(n));
-        return n;
+    executor_type get_executor() override { return inner_->get_executor(); }
+    void async_read_some(boost::asio::mutable_buffer buffer, io::IoHandler handler) override {
+        // Completions run on the stream's strand, one read at a time: the scan needs no lock.
+        inner_->async_read_some(buffer, [this, buffer, h = std::move(handler)](
+                                            boost::system::error_code ec, std::size_t n) mutable {
+            scan({static_cast<const std::byte*>(buffer.data()), n});
+            std::move(h)(ec, n);
+        });
     }
-    void write_all(std::span<const std::span<const std::byte>> bufs) override {
-        inner_->write_all(bufs);
+    void async_write_some(std::span<const boost::asio::const_buffer> buffers,
+                          io::IoHandler handler) override {
+        inner_->async_write_some(buffers, std::move(handler));
     }
-    void shutdown() noexcept override { inner_->shutdown(); }
-    bool wait_readable(std::chrono::milliseconds timeout) override {
-        return inner_->wait_readable(timeout);
+    std::size_t try_write_some(std::span<const boost::asio::const_buffer> buffers) override {
+        return inner_->try_write_some(buffers);
     }
+    void close() noexcept override { inner_->close(); }
     std::string describe() const override { return inner_->describe(); }
+    std::string failure() const override { return inner_->failure(); }
 
 private:
     void scan(std::span<const std::byte> bytes) {
@@ -658,7 +665,7 @@ private:
         }
     }
 
-    std::unique_ptr<Transport> inner_;
+    std::unique_ptr<io::Stream> inner_;
     std::function<void()> on_call_done_;
     std::array<std::byte, frame_header_size> header_{};
     std::size_t have_ = 0;
@@ -745,9 +752,9 @@ public:
         worker_.reset();
     }
 
-    std::unique_ptr<Transport> connect_worker() override {
+    std::unique_ptr<io::Stream> connect_worker() override {
         std::weak_ptr<SimCloud> cloud = cloud_;
-        return std::make_unique<CountingTransport>(worker_->connect_worker(), [cloud, id = id_] {
+        return std::make_unique<CountingStream>(worker_->connect_worker(), [cloud, id = id_] {
             if (auto c = cloud.lock()) c->call_completed(id);
         });
     }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "io/fd_stream.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "runtime/fd_transport.hpp"
 #include "ship/closure.hpp"
@@ -88,8 +89,8 @@ public:
     const std::string& home() const override { return home_; }
     const std::string& user() const override { return user_; }
 
-    std::unique_ptr<Transport> open_channel(const std::string& host, std::uint16_t port) override {
-        return ssh::blocking_transport(session_->open_tunnel(host, port, std::chrono::seconds(30)));
+    std::unique_ptr<io::Stream> open_channel(const std::string& host, std::uint16_t port) override {
+        return session_->open_tunnel(host, port, std::chrono::seconds(30));
     }
 
     std::string ship_program(const std::string& event_id, const std::string& run_dir,
@@ -170,9 +171,9 @@ public:
     const std::string& home() const override { return home_; }
     const std::string& user() const override { return user_; }
 
-    std::unique_ptr<Transport> open_channel(const std::string& host, std::uint16_t port) override {
+    std::unique_ptr<io::Stream> open_channel(const std::string& host, std::uint16_t port) override {
         const int fd = connect_tcp(host, port, std::chrono::seconds(30));
-        return std::make_unique<FdTransport>(fd, fmt::format("tcp to {}:{}", host, port));
+        return std::make_unique<io::FdStream>(fd, fmt::format("tcp to {}:{}", host, port));
     }
 
     std::string ship_program(const std::string& event_id, const std::string& run_dir,

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/transport.hpp"
+#include "io/stream.hpp"
 #include "sky/events.hpp"
 
 namespace sky::detail::slurm {
@@ -54,8 +54,8 @@ public:
     [[nodiscard]] virtual const std::string& user() const = 0;
     /// A byte stream to host:port as the login node reaches it (compute nodes are reachable
     /// from there, maybe not from the client). Throws sky::Error when nothing answers.
-    virtual std::unique_ptr<Transport> open_channel(const std::string& host,
-                                                    std::uint16_t port) = 0;
+    virtual std::unique_ptr<io::Stream> open_channel(const std::string& host,
+                                                     std::uint16_t port) = 0;
     /// Puts this program and its libraries into the store there (~/.sky/prog/<id>, each file
     /// sent once) and returns the program's directory. `run_dir` is a private directory of the
     /// pool there. Emits BootstrapProgress for `event_id`. Throws BootstrapError-free failures

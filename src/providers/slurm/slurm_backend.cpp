@@ -211,7 +211,7 @@ public:
         s.instance.private_ip = n.address;
         s.token = n.token;
         try {
-            s.transport = login_->open_channel(n.address, port);
+            s.stream = login_->open_channel(n.address, port);
         } catch (const std::exception& e) {
             throw BootstrapError(
                 i, n.instance_id, "connect",

@@ -88,7 +88,7 @@ public:
         s.instance.public_ip = host;
         s.instance.private_ip = host;
         s.token = existing->token();
-        s.transport = existing->connect_worker();
+        s.stream = existing->connect_worker();
         return s;
     }
 

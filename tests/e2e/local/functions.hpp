@@ -40,6 +40,9 @@ int fail_on_node(int node);
 
 int orphan_client(const char* pid_file);
 
+/// Live child processes of this test process (the pools' workers); zombies do not count.
+int live_children();
+
 /// A pool spec with nothing displayed.
 inline sky::PoolSpec quiet(int nodes, int concurrency = 1) {
     return {.nodes = nodes, .concurrency = concurrency, .display = sky::Display::quiet};

@@ -1,5 +1,4 @@
 // Every operator and method on a real Local pool.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -21,29 +20,6 @@ using namespace std::chrono_literals;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Live child processes of this test process (the pools' workers); zombies do not count.
-int live_children() {
-    const long me = ::getpid();
-    int count = 0;
-    DIR* d = ::opendir("/proc");
-    if (!d) return -1;
-    while (dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
-        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream in("/proc/" + name + "/stat");
-        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const auto close = stat.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(stat.substr(close + 1));
-        std::string state;
-        long ppid = 0;
-        rest >> state >> ppid;
-        if (ppid == me && state != "Z") ++count;
-    }
-    ::closedir(d);
-    return count;
-}
 
 // What a pool's events said, with the time each arrived.
 struct Seen {

@@ -283,6 +283,35 @@ TEST_CASE("simulated: a frozen node ends in NodeLostError within the heartbeat b
     CHECK(children() == 0);
 }
 
+TEST_CASE(
+    "simulated: with default settings a frozen node is lost within 30 s, whatever idle_timeout "
+    "is",
+    "[simulated]") {
+    // api.md section 3: a node whose worker answers nothing is lost within 30 s by default. The
+    // default idle_timeout is 600 s; a longer one must not stretch the bound either.
+    for (const auto idle : {std::chrono::seconds(600), std::chrono::seconds(7200)}) {
+        Recorder rec;
+        auto spec = simulated({.faults = {sky::Fault::freeze(0, 500ms)}}, 1, rec);
+        spec.idle_timeout = idle;
+        sky::ComputePool pool{spec};
+        auto call = pool.submit(sky::compute<node_after>(120'000));
+        const auto t0 = std::chrono::steady_clock::now();
+        REQUIRE(call.wait_for(40s));  // if not, the pool's teardown ends the frozen worker
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        try {
+            call.get();
+            FAIL("the call outlived its frozen node");
+        } catch (const sky::NodeLostError& e) {
+            INFO(e.what());
+            CHECK(std::string(e.what()).find("heartbeat") != std::string::npos);
+        }
+        INFO("idle_timeout " << idle.count() << " s: lost after "
+                             << std::chrono::duration<double>(waited).count() << " s");
+        CHECK(waited < 30s);
+    }
+    CHECK(children() == 0);
+}
+
 TEST_CASE("simulated: the events come in a cloud's order", "[simulated]") {
     Recorder rec;
     std::vector<std::string> ids;

@@ -43,11 +43,15 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"ship", {"runtime", "ssh", "util"}},
         // The engine asks the registry for its backend (the one place that knows providers);
         // PoolSpec::validate checks the volumes.
+        // The pool's node connections and its timer run on the I/O core.
         {"pool",
-         {"bootstrap", "catalog", "metrics", "providers/registry", "runtime", "util", "volumes"}},
+         {"bootstrap", "catalog", "io", "metrics", "providers/registry", "runtime", "util",
+          "volumes"}},
         {"providers/registry", {"catalog", "pool", "util"}},
         // Every remote node mounts the pool's volumes (a bootstrap phase) and unmounts them.
-        {"providers/remote", {"bootstrap", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
+        // The worker's tunnel reaches the pool as an io::Stream (the SSH layer's channel).
+        {"providers/remote",
+         {"bootstrap", "io", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
         // Volumes: the endpoint check every endpoint gets, the node's SSH session. Debt: the
         // pool's AWS credentials come from the AWS adapter's loader, which belongs in a shared
         // place beside SigV4.
@@ -55,8 +59,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"providers/cloud",
          {"catalog", "pool", "providers/registry", "providers/remote", "ssh", "util"}},
         // Local gives pip an image's settings in the same private files a node's bootstrap
-        // writes (bootstrap/pip.hpp).
-        {"providers/local", {"bootstrap", "pool", "providers/registry", "runtime", "util"}},
+        // writes (bootstrap/pip.hpp); a Local worker's socket pair is an io::FdStream.
+        {"providers/local", {"bootstrap", "io", "pool", "providers/registry", "runtime", "util"}},
         {"providers/ssh", {"pool", "providers/registry", "providers/remote", "ssh", "util"}},
         // The REST clouds' shared descriptor helper makes their cloud backends and registers them.
         {"providers/rest", {"http", "providers/cloud", "providers/registry", "util"}},
@@ -66,14 +70,17 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"providers/vastai", cloud_adapter},
         {"providers/runpod", cloud_adapter},
         // Simulated nodes are local worker processes behind the cloud layer.
+        // Its nodes' streams count the calls they complete (lose_after_calls).
         {"providers/simulated",
-         {"catalog", "pool", "providers/cloud", "providers/local", "providers/registry", "runtime",
-          "util"}},
+         {"catalog", "io", "pool", "providers/cloud", "providers/local", "providers/registry",
+          "runtime", "util"}},
         // A Slurm pool is one job: the login node over SSH (ssh), the program into its store
-        // (ship), workers started with the runtime's launch variables. Of the cloud layer only
-        // its collector: `sky ls`/`sky gc` reach sky's jobs as they reach a cloud's machines.
+        // (ship), workers started with the runtime's launch variables, reached through io
+        // streams. Of the cloud layer only its collector: `sky ls`/`sky gc` reach sky's jobs as
+        // they reach a cloud's machines.
         {"providers/slurm",
-         {"pool", "providers/cloud", "providers/registry", "runtime", "ship", "ssh", "util"}},
+         {"io", "pool", "providers/cloud", "providers/registry", "runtime", "ship", "ssh",
+          "util"}},
         // The tool reaches providers only through their descriptors (the registry): `sky ls` and
         // `sky gc` name no provider.
         {"cli", {"catalog", "http", "pool", "providers/registry", "util"}},
@@ -188,4 +195,35 @@ TEST_CASE("layers: each component links exactly the components it includes, as t
         INFO("component " << component << " in layers.txt");
         CHECK(includes.count(component) == 1);
     }
+}
+
+TEST_CASE("layers: the public headers include no Boost, libcurl or libssh2, but sky/asio.hpp Asio",
+          "[layers]") {
+    // A program that includes <sky/sky.hpp> needs only the standard library and cereal; the one
+    // optional header for asynchronous use (api.md section 2b) brings Boost.Asio.
+    const fs::path include = fs::path(SKY_SOURCE_DIR) / "include";
+    const std::regex system_include(R"(^\s*#\s*include\s+<([^>]+)>)");
+    int headers = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(include)) {
+        if (!entry.is_regular_file() || entry.path().extension() != ".hpp") continue;
+        ++headers;
+        const std::string rel = fs::relative(entry.path(), include).generic_string();
+        std::ifstream in(entry.path());
+        int line_no = 0;
+        for (std::string line; std::getline(in, line);) {
+            ++line_no;
+            std::smatch m;
+            if (!std::regex_search(line, m, system_include)) continue;
+            const std::string target = m[1].str();
+            INFO(rel << ":" << line_no << " includes <" << target << ">");
+            CHECK(target.rfind("curl/", 0) != 0);
+            CHECK(target.rfind("libssh2", 0) != 0);
+            const bool boost = target.rfind("boost/", 0) == 0;
+            if (rel == "sky/asio.hpp")
+                CHECK((!boost || target.rfind("boost/asio", 0) == 0));
+            else
+                CHECK_FALSE(boost);
+        }
+    }
+    CHECK(headers > 10);
 }

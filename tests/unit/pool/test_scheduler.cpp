@@ -371,6 +371,55 @@ TEST_CASE("scheduler: retries lost on a node wait for the others within a bounde
     CHECK(f.dispatch().size() == 71);
 }
 
+TEST_CASE("scheduler: a broadcast pins one call to each node, in node order", "[scheduler]") {
+    Fixture f(3);
+    f.submit(5);  // waiting calls: a broadcast's pinned calls go first
+    REQUIRE(f.s.broadcast_size(false) == 3);
+    auto b = std::make_shared<BatchState>(3);
+    CHECK(f.s.broadcast(b, Fixture::call(), false, f.t0).empty());
+    // Pinned calls go before waiting ones: each node's first call is its broadcast item.
+    std::map<int, std::size_t> first;
+    f.s.dispatch([&](int node, std::uint64_t, const Task& t) {
+        if (!first.count(node)) first[node] = t.batch == b ? t.index : 99;
+    });
+    CHECK(first == std::map<int, std::size_t>{{0, 0}, {1, 1}, {2, 2}});
+}
+
+TEST_CASE("scheduler: a per-rank broadcast runs once per worker process, ranks in node order",
+          "[scheduler]") {
+    Fixture f(2);
+    f.s.set_workers(0, 2);
+    f.s.set_workers(1, 3);
+    REQUIRE(f.s.broadcast_size(true) == 5);
+    REQUIRE(f.s.broadcast_size(false) == 2);
+    auto b = std::make_shared<BatchState>(5);
+    std::vector<std::pair<int, int>> where;  // per item: (node, worker process)
+    CHECK(f.s.broadcast(b, Fixture::call(), true, f.t0).empty());
+    where.resize(5);
+    f.s.dispatch([&](int node, std::uint64_t, const Task& t) {
+        where.at(t.index) = {node, t.pinned_worker};
+    });
+    CHECK(where == std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}});
+}
+
+TEST_CASE("scheduler: a broadcast's share of a lost node fails, a replaced node's waits",
+          "[scheduler]") {
+    Fixture f(3);
+    f.s.set_state(1, State::lost);
+    f.s.set_state(2, State::restarting);
+    auto b = std::make_shared<BatchState>(3);
+    auto unplaced = f.s.broadcast(b, Fixture::call(), false, f.t0);
+    CHECK(unplaced == std::vector<std::pair<std::size_t, int>>{{1, 1}});
+    auto sent = f.dispatch();
+    REQUIRE(sent.size() == 1);  // node 0 now; node 2's call waits for its replacement
+    CHECK(sent[0].node == 0);
+    f.s.set_state(2, State::ready);
+    sent = f.dispatch();
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].node == 2);
+    CHECK(sent[0].index == 2);
+}
+
 TEST_CASE("scheduler: uses no threads or locks", "[scheduler]") {
     // The supervisor's lock guards it; a thread or lock of its own would make its rules
     // untestable here. Its sources say so.
