@@ -35,7 +35,7 @@ thread_local const PoolCore* t_task_of = nullptr;
 
 PoolCore::PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend)
     : spec_(std::move(spec)),
-      id_(random_hex(8)),
+      id_(random_hex(16)),  // 64 bits: ids name destructive teardown by tag (security I2)
       // Heartbeats every few seconds (cheap) and a silence bound well under 30 s, whatever
       // idle_timeout is: a frozen worker or a half-open connection is found silent within
       // heartbeat + bound + a check (14 s by default), which leaves room for asking the backend
