@@ -24,11 +24,14 @@ struct InstanceInfo {
     std::string private_addr = "127.0.0.1";
     /// Every node's private address, in node order (peers[0] is the head).
     std::vector<std::string> peers;
+    /// This node's host name as the node itself knows it (`gethostname`): on Slurm the compute
+    /// node's name in the allocation, what `squeue` and the cluster's logs show.
+    std::string hostname;
 
     template <class Archive>
     void serialize(Archive& ar) {
         ar(node, total_nodes, is_head, accelerators, head_addr, head_port, job_id, worker,
-           workers_per_node, private_addr, peers);
+           workers_per_node, private_addr, peers, hostname);
     }
 };
 

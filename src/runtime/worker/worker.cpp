@@ -147,6 +147,8 @@ bool Worker::handshake() {
         info.head_port = ch.head_port;
         info.job_id = ch.pool_id;
         info.private_addr = ch.private_addr.empty() ? ch.head_addr : ch.private_addr;
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) == 0) info.hostname = host;
     }
     concurrency_ = std::max(1, ch.concurrency);
     limits_.idle_timeout = std::chrono::seconds(std::max<std::int64_t>(1, ch.idle_timeout_s));

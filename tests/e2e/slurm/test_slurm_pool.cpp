@@ -62,7 +62,7 @@ std::string rendezvous() {
     s << "rank=" << env_of("RANK") << " world=" << env_of("WORLD_SIZE")
       << " local=" << env_of("LOCAL_RANK") << " node_rank=" << env_of("NODE_RANK")
       << " master=" << env_of("MASTER_ADDR") << " port=" << env_of("MASTER_PORT")
-      << " cuda=" << env_of("CUDA_VISIBLE_DEVICES") << " host=" << host_name()
+      << " cuda=" << env_of("CUDA_VISIBLE_DEVICES") << " host=" << i.hostname
       << " private=" << i.private_addr << " workers=" << i.workers_per_node;
     return s.str();
 }
