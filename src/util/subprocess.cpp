@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "sky/errors.hpp"
@@ -81,6 +83,35 @@ struct Child {
     }
 };
 
+// Writing to the stdin of a program that has already ended raises SIGPIPE, whose default action
+// would end this process: it is held back on this thread while run_subprocess writes, and one
+// that came meanwhile is taken off (the write's EPIPE says enough).
+class SigpipeHeld {
+public:
+    SigpipeHeld() {
+        sigemptyset(&pipe_);
+        sigaddset(&pipe_, SIGPIPE);
+        sigset_t pending;
+        sigemptyset(&pending);
+        was_pending_ = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+        ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    }
+    ~SigpipeHeld() {
+        if (!was_pending_) {
+            const timespec none{0, 0};
+            while (::sigtimedwait(&pipe_, nullptr, &none) == SIGPIPE) {
+            }
+        }
+        ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+    SigpipeHeld(const SigpipeHeld&) = delete;
+    SigpipeHeld& operator=(const SigpipeHeld&) = delete;
+
+private:
+    sigset_t pipe_{}, old_{};
+    bool was_pending_ = false;
+};
+
 }  // namespace
 
 SubprocessResult run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& o) {
@@ -142,6 +173,8 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
     close_all();  // the child's ends
     ::fcntl(c.in, F_SETFL, O_NONBLOCK);
     if (o.stdin_data.empty()) close_fd(c.in);
+    std::optional<SigpipeHeld> sigpipe;
+    if (c.in >= 0) sigpipe.emplace();
 
     std::string partial;  // stdout since its last newline, for on_line
     auto keep = [&](std::string& to, const char* data, std::size_t n) {

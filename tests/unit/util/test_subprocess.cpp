@@ -41,6 +41,15 @@ TEST_CASE("subprocess: stdin data and environment overrides", "[util][subprocess
     CHECK(r.output.find(std::to_string(big.size())) != std::string::npos);
 }
 
+TEST_CASE("subprocess: a program that ends before reading its stdin is no SIGPIPE here",
+          "[util][subprocess]") {
+    // More than a pipe holds: the writes after its end fail with EPIPE, and this process lives.
+    const std::string big(4 << 20, 'x');
+    auto r = run_subprocess({"sh", "-c", "exit 7"}, {}, 10s, 1 << 20, big);
+    CHECK(r.status == 7);
+    CHECK_FALSE(r.timed_out);
+}
+
 TEST_CASE("subprocess: output beyond the cap is dropped and said so", "[util][subprocess]") {
     auto r = run_subprocess({"sh", "-c", "head -c 100000 /dev/zero"}, {}, 10s, 1000);
     CHECK(r.status == 0);
