@@ -6,11 +6,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -211,6 +211,21 @@ bool any_match(const json& values, const std::string& text) {
 }
 
 json state(int code, const char* name) { return json{{"Code", code}, {"Name", name}}; }
+
+// Whether a Describe* request's list of ids or names takes `v` (an empty list takes every one).
+template <class List, class Value>
+bool listed(const List& list, const Value& v) {
+    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+}
+
+// A Describe* request that names a resource that does not exist is EC2's NotFound for it, before
+// any filter is read.
+template <class Known>
+void require_known(const json& ids, const Known& known, const char* code, const char* what) {
+    for (const auto& id : ids)
+        if (!known.count(id.get<std::string>()))
+            fail(400, code, fmt::format("The {} '{}' does not exist", what, id.get<std::string>()));
+}
 
 // What a resource shows under a filter name: its values there (a resource has many tags, so
 // "tag-key" may name several); none when the name is no filter of that resource.
@@ -949,8 +964,7 @@ json FakeEc2::describe_instances(const json& params) {
     for (const auto& [rid, reservation] : reservations_) {
         json instances = json::array();
         for (const auto& id : reservation["InstanceIds"]) {
-            if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), id) == wanted.end())
-                continue;
+            if (!listed(wanted, id)) continue;
             const json& instance = instances_.at(id);
             if (passes_filters(filters, [&](const std::string& name) {
                     return instance_field(instance, name);
@@ -1046,7 +1060,7 @@ json FakeEc2::describe_instance_types(const json& params) {
     const json filters = params.value("Filters", json::array());
     std::vector<const json*> matched;
     for (const auto& [name, info] : instance_types_) {
-        if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+        if (!listed(names, name)) continue;
         const bool ok = passes_filters(
             filters, [&](const std::string& f) -> std::optional<std::vector<std::string>> {
                 if (f == "instance-type") return std::vector<std::string>{name};
@@ -1106,14 +1120,9 @@ json FakeEc2::describe_key_pairs(const json& params) {
     std::lock_guard lock(mutex_);
     json out = json::array();
     auto names = params.value("KeyNames", json::array());
-    for (const auto& name : names) {
-        if (!key_pairs_.count(name.get<std::string>())) {
-            fail(400, "InvalidKeyPair.NotFound",
-                 fmt::format("The key pair '{}' does not exist", name.get<std::string>()));
-        }
-    }
+    require_known(names, key_pairs_, "InvalidKeyPair.NotFound", "key pair");
     for (const auto& [name, info] : key_pairs_) {
-        if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+        if (!listed(names, name)) continue;
         const bool ok =
             passes_filters(params.value("Filters", json::array()),
                            [&](const std::string& f) -> std::optional<std::vector<std::string>> {
@@ -1157,17 +1166,9 @@ json FakeEc2::describe_security_groups(const json& params) {
     json out = json::array();
     auto ids = params.value("GroupIds", json::array());
     auto names = params.value("GroupNames", json::array());
-    for (const auto& id : ids) {
-        if (!security_groups_.count(id.get<std::string>())) {
-            fail(400, "InvalidGroup.NotFound",
-                 fmt::format("The security group '{}' does not exist", id.get<std::string>()));
-        }
-    }
+    require_known(ids, security_groups_, "InvalidGroup.NotFound", "security group");
     for (const auto& [id, group] : security_groups_) {
-        if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
-        if (!names.empty() &&
-            std::find(names.begin(), names.end(), group["GroupName"]) == names.end())
-            continue;
+        if (!listed(ids, id) || !listed(names, group["GroupName"])) continue;
         const bool ok =
             passes_filters(params.value("Filters", json::array()),
                            [&](const std::string& f) -> std::optional<std::vector<std::string>> {
@@ -1202,8 +1203,7 @@ json FakeEc2::describe_images(const json& params) {
     auto ids = params.value("ImageIds", json::array());
     auto owners = params.value("Owners", json::array());
     for (const auto& image : images_) {
-        if (!ids.empty() && std::find(ids.begin(), ids.end(), image["ImageId"]) == ids.end())
-            continue;
+        if (!listed(ids, image["ImageId"])) continue;
         bool owner_ok = owners.empty();
         for (const auto& owner : owners) {
             owner_ok = owner_ok || owner == image["OwnerId"] ||
