@@ -8,6 +8,7 @@
 
 #include "pool/display.hpp"
 #include "sky/errors.hpp"
+#include "util/text.hpp"
 
 namespace sky::cli {
 
@@ -79,10 +80,7 @@ std::string utc(std::int64_t unix_seconds) {
 }
 
 std::string join(const std::vector<std::string>& items, std::size_t max) {
-    std::string s;
-    for (std::size_t i = 0; i < items.size() && i < max; ++i) s += (i ? ", " : "") + items[i];
-    if (items.size() > max) s += fmt::format(" +{} more", items.size() - max);
-    return s.empty() ? "-" : s;
+    return items.empty() ? "-" : detail::join(items, ", ", max);
 }
 
 std::string_view state_name(CloudInstance::State s) {

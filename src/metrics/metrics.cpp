@@ -1,36 +1,22 @@
 // Metrics parsers and the sampler (see metrics.hpp).
 #include "metrics/metrics.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "catalog/names.hpp"
-
-extern char** environ;
+#include "util/file.hpp"
+#include "util/subprocess.hpp"
+#include "util/text.hpp"
 
 namespace sky::detail {
 namespace {
-
-std::string_view trim_ws(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-        s.remove_suffix(1);
-    return s;
-}
 
 template <class F>
 void for_each_line(std::string_view text, F&& f) {
@@ -43,19 +29,11 @@ void for_each_line(std::string_view text, F&& f) {
 }
 
 std::optional<double> to_double(std::string_view s) {
-    s = trim_ws(s);
+    s = trim(s);
     double v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
     return v;
-}
-
-std::optional<std::string> read_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return std::nullopt;
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 }  // namespace
@@ -67,7 +45,7 @@ std::optional<CpuTimes> parse_proc_stat(std::string_view text) {
         line.remove_prefix(4);
         std::vector<unsigned long long> v;
         while (!line.empty()) {
-            line = trim_ws(line);
+            line = trim(line);
             if (line.empty()) break;
             unsigned long long x = 0;
             auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), x);
@@ -98,8 +76,8 @@ std::optional<MemoryUsage> parse_meminfo(std::string_view text) {
         const auto colon = line.find(':');
         if (colon == std::string_view::npos) return;
         const auto key = line.substr(0, colon);
-        std::string_view rest = trim_ws(line.substr(colon + 1));
-        if (rest.ends_with("kB")) rest = trim_ws(rest.substr(0, rest.size() - 2));
+        std::string_view rest = trim(line.substr(colon + 1));
+        if (rest.ends_with("kB")) rest = trim(rest.substr(0, rest.size() - 2));
         const auto kb = to_double(rest);
         if (!kb) return;
         if (key == "MemTotal")
@@ -128,12 +106,12 @@ GpuUsage parse_nvidia_smi(std::string_view text) {
     double util_sum = 0;
     int util_n = 0;
     for_each_line(text, [&](std::string_view line) {
-        line = trim_ws(line);
+        line = trim(line);
         if (line.empty()) return;
         std::vector<std::string_view> f;
         while (true) {
             const auto c = line.find(',');
-            f.push_back(trim_ws(line.substr(0, c)));
+            f.push_back(trim(line.substr(0, c)));
             if (c == std::string_view::npos) break;
             line.remove_prefix(c + 1);
         }
@@ -177,79 +155,17 @@ std::optional<std::string> find_on_path(std::string_view name) {
 
 std::optional<std::string> run_with_timeout(const std::string& program, std::string_view args,
                                             std::chrono::milliseconds timeout) {
-    std::vector<std::string> argv_s{program};
+    std::vector<std::string> argv{program};
     for (std::string_view a = args; !a.empty();) {
         const auto sp = a.find(' ');
-        if (sp != 0) argv_s.emplace_back(a.substr(0, sp));
+        if (sp != 0) argv.emplace_back(a.substr(0, sp));
         if (sp == std::string_view::npos) break;
         a.remove_prefix(sp + 1);
     }
-    std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, program.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    if (rc != 0) {
-        ::close(fds[0]);
-        return std::nullopt;
-    }
-    std::string out;
-    bool timed_out = false;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buf[4096];
-    while (true) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-            timed_out = true;
-            break;
-        }
-        pollfd p{fds[0], POLLIN, 0};
-        const int pr = ::poll(&p, 1, static_cast<int>(left.count()));
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr == 0) {
-            timed_out = true;
-            break;
-        }
-        if (pr < 0) break;
-        const ssize_t n = ::read(fds[0], buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;  // EOF
-        out.append(buf, static_cast<std::size_t>(n));
-        if (out.size() > (1u << 20)) {  // far more than any GPU table: something is wrong
-            timed_out = true;
-            break;
-        }
-    }
-    ::close(fds[0]);
-    if (timed_out) ::kill(pid, SIGKILL);
-    // Reap it, but never wait long: a process stuck in the kernel (a wedged driver) may ignore
-    // SIGKILL for a while; then it is left behind rather than hanging the caller.
-    int status = 0;
-    const auto reap_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1) +
-                               (timed_out ? std::chrono::milliseconds(0) : timeout);
-    while (true) {
-        const pid_t r = ::waitpid(pid, &status, WNOHANG);
-        if (r == pid) break;
-        if (r < 0 && errno != EINTR) return std::nullopt;
-        if (std::chrono::steady_clock::now() > reap_deadline) {
-            ::kill(pid, SIGKILL);
-            return std::nullopt;
-        }
-        ::usleep(5000);
-    }
-    if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-    return out;
+    // Far more than any GPU table: more means something is wrong, and counts as no answer.
+    const auto r = run_subprocess(argv, {}, timeout, 1u << 20);
+    if (r.timed_out || r.truncated || r.status != 0) return std::nullopt;
+    return r.output;
 }
 
 std::optional<Accelerator> parse_nvidia_smi_devices(std::string_view text) {
@@ -257,9 +173,9 @@ std::optional<Accelerator> parse_nvidia_smi_devices(std::string_view text) {
     std::string first_name;
     int count = 0;
     for_each_line(text, [&](std::string_view line) {
-        line = trim_ws(line);
+        line = trim(line);
         const auto comma = line.rfind(',');
-        const std::string_view name = trim_ws(line.substr(0, comma));
+        const std::string_view name = trim(line.substr(0, comma));
         if (name.empty()) return;
         const double mib =
             comma == std::string_view::npos ? 0 : to_double(line.substr(comma + 1)).value_or(0);
@@ -289,10 +205,10 @@ std::vector<NvidiaGpu> parse_nvidia_smi_list(std::string_view text) {
         auto rest = line.substr(at + 7);
         const auto end = rest.find(')');
         return end == std::string_view::npos ? std::string()
-                                             : std::string(trim_ws(rest.substr(0, end)));
+                                             : std::string(trim(rest.substr(0, end)));
     };
     for_each_line(text, [&](std::string_view raw) {
-        const std::string_view line = trim_ws(raw);
+        const std::string_view line = trim(raw);
         if (line.rfind("GPU ", 0) == 0) {
             // "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"
             const auto colon = line.find(':');
@@ -302,12 +218,12 @@ std::vector<NvidiaGpu> parse_nvidia_smi_list(std::string_view text) {
             if (g.index < 0) return;
             auto rest = line.substr(colon + 1);
             const auto paren = rest.find("(UUID:");
-            g.name = std::string(trim_ws(rest.substr(0, paren)));
+            g.name = std::string(trim(rest.substr(0, paren)));
             g.uuid = uuid_of(line);
             gpus.push_back(std::move(g));
         } else if (line.rfind("MIG ", 0) == 0 && !gpus.empty()) {
             // "MIG 3g.40gb     Device  0: (UUID: MIG-...)"
-            auto rest = trim_ws(line.substr(4));
+            auto rest = trim(line.substr(4));
             MigSlice m;
             m.profile = std::string(rest.substr(0, rest.find_first_of(" \t")));
             m.uuid = uuid_of(line);
@@ -386,7 +302,7 @@ WorkerPlan pin_to_visible(WorkerPlan plan, std::string_view visible) {
     std::vector<std::string> list;
     for (std::size_t start = 0; start <= visible.size();) {
         const auto comma = std::min(visible.find(',', start), visible.size());
-        const auto entry = trim_ws(visible.substr(start, comma - start));
+        const auto entry = trim(visible.substr(start, comma - start));
         if (!entry.empty()) list.emplace_back(entry);
         start = comma + 1;
     }
@@ -416,8 +332,8 @@ MetricsSampler::MetricsSampler(Options options) : options_(std::move(options)) {
     if (auto stat = read_file(options_.proc_root + "/stat")) last_cpu_ = parse_proc_stat(*stat);
 }
 
-MetricsSample MetricsSampler::sample() {
-    MetricsSample s;
+Metrics MetricsSampler::sample() {
+    Metrics s;
     if (auto stat = read_file(options_.proc_root + "/stat")) {
         if (auto now = parse_proc_stat(*stat)) {
             if (last_cpu_) s.cpu_percent = cpu_percent(*last_cpu_, *now);

@@ -1,10 +1,12 @@
 #pragma once
 // Metrics sampling on a node (the numbers of the Metrics event, api.md §9): CPU from /proc/stat,
 // memory from /proc/meminfo, GPUs from nvidia-smi. Parsers take text so they can be unit-tested;
-// MetricsSampler reads the real sources.
+// MetricsSampler reads the real sources. A sample is the public sky::Metrics event itself: the
+// worker fills its numbers, the pool which node it came from.
 #include <chrono>
 #include <optional>
 #include <sky/accelerator.hpp>
+#include <sky/events.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,25 +54,6 @@ inline constexpr const char* kNvidiaSmiArgs =
 /// GPU. A field reading "[N/A]" or "[Not Supported]" is skipped for that GPU; malformed lines are
 /// ignored.
 GpuUsage parse_nvidia_smi(std::string_view text);
-
-/// One sample, shaped like the Metrics event.
-struct MetricsSample {
-    double cpu_percent = 0;
-    double memory_percent = 0;
-    double memory_used_mb = 0;
-    double memory_total_mb = 0;
-    std::optional<double> gpu_utilization;
-    std::optional<double> gpu_memory_used_mb;
-    std::optional<double> gpu_memory_total_mb;
-    std::optional<double> gpu_temperature;
-
-    /// The payload of a metrics frame.
-    template <class Archive>
-    void serialize(Archive& ar) {
-        ar(cpu_percent, memory_percent, memory_used_mb, memory_total_mb, gpu_utilization,
-           gpu_memory_used_mb, gpu_memory_total_mb, gpu_temperature);
-    }
-};
 
 /// Runs `program` with `args` (split on spaces), returning its stdout when it exits 0 within
 /// `timeout`; none otherwise (not found, failed, or killed at the timeout). Never hangs.
@@ -158,8 +141,9 @@ public:
     MetricsSampler() : MetricsSampler(Options{}) {}
     explicit MetricsSampler(Options options);
 
-    /// CPU % since the previous call (or since construction), memory and GPU now.
-    MetricsSample sample();
+    /// CPU % since the previous call (or since construction), memory and GPU now; the event's
+    /// instance_id and node are left for the pool to fill in.
+    Metrics sample();
 
 private:
     Options options_;
@@ -168,3 +152,15 @@ private:
 };
 
 }  // namespace sky::detail
+
+namespace sky {
+
+/// The payload of a metrics frame (worker to client): a Metrics event's numbers, not which node
+/// it is (the client knows that). Found by cereal through argument-dependent lookup.
+template <class Archive>
+void serialize(Archive& ar, Metrics& m) {
+    ar(m.cpu_percent, m.memory_percent, m.memory_used_mb, m.memory_total_mb, m.gpu_utilization,
+       m.gpu_memory_used_mb, m.gpu_memory_total_mb, m.gpu_temperature);
+}
+
+}  // namespace sky

@@ -21,19 +21,8 @@ constexpr std::size_t chunks_per_slot = 4;
 }  // namespace
 
 ElementError describe_current_exception(std::uint64_t index) {
-    ElementError e;
-    e.index = index;
-    try {
-        throw;
-    } catch (const std::exception& x) {
-        e.type_name = demangle(typeid(x).name());
-        e.message = x.what();
-    } catch (...) {
-        auto* t = abi::__cxa_current_exception_type();
-        e.type_name = t ? demangle(t->name()) : "unknown";
-        e.message = "an exception that is not a std::exception";
-    }
-    return e;
+    auto d = current_exception_description();
+    return {index, std::move(d.type_name), std::move(d.message)};
 }
 
 MapRun plan_map(const CallDesc& base, std::string_view function, const MapData& data,

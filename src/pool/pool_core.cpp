@@ -368,10 +368,10 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
                 calls = calls || in.call_id != 0;
                 break;
             case MsgType::metrics: {
-                const auto& m = in.metrics;
-                emit(Metrics{instance_id, i, m.cpu_percent, m.memory_percent, m.memory_used_mb,
-                             m.memory_total_mb, m.gpu_utilization, m.gpu_memory_used_mb,
-                             m.gpu_memory_total_mb, m.gpu_temperature});
+                Metrics m = in.metrics;
+                m.instance_id = instance_id;
+                m.node = i;
+                emit(m);
                 break;
             }
             default:  // heartbeat

@@ -43,10 +43,10 @@ void encode_call(Outgoing& out, std::uint64_t call_id, const CallDesc& call, int
 struct Incoming {
     MsgType type = MsgType::heartbeat;
     std::uint64_t call_id = 0;
-    Buffer payload;         ///< result: the encoded result
-    ErrorMsg error;         ///< error
-    LogMsg log;             ///< log (call_id 0: not printed by a call)
-    MetricsSample metrics;  ///< metrics
+    Buffer payload;   ///< result: the encoded result
+    ErrorMsg error;   ///< error
+    LogMsg log;       ///< log (call_id 0: not printed by a call)
+    Metrics metrics;  ///< metrics (instance_id and node empty: the caller knows them)
 };
 
 /// Decodes a serving worker's frame into `in`. Throws ProtocolError on a frame that is malformed

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "runtime/build_id.hpp"
+#include "util/file.hpp"
 
 namespace sky::detail {
 
@@ -188,11 +189,7 @@ std::optional<WorkerCrash> read_crash_report(std::string_view text) {
 
 std::optional<WorkerCrash> read_crash_file(const std::string& path) {
     if (path.empty()) return std::nullopt;
-    std::ifstream in(path, std::ios::binary);
-    std::string text(1u << 20, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, in.gcount())));
-    return read_crash_report(text);
+    return read_crash_report(read_file(path, 1u << 20).value_or(""));
 }
 
 }  // namespace sky::detail

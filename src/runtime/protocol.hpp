@@ -34,7 +34,7 @@ enum class MsgType : std::uint8_t {
     result = 3,     // worker -> client: result bytes
     error = 4,      // worker -> client: ErrorMsg
     log = 5,        // worker -> client: LogMsg (call id 0: not inside a call)
-    metrics = 6,    // worker -> client: MetricsSample
+    metrics = 6,    // worker -> client: sky::Metrics (its numbers)
     heartbeat = 7,  // both ways, empty
     cancel = 8,     // client -> worker, empty: drop the call if it has not started
     shutdown = 9,   // client -> worker, empty: finish and exit
@@ -189,7 +189,7 @@ struct ErrorMsg {
     }
 };
 
-/// Metrics payload: a cereal MetricsSample (metrics/metrics.hpp).
+/// Metrics payload: a sky::Metrics event's numbers, by cereal (metrics/metrics.hpp).
 
 /// Ack payload: the call ids, [u64 id]..., of result and error frames the client received; the
 /// worker forgets them (it keeps the others to send again after a resume).

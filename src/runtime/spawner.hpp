@@ -2,6 +2,10 @@
 // Starts local worker processes from one long-lived thread: a worker's parent-death signal fires
 // when the thread that forked it ends, so forking from a short-lived thread (a MultiPool's, say)
 // would kill workers early.
+// Not util/subprocess's run_subprocess: that one runs a command to its end and reaps it, while a
+// worker lives as long as its node, talks over a socket pair handed in as fd 3 that the pool
+// then drives, is reaped by its owner (LocalWorker, NodeWorker), and must be forked by the one
+// long-lived thread above.
 #include <string>
 #include <vector>
 

@@ -19,8 +19,6 @@ namespace sky::detail::ship {
 
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 std::string hash_file_content(const std::filesystem::path& p) {
     std::ifstream f(p, std::ios::binary);
     if (!f) throw std::runtime_error("cannot read " + p.string() + " to ship it");
@@ -166,10 +164,10 @@ bool is_node_provided(std::string_view name) {
         "libEGL_nvidia.so", "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so",
         "linux-vdso.so"};
     for (auto p : glibc)
-        if (starts_with(name, p)) return true;
+        if (name.starts_with(p)) return true;
     for (auto p : driver)
-        if (starts_with(name, p)) return true;
-    return starts_with(name, "linux-gate.so");
+        if (name.starts_with(p)) return true;
+    return name.starts_with("linux-gate.so");
 }
 
 std::vector<LoadedObject> loaded_objects() {

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/env.hpp"
+
 namespace sky::detail::ship {
 
 namespace {
@@ -33,11 +35,6 @@ constexpr int kMaxConnections = 64;
 constexpr auto kRequestTime = std::chrono::seconds(5);
 constexpr int kSendStallSeconds = 30;
 constexpr auto kTransferTime = std::chrono::minutes(20);
-
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
 
 bool is_hash(const std::string& h) {
     if (h.size() != 64) return false;
@@ -146,14 +143,14 @@ bool listen_address(const std::string& name, in_addr& out) {
 
 int serve_files_main() {
     auto s = std::make_shared<Server>();
-    s->dir = env("SKY_SERVE_DIR");
-    const std::string token_file = env("SKY_SERVE_TOKEN_FILE");
-    const std::string list_file = env("SKY_SERVE_LIST_FILE");
-    const std::string port_file = env("SKY_SERVE_PORT_FILE");
-    const std::string run_dir = env("SKY_SERVE_RUN_DIR");
-    const std::string address = env("SKY_SERVE_ADDR");
-    const int idle = std::max(5, std::atoi(env("SKY_SERVE_IDLE").c_str()));
-    const long long lifetime = std::atoll(env("SKY_SERVE_LIFETIME").c_str());
+    s->dir = env_or("SKY_SERVE_DIR");
+    const std::string token_file = env_or("SKY_SERVE_TOKEN_FILE");
+    const std::string list_file = env_or("SKY_SERVE_LIST_FILE");
+    const std::string port_file = env_or("SKY_SERVE_PORT_FILE");
+    const std::string run_dir = env_or("SKY_SERVE_RUN_DIR");
+    const std::string address = env_or("SKY_SERVE_ADDR");
+    const int idle = std::max(5, std::atoi(env_or("SKY_SERVE_IDLE").c_str()));
+    const long long lifetime = std::atoll(env_or("SKY_SERVE_LIFETIME").c_str());
     auto token_lines = take_lines(token_file, 1);
     if (!token_lines.empty()) s->token = token_lines.front();
     for (auto& h : take_lines(list_file, 1u << 20))

@@ -13,6 +13,7 @@
 #include "ssh/session.hpp"
 #include "util/digest.hpp"
 #include "util/encoding.hpp"
+#include "util/text.hpp"
 
 namespace sky::detail::ssh {
 
@@ -156,14 +157,6 @@ HostKeyPin HostKeyPin::insecure_accept_any() {
     pin.accept_any = true;
     return pin;
 }
-
-namespace {
-std::string join(const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-    return s;
-}
-}  // namespace
 
 HostKeyMismatch::HostKeyMismatch(std::string host, std::vector<std::string> expected,
                                  std::string actual, bool revoked)

@@ -13,4 +13,9 @@ inline std::string env_or(const char* name, std::string_view fallback = {}) {
     return v && *v ? std::string(v) : std::string(fallback);
 }
 
+/// `rel` under the user's home directory ($HOME, else /root: what a root-run service has).
+inline std::string home_path(std::string_view rel) {
+    return env_or("HOME", "/root") + "/" + std::string(rel);
+}
+
 }  // namespace sky::detail

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <typeinfo>
+#include <vector>
 
 namespace sky::detail {
 
@@ -17,6 +20,24 @@ inline std::string demangle(const char* name) {
     std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status),
                                              std::free);
     return status == 0 && d ? std::string(d.get()) : std::string(name);
+}
+
+/// The exception in flight, as a caller that rethrows it elsewhere reports it.
+struct ExceptionDescription {
+    std::string type_name;  ///< its dynamic type, demangled ("unknown" when not to be had)
+    std::string message;    ///< what(), or a sentence saying it is not a std::exception
+};
+
+/// Describes the exception being handled; call it inside a catch block only.
+inline ExceptionDescription current_exception_description() {
+    try {
+        throw;
+    } catch (const std::exception& e) {
+        return {demangle(typeid(e).name()), e.what()};
+    } catch (...) {
+        const std::type_info* t = abi::__cxa_current_exception_type();
+        return {t ? demangle(t->name()) : "unknown", "an exception that is not a std::exception"};
+    }
 }
 
 /// ASCII lower-case copy.
@@ -48,6 +69,19 @@ inline bool iequals(std::string_view a, std::string_view b) {
            std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
                return std::tolower(x) == std::tolower(y);
            });
+}
+
+/// `items` joined by `sep`; past the first `max` of them, " +N more" stands for the rest (a
+/// message stays readable whatever a cloud returns).
+inline std::string join(const std::vector<std::string>& items, std::string_view sep = ", ",
+                        std::size_t max = static_cast<std::size_t>(-1)) {
+    std::string s;
+    for (std::size_t i = 0; i < items.size() && i < max; ++i) {
+        if (i) s += sep;
+        s += items[i];
+    }
+    if (items.size() > max) s += " +" + std::to_string(items.size() - max) + " more";
+    return s;
 }
 
 }  // namespace sky::detail

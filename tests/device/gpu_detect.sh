@@ -6,5 +6,5 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${TMPDIR:-/tmp}/sky-gpu-detect
 g++ -std=c++20 -O1 -I "$root/include" -I "$root/src" ${CEREAL_INCLUDE:+-I "$CEREAL_INCLUDE"} \
   "$root/tests/device/gpu_detect.cpp" "$root/src/metrics/metrics.cpp" \
-  "$root/src/catalog/accelerator.cpp" -o "$out"
+  "$root/src/catalog/accelerator.cpp" "$root/src/util/subprocess.cpp" -o "$out"
 "$out"

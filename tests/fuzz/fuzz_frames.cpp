@@ -88,7 +88,7 @@ void decode_payload(Frame& f) {
             sky::fuzz::expect_typed([&] { (void)decode_log(p); });
             break;
         case MsgType::metrics:
-            decode_as<MetricsSample>(p);
+            decode_as<sky::Metrics>(p);
             break;
         case MsgType::ready:
             decode_as<WorkerReady>(p);

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     wh.hostname = "node-0";
     wh.functions = {{"stats::mean", 42}, {"train", 7}};
     ErrorMsg em{ErrorMsg::exception, "std::runtime_error", "boom", {"line 1", "line 2"}};
-    MetricsSample ms;
+    sky::Metrics ms;
     ms.cpu_percent = 12.5;
     ms.gpu_utilization = 99;
     WorkerReady wr{2, "A100-80GB@3g.40gb:2", {29500, 29501}, {"0", "1"}};

@@ -1,7 +1,8 @@
 #pragma once
-/// \file What the REST clouds' adapter unit tests share (tests/unit/{runpod,vastai,verda,
-/// digitalocean}): events ignored, a launch request as the cloud layer makes one, an offer found
-/// by its type. Header-only: a unit test links nothing more for it.
+/// \file What the REST clouds' adapter unit tests share
+/// (tests/unit/providers/{runpod,vastai,verda,digitalocean}): events ignored, a launch request as
+/// the cloud layer makes one, an offer found by its type. Header-only: a unit test links nothing
+/// more for it.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <mutex>

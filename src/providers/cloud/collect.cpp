@@ -12,6 +12,7 @@
 
 #include "pool/ledger.hpp"
 #include "providers/cloud/sweep.hpp"
+#include "util/text.hpp"
 
 namespace sky::detail {
 
@@ -19,13 +20,6 @@ namespace {
 
 // How long gc waits for a cloud to confirm that terminated machines are gone.
 constexpr auto kConfirmLimit = std::chrono::seconds(180);
-
-std::string joined(const std::vector<std::string>& items, std::size_t max = 64) {
-    std::string s;
-    for (std::size_t i = 0; i < items.size() && i < max; ++i) s += (i ? ", " : "") + items[i];
-    if (items.size() > max) s += fmt::format(" +{} more", items.size() - max);
-    return s;
-}
 
 void collect_cloud(const ProviderDescriptor& d, std::vector<GcPool> pools, const GcOptions& o) {
     if (pools.empty()) return;
@@ -69,25 +63,26 @@ void collect_cloud(const ProviderDescriptor& d, std::vector<GcPool> pools, const
             o.fail(fmt::format(
                 "{}: {} does not know {} in {}; its ledger does not name a region: if it ran in "
                 "another one, run sky gc with that region",
-                p.label, d.name, joined(unknown), region));
+                p.label, d.name, join(unknown, ", ", 64), region));
             continue;
         }
         if (o.dry_run) {
-            o.say(live.empty() ? fmt::format("{}: no machines left; would delete its key pair "
-                                             "and firewall{}",
-                                             p.label, r ? " and close its ledger" : "")
-                               : fmt::format("{}: would terminate {}", p.label, joined(live)));
+            o.say(live.empty()
+                      ? fmt::format("{}: no machines left; would delete its key pair "
+                                    "and firewall{}",
+                                    p.label, r ? " and close its ledger" : "")
+                      : fmt::format("{}: would terminate {}", p.label, join(live, ", ", 64)));
             continue;
         }
         if (!live.empty()) {
-            o.say(fmt::format("{}: terminating {}", p.label, joined(live)));
+            o.say(fmt::format("{}: terminating {}", p.label, join(live, ", ", 64)));
             SweepOptions s;
             s.unknown_is_gone = unknown_is_gone;
             s.deadline = kConfirmLimit;
             const SweepResult swept = terminate_and_confirm(*adapter, live, s);
             if (!swept.left.empty()) {
                 o.fail(fmt::format("{}: still stopping after {} s: {}{}; run sky gc again", p.label,
-                                   kConfirmLimit.count(), joined(swept.left),
+                                   kConfirmLimit.count(), join(swept.left, ", ", 64),
                                    swept.last_error.empty()
                                        ? std::string()
                                        : fmt::format(" ({}: {})", d.name, swept.last_error)));
@@ -107,7 +102,7 @@ void collect_cloud(const ProviderDescriptor& d, std::vector<GcPool> pools, const
         }
         if (!left.empty())
             o.fail(fmt::format("{}: no machines left, but still there: {}; run sky gc again later",
-                               p.label, joined(left, 16)));
+                               p.label, join(left, ", ", 16)));
         else
             o.say(fmt::format("{}: nothing left; key pair and firewall deleted{}", p.label,
                               r ? "; ledger closed" : ""));

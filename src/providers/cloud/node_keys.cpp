@@ -1,80 +1,42 @@
 #include "providers/cloud/node_keys.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
-#include <thread>
 #include <vector>
 
 #include "sky/errors.hpp"
+#include "util/file.hpp"
+#include "util/subprocess.hpp"
 #include "util/text.hpp"
 
-extern char** environ;
-
 namespace sky::detail {
-
-namespace {
-
-std::string read_text(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-}  // namespace
 
 void ssh_keygen(const std::filesystem::path& file, const std::string& comment) {
     std::error_code ec;
     std::filesystem::remove(file, ec);
     std::filesystem::remove(file.string() + ".pub", ec);
-    std::vector<std::string> argv{"ssh-keygen", "-q", "-t",    "ed25519", "-N",
-                                  "",           "-C", comment, "-f",      file.string()};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    pid_t pid = -1;
-    int rc = ::posix_spawnp(&pid, "ssh-keygen", &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
+    // Its output says nothing a caller could act on but the reason for a failure.
+    const auto r = run_subprocess(
+        {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", file.string()}, {},
+        std::chrono::seconds(30), 64u << 10);
+    if (r.status < 0 && !r.timed_out)
         throw ProvisionError("cannot run ssh-keygen (install openssh-client) to make SSH keys");
-    int status = 0;
-    bool done = false;
-    for (int i = 0; i < 3000 && !done; ++i) {  // 30 s at most
-        pid_t w = ::waitpid(pid, &status, WNOHANG);
-        if (w == pid) done = true;
-        if (w < 0) break;
-        if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (r.status != 0 || !std::filesystem::exists(file.string() + ".pub")) {
+        const auto why = trim(r.timed_out ? std::string_view("it ran past 30 s") : r.errors);
+        throw ProvisionError(fmt::format("ssh-keygen failed to make an ed25519 key{}{}",
+                                         why.empty() ? "" : ": ", why));
     }
-    if (!done) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-    }
-    if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-        !std::filesystem::exists(file.string() + ".pub"))
-        throw ProvisionError("ssh-keygen failed to make an ed25519 key");
 }
 
 std::string public_key_of(const std::filesystem::path& key_file) {
-    return std::string(trim(read_text(key_file.string() + ".pub")));
+    return std::string(trim(read_file(key_file.string() + ".pub").value_or("")));
 }
 
 SshKeyPair make_host_key(const std::filesystem::path& scratch_dir, const std::string& name) {
     auto key = scratch_dir / name;
     ssh_keygen(key, "sky-host");
-    SshKeyPair k{read_text(key), std::string(trim(read_text(key.string() + ".pub")))};
+    SshKeyPair k{read_file(key).value_or(""), public_key_of(key)};
     std::error_code ec;
     std::filesystem::remove(key, ec);  // the private half lives only in the boot script
     std::filesystem::remove(key.string() + ".pub", ec);

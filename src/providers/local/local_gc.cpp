@@ -15,6 +15,7 @@
 #include "providers/registry/registry.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker_launch.hpp"
+#include "util/file.hpp"
 
 namespace sky::detail {
 
@@ -24,10 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 // NUL-separated /proc lists (cmdline, environ).
 std::vector<std::string> proc_list(long pid, const char* what) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/" + what, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    const std::string raw = s.str();
+    const std::string raw = read_file("/proc/" + std::to_string(pid) + "/" + what).value_or("");
     std::vector<std::string> out;
     std::size_t start = 0;
     for (std::size_t i = 0; i < raw.size(); ++i)

@@ -1,13 +1,8 @@
 #include "providers/local/local_image.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,7 +18,10 @@
 #include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"
 #include "util/digest.hpp"
+#include "util/file.hpp"
 #include "util/shell.hpp"
+#include "util/subprocess.hpp"
+#include "util/text.hpp"
 
 extern char** environ;
 
@@ -46,80 +44,36 @@ struct RunResult {
 };
 
 // Runs `script` with bash in a process group of its own, with this process's environment less
-// the providers' credentials; `on_line` sees every line it prints. Ends it (the whole group)
-// when `cancelled` turns true or after kStepLimit.
+// the providers' credentials and the worker launch variables; `on_line` sees every line it
+// prints (stdout and stderr, as a terminal shows them) and says whether it belongs in the tail.
+// Ends it (the whole group) when `cancelled` turns true or after kStepLimit.
 RunResult run_bash(const std::string& script, const std::atomic<bool>& cancelled,
                    const std::function<bool(std::string_view)>& on_line) {
-    RunResult r;
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
-    std::vector<std::string> env;
+    SubprocessOptions o;
     for (char** e = environ; e && *e; ++e) {
         const std::string_view entry(*e);
         const std::string_view name = entry.substr(0, entry.find('='));
         if (!is_provider_credential(name) && !WorkerLaunch::is_launch_variable(entry))
-            env.emplace_back(entry);
+            o.env.emplace_back(entry);
     }
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string bash = "bash", dash_c = "-c", body = script;
-    char* argv[] = {bash.data(), dash_c.data(), body.data(), nullptr};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid = 0;
-    const int rc = ::posix_spawnp(&pid, "bash", &fa, &attr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    ::close(fds[1]);
-    if (rc != 0) {
-        ::close(fds[0]);
-        throw Error(fmt::format("cannot start bash: {}", std::strerror(rc)));
-    }
+    o.inherit_env = false;
+    o.timeout = kStepLimit;
+    o.output_cap = 0;  // only the tail is kept, below
+    o.merge_stderr = true;
+    o.cancel = &cancelled;
     std::deque<std::string> tail;
-    std::string partial;
-    auto line = [&](std::string l) {
+    o.on_line = [&](std::string_view l) {
         if (on_line && !on_line(l)) return;
-        tail.push_back(std::move(l));
+        tail.emplace_back(l);
         if (tail.size() > kTailLines) tail.pop_front();
     };
-    const auto until = Clock::now() + kStepLimit;
-    bool killed = false;
-    for (;;) {
-        if (!killed && (cancelled.load() || Clock::now() >= until)) {
-            r.cancelled = cancelled.load();
-            r.timed_out = !r.cancelled;
-            ::kill(-pid, SIGKILL);
-            killed = true;
-        }
-        pollfd p{fds[0], POLLIN, 0};
-        const int n = ::poll(&p, 1, 200);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) continue;
-        char buf[4096];
-        const ssize_t got = ::read(fds[0], buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;  // every writer is gone
-        partial.append(buf, static_cast<std::size_t>(got));
-        for (std::size_t nl; (nl = partial.find('\n')) != std::string::npos;) {
-            line(partial.substr(0, nl));
-            partial.erase(0, nl + 1);
-        }
-        if (partial.size() > 65536) line(std::exchange(partial, {}));  // bounded
-    }
-    if (!partial.empty()) line(partial);
-    ::close(fds[0]);
-    int st = 0;
-    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    const auto s = run_subprocess({"bash", "-c", script}, o);
+    if (s.status < 0 && !s.cancelled && !s.timed_out)
+        throw Error(s.errors);  // "cannot start bash: <why>"
+    RunResult r;
+    r.status = s.status;
+    r.cancelled = s.cancelled;
+    r.timed_out = s.timed_out;
     r.tail.assign(tail.begin(), tail.end());
     return r;
 }
@@ -130,19 +84,6 @@ std::string sky_home_dir() {
     } catch (const std::exception&) {
         return (fs::temp_directory_path() / fmt::format("sky-{}", ::geteuid())).string();
     }
-}
-
-std::string joined(const std::vector<std::string>& v) {
-    std::string s;
-    for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
-    return s;
-}
-
-bool read_file(const std::string& path, std::string& out) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return false;
-    out.assign(std::istreambuf_iterator<char>(in), {});
-    return !in.bad();
 }
 
 }  // namespace
@@ -239,12 +180,12 @@ void LocalImage::check_apt(Outcome& o) {
         o.notes.push_back(
             fmt::format("apt skipped on Local: {} (no dpkg-query on this machine to "
                         "check; Local installs no system packages)",
-                        joined(image_.apt)));
+                        join(image_.apt)));
     else if (!missing.empty())
         o.notes.push_back(
             fmt::format("apt skipped on Local: {} not installed on this machine "
                         "(Local installs no system packages)",
-                        joined(missing)));
+                        join(missing)));
 }
 
 void LocalImage::make_venv(Outcome& o) {
@@ -374,7 +315,7 @@ void LocalImage::install_pip(Outcome& o) {
         // The user's own entries first: they still count for their other indexes.
         std::string netrc;
         if (const char* home = std::getenv("HOME"); home && *home)
-            (void)read_file(std::string(home) + "/.netrc", netrc);
+            netrc = read_file(std::string(home) + "/.netrc").value_or("");
         script += "NETRC=" + put("netrc", netrc + "\n" + files.netrc) + " ";
     }
     script += fmt::format("{}/bin/python -m pip install -q --disable-pip-version-check -r {}",
@@ -385,7 +326,7 @@ void LocalImage::install_pip(Outcome& o) {
         o.message = "the pool was closed while this node started";
     } else if (r.status != 0) {
         o.failed = true;
-        o.message = fmt::format("pip install {} failed with exit status {}{}", joined(image_.pip),
+        o.message = fmt::format("pip install {} failed with exit status {}{}", join(image_.pip),
                                 r.status, r.tail.empty() ? "" : ": " + r.tail.back());
         o.output = r.tail;
     }
@@ -396,8 +337,7 @@ void LocalImage::write_files(Outcome& o) {
         const fs::path path(f.path);
         struct stat st {};
         if (::lstat(path.c_str(), &st) == 0) {
-            std::string have;
-            if (S_ISREG(st.st_mode) && read_file(path, have) && have == f.content) continue;
+            if (S_ISREG(st.st_mode) && read_file(path) == f.content) continue;
             o.failed = true;
             o.message = fmt::format(
                 "{} is already on this machine with other content: Local does not replace a file "
@@ -457,9 +397,8 @@ void LocalImage::remove_files() noexcept {
     std::lock_guard lk(m_);
     try {
         for (auto it = written_.rbegin(); it != written_.rend(); ++it) {
-            std::string have;
             // Only what is still as it was written: a file changed since is somebody's.
-            if (read_file(it->first, have) && have == it->second) ::unlink(it->first.c_str());
+            if (read_file(it->first) == it->second) ::unlink(it->first.c_str());
         }
         for (auto it = made_dirs_.rbegin(); it != made_dirs_.rend(); ++it)
             ::rmdir(it->c_str());  // only when empty

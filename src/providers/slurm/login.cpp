@@ -39,8 +39,6 @@ std::string CommandOutcome::summary() const {
 
 namespace {
 
-std::string home_file(const char* rel) { return env_or("HOME", "/root") + "/" + rel; }
-
 // The login node over one SSH session: every command an exec channel, every worker stream a
 // direct-tcpip channel from there. sshd allows 10 sessions (exec channels) per connection by
 // default (MaxSessions): at most 8 commands run at once here.
@@ -52,9 +50,9 @@ public:
         so.port = static_cast<std::uint16_t>(a.port);
         so.user = a.user.empty() ? local_user() : a.user;
         so.private_key_file =
-            o.identity_file.empty() ? home_file(".ssh/id_ed25519") : o.identity_file;
+            o.identity_file.empty() ? home_path(".ssh/id_ed25519") : o.identity_file;
         so.host_key = ssh::HostKeyPin::known_hosts(
-            o.known_hosts.empty() ? home_file(".ssh/known_hosts") : o.known_hosts);
+            o.known_hosts.empty() ? home_path(".ssh/known_hosts") : o.known_hosts);
         so.connect_timeout = o.connect_timeout;
         so.connect_attempts = o.connect_attempts;
         address_.user = so.user;

@@ -77,12 +77,6 @@ void for_each_line(std::string_view text, F&& f) {
     }
 }
 
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
-    std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : std::string(sep)) + x;
-    return out;
-}
-
 bool all_digits(std::string_view s) {
     return !s.empty() &&
            std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });

@@ -9,15 +9,11 @@
 #include "pool/ledger.hpp"
 #include "providers/registry/registry.hpp"
 #include "providers/remote/remote_node.hpp"
+#include "util/env.hpp"
 
 namespace sky::detail {
 
 namespace {
-
-std::string home_path(const char* rel) {
-    const char* h = std::getenv("HOME");
-    return std::string(h ? h : "/root") + "/" + rel;
-}
 
 class SshBackend final : public Backend {
 public:

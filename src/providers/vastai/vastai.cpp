@@ -22,6 +22,7 @@
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"
+#include "util/file.hpp"
 #include "util/text.hpp"
 
 namespace sky::detail {
@@ -88,11 +89,9 @@ std::optional<std::pair<int, std::string>> parse_type(const std::string& type) {
 std::optional<std::string> read_key_file() {
     const std::string home = env_or("HOME");
     if (home.empty()) return std::nullopt;
-    std::ifstream in(std::filesystem::path(home) / ".vast_api_key");
-    if (!in) return std::nullopt;
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string k(trim(ss.str()));
+    const auto text = read_file(std::filesystem::path(home) / ".vast_api_key");
+    if (!text) return std::nullopt;
+    std::string k(trim(*text));
     if (k.empty()) return std::nullopt;
     return k;
 }

@@ -214,14 +214,9 @@ Buffer Executor::execute(const Job& j) {
     try {
         l.entry->invoke(c.args, out);
         ok = true;
-    } catch (const std::exception& e) {
-        err = {ErrorMsg::exception, demangle(typeid(e).name()), e.what(), {}};
     } catch (...) {
-        auto* t = abi::__cxa_current_exception_type();
-        err = {ErrorMsg::exception,
-               t ? demangle(t->name()) : "unknown",
-               "an exception that is not a std::exception",
-               {}};
+        auto d = current_exception_description();
+        err = {ErrorMsg::exception, std::move(d.type_name), std::move(d.message), {}};
     }
     capture_.leave();
     CrashScope::set_call(0);

@@ -23,6 +23,7 @@
 #include "runtime/worker_launch.hpp"
 #include "sky/accelerator.hpp"
 #include "sky/errors.hpp"
+#include "util/file.hpp"
 #include "util/random.hpp"
 
 extern char** environ;
@@ -232,10 +233,7 @@ void NodeWorker::relay_loop(ChildWorker* c) {
                           c->pid, why));
     // Its crash report becomes this worker's: the client reads one file per node.
     if (!crash_file_.empty()) {
-        std::ifstream in(child_crash_file(c->index), std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        crash_report_append(text.str());
+        crash_report_append(read_file(child_crash_file(c->index)).value_or(""));
     }
     ::_exit(6);
 }

@@ -60,7 +60,7 @@ void Background::metrics(Outbox& out, std::chrono::milliseconds interval) {
     MetricsSampler sampler;
     for (;;) {
         if (stopped_within(interval)) return;
-        MetricsSample s = sampler.sample();
+        const Metrics s = sampler.sample();
         Buffer p;
         save_to(p, s);
         try {

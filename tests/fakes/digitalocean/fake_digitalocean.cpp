@@ -118,7 +118,7 @@ std::vector<json> FakeDigitalOcean::default_sizes() {
 }
 
 FakeDigitalOcean::FakeDigitalOcean(FakeDigitalOceanOptions options)
-    : options_(std::move(options)), http_(HttpFakeOptions{.server = "cloudflare"}) {
+    : RestFake("cloudflare", "/v2", options.hosts), options_(std::move(options)) {
     if (options_.sizes.empty()) options_.sizes = default_sizes();
     auto route = guarded_routes(http_, this, &FakeDigitalOcean::refuse);
     route("GET", "/v2/sizes", &FakeDigitalOcean::handle_sizes);
@@ -140,18 +140,13 @@ FakeDigitalOcean::FakeDigitalOcean(FakeDigitalOceanOptions options)
 
 FakeDigitalOcean::~FakeDigitalOcean() {
     std::lock_guard lk(m_);
-    if (options_.hosts)
-        for (auto& [id, d] : droplets_)
-            if (!d.deleted) options_.hosts->release(id);
+    remove_all();
     firewalls_.clear();
-    for (auto& [id, d] : droplets_) d.deleted = true;
     try {
         enforce_locked();  // every host open again
     } catch (...) {
     }
 }
-
-std::string FakeDigitalOcean::endpoint() const { return http_.url("/v2"); }
 
 void FakeDigitalOcean::set_capacity(const std::string& key, int droplets) {
     std::lock_guard lk(m_);
@@ -170,13 +165,12 @@ void FakeDigitalOcean::rate_limit(int count) {
 }
 
 std::optional<HttpReply> FakeDigitalOcean::refuse(const HttpRequest& r) {
-    if (r.header("Authorization") != "Bearer " + options_.token) {
+    if (!has_key(r, options_.token, false)) {
         std::lock_guard lk(m_);
         ++auth_failures_;
         return error(401, "Unauthorized", "Unable to authenticate you");
     }
-    if ((r.method == "POST" || r.method == "PUT") &&
-        r.header("Content-Type").rfind("application/json", 0) != 0)
+    if ((r.method == "POST" || r.method == "PUT") && !json_declared(r))
         return error(415, "unsupported_media_type",
                      "Content-Type must be application/json for this endpoint");
     return std::nullopt;
@@ -310,23 +304,15 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
         --c->second;
     }
     const std::string id = std::to_string(next_id_++);
-    Droplet d;
-    d.user_data = b.value("user_data", std::string());
-    if (options_.hosts) {
-        std::string keys;
-        for (const auto& k : authorized) keys += (keys.empty() ? "" : "\n") + k;
-        auto host = options_.hosts->boot_any(id, d.user_data, keys);
-        if (!host)
-            return unprocessable(
-                "The requested size is not available in this region at this time: there is "
-                "not enough capacity. Please try another size or region.");
-        d.public_ip = options_.hosts->hosts().address(*host);
-        d.private_ip = d.public_ip;
-    } else {
-        const int n = static_cast<int>(droplets_.size()) + 2;
-        d.public_ip = fmt::format("203.0.113.{}", n);
-        d.private_ip = fmt::format("10.116.0.{}", n);
-    }
+    const int n = static_cast<int>(machines_.size()) + 2;
+    FakeMachine* made = add_machine(id, b.value("user_data", std::string()), authorized,
+                                    fmt::format("203.0.113.{}", n), 22);
+    if (!made)
+        return unprocessable(
+            "The requested size is not available in this region at this time: there is "
+            "not enough capacity. Please try another size or region.");
+    FakeMachine& d = *made;
+    d.private_ip = hosts_ ? d.ip : fmt::format("10.116.0.{}", n);
     d.body = {
         {"id", std::stoll(id)},
         {"name", b["name"]},
@@ -348,9 +334,8 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
         {"region", {{"slug", region}, {"name", region}, {"available", true}}},
         {"tags", b.value("tags", json::array())},
         {"vpc_uuid", "760e09ef-dc84-11e8-981e-3cfdfeaae000"}};
-    droplets_[id] = std::move(d);
     enforce_locked();  // its firewalls (by tag) hold before anything on it listens
-    return {202, json{{"droplet", droplets_[id].body},
+    return {202, json{{"droplet", d.body},
                       {"links",
                        {{"actions",
                          {{{"id", 7515},
@@ -360,15 +345,15 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
 }
 
 json FakeDigitalOcean::view(const std::string& id) const {
-    const Droplet& d = droplets_.at(id);
+    const FakeMachine& d = machines_.at(id);
     json v = d.body;
-    if (d.gets > options_.gets_until_active) {
+    if (d.polls > options_.gets_until_active) {
         v["status"] = "active";
         v["networks"]["v4"] = json::array({{{"ip_address", d.private_ip},
                                             {"netmask", "255.255.240.0"},
                                             {"gateway", "10.116.0.1"},
                                             {"type", "private"}},
-                                           {{"ip_address", d.public_ip},
+                                           {{"ip_address", d.ip},
                                             {"netmask", "255.255.255.0"},
                                             {"gateway", "203.0.113.1"},
                                             {"type", "public"}}});
@@ -381,10 +366,9 @@ HttpReply FakeDigitalOcean::handle_get(const HttpRequest& r) {
     if (id.empty() || !std::all_of(id.begin(), id.end(), ::isdigit))
         return error(404, "not_found", "The resource you were accessing could not be found.");
     std::lock_guard lk(m_);
-    auto it = droplets_.find(id);
-    if (it == droplets_.end() || it->second.deleted)
-        return error(404, "not_found", "The resource you were accessing could not be found.");
-    ++it->second.gets;
+    FakeMachine* d = live(id);
+    if (!d) return error(404, "not_found", "The resource you were accessing could not be found.");
+    ++d->polls;
     return {200, json{{"droplet", view(id)}}.dump()};
 }
 
@@ -392,8 +376,8 @@ HttpReply FakeDigitalOcean::handle_list(const HttpRequest& r) {
     auto q = r.query_params();
     std::lock_guard lk(m_);
     std::vector<json> items;
-    for (auto& [id, d] : droplets_) {
-        if (d.deleted) continue;
+    for (auto& [id, d] : machines_) {
+        if (d.gone) continue;
         if (q.count("tag_name")) {
             const auto& tags = d.body["tags"];
             if (std::find(tags.begin(), tags.end(), q["tag_name"]) == tags.end()) continue;
@@ -404,17 +388,14 @@ HttpReply FakeDigitalOcean::handle_list(const HttpRequest& r) {
 }
 
 void FakeDigitalOcean::delete_locked(const std::string& id) {
-    auto& d = droplets_.at(id);
-    d.deleted = true;
-    if (options_.hosts) options_.hosts->release(id);
+    remove_machine(id);
     enforce_locked();
 }
 
 HttpReply FakeDigitalOcean::handle_delete(const HttpRequest& r) {
     const std::string id = r.params.at("id");
     std::lock_guard lk(m_);
-    auto it = droplets_.find(id);
-    if (it == droplets_.end() || it->second.deleted)
+    if (!live(id))
         return error(404, "not_found", "The resource you were accessing could not be found.");
     delete_locked(id);
     return {204, ""};
@@ -425,34 +406,24 @@ HttpReply FakeDigitalOcean::handle_delete_by_tag(const HttpRequest& r) {
     if (!q.count("tag_name") || q["tag_name"].empty())
         return unprocessable("tag_name is required to delete droplets by tag");
     std::lock_guard lk(m_);
-    for (auto& [id, d] : droplets_) {
-        if (d.deleted) continue;
+    for (auto& [id, d] : machines_) {
+        if (d.gone) continue;
         const auto& tags = d.body["tags"];
         if (std::find(tags.begin(), tags.end(), q["tag_name"]) != tags.end()) delete_locked(id);
     }
     return {204, ""};
 }
 
-std::vector<json> FakeDigitalOcean::droplets() const {
-    std::lock_guard lk(m_);
-    std::vector<json> out;
-    for (auto& [id, d] : droplets_)
-        if (!d.deleted) out.push_back(view(id));
-    return out;
-}
-
 std::vector<json> FakeDigitalOcean::all_droplets() const {
     std::lock_guard lk(m_);
     std::vector<json> out;
-    for (auto& [id, d] : droplets_) {
+    for (auto& [id, d] : machines_) {
         json v = view(id);
-        v["deleted"] = d.deleted;
+        v["deleted"] = d.gone;
         out.push_back(v);
     }
     return out;
 }
-
-int FakeDigitalOcean::alive() const { return static_cast<int>(droplets().size()); }
 
 std::vector<json> FakeDigitalOcean::keys() const {
     std::lock_guard lk(m_);
@@ -461,8 +432,8 @@ std::vector<json> FakeDigitalOcean::keys() const {
 
 std::string FakeDigitalOcean::user_data(const std::string& id) const {
     std::lock_guard lk(m_);
-    auto it = droplets_.find(id);
-    return it == droplets_.end() ? "" : it->second.user_data;
+    auto it = machines_.find(id);
+    return it == machines_.end() ? "" : it->second.user_data;
 }
 
 int FakeDigitalOcean::auth_failures() const {

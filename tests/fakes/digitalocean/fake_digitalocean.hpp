@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "fakes/common/http_fake.hpp"
+#include "fakes/common/rest_fake.hpp"
 
 namespace sky::test {
 
@@ -41,14 +41,12 @@ struct FakeDigitalOceanOptions {
     bool enforce_firewalls = true;
 };
 
-class FakeDigitalOcean {
+class FakeDigitalOcean final : public RestFake {
 public:
+    /// Its endpoint() is the base URL with the version prefix: "http://127.0.0.1:<port>/v2".
     explicit FakeDigitalOcean(FakeDigitalOceanOptions options = {});
-    ~FakeDigitalOcean();
-
-    /// The base URL with the version prefix: "http://127.0.0.1:<port>/v2".
-    [[nodiscard]] std::string endpoint() const;
-    [[nodiscard]] HttpFake& http() { return http_; }
+    /// Every host open again (no firewall rules left in a host's namespace).
+    ~FakeDigitalOcean() override;
 
     /// Droplets a size may still get per region ("size@region" or "size"); absent: any (or the
     /// free test hosts). At 0, POST /v2/droplets is a 422 as DigitalOcean answers it.
@@ -56,11 +54,10 @@ public:
     /// The next `count` requests (any path) get 429 with DigitalOcean's rate-limit body.
     void rate_limit(int count);
 
-    /// Droplets not deleted, as GET /v2/droplets/{id} shows them.
-    [[nodiscard]] std::vector<nlohmann::json> droplets() const;
+    /// Droplets not deleted, as GET /v2/droplets/{id} shows them (alive() counts them).
+    [[nodiscard]] std::vector<nlohmann::json> droplets() const { return live_views(); }
     /// Every droplet ever created (deleted ones too), with "deleted": true/false.
     [[nodiscard]] std::vector<nlohmann::json> all_droplets() const;
-    [[nodiscard]] int alive() const;
     [[nodiscard]] std::vector<nlohmann::json> keys() const;
     /// Cloud firewalls not deleted, as GET /v2/firewalls/{id} shows them.
     [[nodiscard]] std::vector<nlohmann::json> firewalls() const;
@@ -90,20 +87,10 @@ private:
     // The hosts' nft rules from the firewalls and droplets now; caller holds m_.
     void enforce_locked();
     std::optional<HttpReply> refuse(const HttpRequest& r);  // auth and content type
-    nlohmann::json view(const std::string& id) const;       // caller holds m_
+    nlohmann::json view(const std::string& id) const override;
     void delete_locked(const std::string& id);
 
     FakeDigitalOceanOptions options_;
-    HttpFake http_;
-    mutable std::mutex m_;
-    struct Droplet {
-        nlohmann::json body;  // as shown (without networks until active)
-        std::string user_data;
-        std::string public_ip, private_ip;
-        int gets = 0;
-        bool deleted = false;
-    };
-    std::map<std::string, Droplet> droplets_;  // by id (decimal)
     std::vector<nlohmann::json> keys_;
     std::vector<nlohmann::json> firewalls_;
     std::set<int> filtered_hosts_;  // hosts whose namespace has the fake's rules

@@ -218,10 +218,10 @@ void FakeDigitalOcean::enforce_locked() {
         json tags;
     };
     std::vector<Live> live;
-    for (const auto& [id, d] : droplets_) {
-        if (d.deleted) continue;
+    for (const auto& [id, d] : machines_) {
+        if (d.gone) continue;
         auto host = options_.hosts->host_of(id);
-        if (host) live.push_back({std::stoll(id), *host, d.public_ip, d.body["tags"]});
+        if (host) live.push_back({std::stoll(id), *host, d.ip, d.body["tags"]});
     }
     auto has_tag = [](const json& tags, const json& tag) {
         return std::find(tags.begin(), tags.end(), tag) != tags.end();

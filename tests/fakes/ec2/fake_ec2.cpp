@@ -6,12 +6,15 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <ctime>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -209,46 +212,62 @@ bool any_match(const json& values, const std::string& text) {
 
 json state(int code, const char* name) { return json{{"Code", code}, {"Name", name}}; }
 
-// Whether an instance passes every DescribeInstances filter.
-bool instance_matches(const json& instance, const json& filters) {
+// Whether a Describe* request's list of ids or names takes `v` (an empty list takes every one).
+template <class List, class Value>
+bool listed(const List& list, const Value& v) {
+    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+}
+
+// A Describe* request that names a resource that does not exist is EC2's NotFound for it, before
+// any filter is read.
+template <class Known>
+void require_known(const json& ids, const Known& known, const char* code, const char* what) {
+    for (const auto& id : ids)
+        if (!known.count(id.get<std::string>()))
+            fail(400, code, fmt::format("The {} '{}' does not exist", what, id.get<std::string>()));
+}
+
+// What a resource shows under a filter name: its values there (a resource has many tags, so
+// "tag-key" may name several); none when the name is no filter of that resource.
+using FilterFields = std::function<std::optional<std::vector<std::string>>(const std::string&)>;
+
+// Whether a resource passes every filter of a Describe* request, as EC2 reads them: every filter
+// holds when any of its values (with '*' and '?' wildcards) matches any of the resource's values
+// under its name. A filter name the resource does not know is InvalidParameterValue.
+bool passes_filters(const json& filters, const FilterFields& fields) {
+    bool ok = true;
     for (const auto& filter : filters) {
         const std::string name = filter.value("Name", "");
+        const auto have = fields(name);
+        if (!have) invalid(fmt::format("The filter '{}' is invalid", name));
+        if (!ok) continue;  // the other names are still checked
         const json values = filter.value("Values", json::array());
-        std::string field;
-        if (name == "instance-state-name") {
-            field = instance["State"]["Name"];
-        } else if (name == "instance-id") {
-            field = instance["InstanceId"];
-        } else if (name == "instance-type") {
-            field = instance["InstanceType"];
-        } else if (name == "availability-zone") {
-            field = instance["Placement"]["AvailabilityZone"];
-        } else if (name == "instance-lifecycle") {
-            field = instance.value("InstanceLifecycle", "");
-        } else if (name == "ip-address") {
-            field = instance.value("PublicIpAddress", "");
-        } else if (name == "tag-key") {
-            bool found = false;
-            for (const auto& tag : instance.value("Tags", json::array())) {
-                found = found || any_match(values, tag["Key"].get<std::string>());
-            }
-            if (!found) return false;
-            continue;
-        } else if (name.rfind("tag:", 0) == 0) {
-            bool found = false;
-            for (const auto& tag : instance.value("Tags", json::array())) {
-                if (tag["Key"] == name.substr(4)) {
-                    found = found || any_match(values, tag["Value"].get<std::string>());
-                }
-            }
-            if (!found) return false;
-            continue;
-        } else {
-            invalid(fmt::format("The filter '{}' is invalid", name));
-        }
-        if (!any_match(values, field)) return false;
+        ok = std::any_of(have->begin(), have->end(),
+                         [&](const std::string& v) { return any_match(values, v); });
     }
-    return true;
+    return ok;
+}
+
+// What DescribeInstances filters read of an instance.
+std::optional<std::vector<std::string>> instance_field(const json& instance,
+                                                       const std::string& name) {
+    using Values = std::vector<std::string>;
+    if (name == "instance-state-name") return Values{instance["State"]["Name"]};
+    if (name == "instance-id") return Values{instance["InstanceId"]};
+    if (name == "instance-type") return Values{instance["InstanceType"]};
+    if (name == "availability-zone") return Values{instance["Placement"]["AvailabilityZone"]};
+    if (name == "instance-lifecycle") return Values{instance.value("InstanceLifecycle", "")};
+    if (name == "ip-address") return Values{instance.value("PublicIpAddress", "")};
+    const bool any_key = name == "tag-key", one_key = name.rfind("tag:", 0) == 0;
+    if (!any_key && !one_key) return std::nullopt;
+    Values out;
+    for (const auto& tag : instance.value("Tags", json::array())) {
+        if (any_key)
+            out.push_back(tag["Key"]);
+        else if (tag["Key"] == name.substr(4))
+            out.push_back(tag["Value"]);
+    }
+    return out;
 }
 
 std::string md5_fingerprint(const std::string& data) {
@@ -945,10 +964,12 @@ json FakeEc2::describe_instances(const json& params) {
     for (const auto& [rid, reservation] : reservations_) {
         json instances = json::array();
         for (const auto& id : reservation["InstanceIds"]) {
-            if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), id) == wanted.end())
-                continue;
+            if (!listed(wanted, id)) continue;
             const json& instance = instances_.at(id);
-            if (instance_matches(instance, filters)) instances.push_back(instance);
+            if (passes_filters(filters, [&](const std::string& name) {
+                    return instance_field(instance, name);
+                }))
+                instances.push_back(instance);
         }
         if (instances.empty()) continue;
         json r = reservation;
@@ -1039,25 +1060,17 @@ json FakeEc2::describe_instance_types(const json& params) {
     const json filters = params.value("Filters", json::array());
     std::vector<const json*> matched;
     for (const auto& [name, info] : instance_types_) {
-        if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
-        bool ok = true;
-        for (const auto& filter : filters) {
-            const std::string fname = filter.value("Name", "");
-            const json values = filter.value("Values", json::array());
-            if (fname == "instance-type") {
-                ok = ok && any_match(values, name);
-            } else if (fname == "supported-usage-class") {
-                bool any = false;
-                for (const auto& c : info.value("SupportedUsageClasses", json::array()))
-                    any = any || any_match(values, c.get<std::string>());
-                ok = ok && any;
-            } else if (fname == "current-generation") {
-                ok = ok &&
-                     any_match(values, info.value("CurrentGeneration", true) ? "true" : "false");
-            } else {
-                invalid(fmt::format("The filter '{}' is invalid", fname));
-            }
-        }
+        if (!listed(names, name)) continue;
+        const bool ok = passes_filters(
+            filters, [&](const std::string& f) -> std::optional<std::vector<std::string>> {
+                if (f == "instance-type") return std::vector<std::string>{name};
+                if (f == "supported-usage-class")
+                    return info.value("SupportedUsageClasses", std::vector<std::string>{});
+                if (f == "current-generation")
+                    return std::vector<std::string>{
+                        info.value("CurrentGeneration", true) ? "true" : "false"};
+                return std::nullopt;
+            });
         if (ok) matched.push_back(&info);
     }
     if (start > matched.size()) invalid("The NextToken is invalid");
@@ -1107,22 +1120,15 @@ json FakeEc2::describe_key_pairs(const json& params) {
     std::lock_guard lock(mutex_);
     json out = json::array();
     auto names = params.value("KeyNames", json::array());
-    for (const auto& name : names) {
-        if (!key_pairs_.count(name.get<std::string>())) {
-            fail(400, "InvalidKeyPair.NotFound",
-                 fmt::format("The key pair '{}' does not exist", name.get<std::string>()));
-        }
-    }
+    require_known(names, key_pairs_, "InvalidKeyPair.NotFound", "key pair");
     for (const auto& [name, info] : key_pairs_) {
-        if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
-        bool ok = true;
-        for (const auto& filter : params.value("Filters", json::array())) {
-            const std::string fname = filter.value("Name", "");
-            if (fname == "key-name")
-                ok = ok && any_match(filter.value("Values", json::array()), name);
-            else
-                invalid(fmt::format("The filter '{}' is invalid", fname));
-        }
+        if (!listed(names, name)) continue;
+        const bool ok =
+            passes_filters(params.value("Filters", json::array()),
+                           [&](const std::string& f) -> std::optional<std::vector<std::string>> {
+                               if (f == "key-name") return std::vector<std::string>{name};
+                               return std::nullopt;
+                           });
         if (ok) out.push_back(info);
     }
     return {{"KeyPairs", out}};
@@ -1160,31 +1166,18 @@ json FakeEc2::describe_security_groups(const json& params) {
     json out = json::array();
     auto ids = params.value("GroupIds", json::array());
     auto names = params.value("GroupNames", json::array());
-    for (const auto& id : ids) {
-        if (!security_groups_.count(id.get<std::string>())) {
-            fail(400, "InvalidGroup.NotFound",
-                 fmt::format("The security group '{}' does not exist", id.get<std::string>()));
-        }
-    }
+    require_known(ids, security_groups_, "InvalidGroup.NotFound", "security group");
     for (const auto& [id, group] : security_groups_) {
-        if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
-        if (!names.empty() &&
-            std::find(names.begin(), names.end(), group["GroupName"]) == names.end())
-            continue;
-        bool ok = true;
-        for (const auto& filter : params.value("Filters", json::array())) {
-            const std::string fname = filter.value("Name", "");
-            const json values = filter.value("Values", json::array());
-            if (fname == "group-name") {
-                ok = ok && any_match(values, group["GroupName"]);
-            } else if (fname == "group-id") {
-                ok = ok && any_match(values, id);
-            } else if (fname == "vpc-id") {
-                ok = ok && any_match(values, group["VpcId"]);
-            } else {
-                invalid(fmt::format("The filter '{}' is invalid", fname));
-            }
-        }
+        if (!listed(ids, id) || !listed(names, group["GroupName"])) continue;
+        const bool ok =
+            passes_filters(params.value("Filters", json::array()),
+                           [&](const std::string& f) -> std::optional<std::vector<std::string>> {
+                               if (f == "group-name")
+                                   return std::vector<std::string>{group["GroupName"]};
+                               if (f == "group-id") return std::vector<std::string>{id};
+                               if (f == "vpc-id") return std::vector<std::string>{group["VpcId"]};
+                               return std::nullopt;
+                           });
         if (ok) out.push_back(group);
     }
     return {{"SecurityGroups", out}};
@@ -1210,30 +1203,25 @@ json FakeEc2::describe_images(const json& params) {
     auto ids = params.value("ImageIds", json::array());
     auto owners = params.value("Owners", json::array());
     for (const auto& image : images_) {
-        if (!ids.empty() && std::find(ids.begin(), ids.end(), image["ImageId"]) == ids.end())
-            continue;
+        if (!listed(ids, image["ImageId"])) continue;
         bool owner_ok = owners.empty();
         for (const auto& owner : owners) {
             owner_ok = owner_ok || owner == image["OwnerId"] ||
                        (image.contains("ImageOwnerAlias") && owner == image["ImageOwnerAlias"]);
         }
         if (!owner_ok) continue;
-        bool ok = true;
-        for (const auto& filter : params.value("Filters", json::array())) {
-            const std::string fname = filter.value("Name", "");
-            const json values = filter.value("Values", json::array());
-            if (fname == "name") {
-                ok = ok && any_match(values, image["Name"]);
-            } else if (fname == "state") {
-                ok = ok && any_match(values, image["State"]);
-            } else if (fname == "architecture") {
-                ok = ok && any_match(values, image["Architecture"]);
-            } else if (fname == "owner-id") {
-                ok = ok && any_match(values, image["OwnerId"]);
-            } else {
-                invalid(fmt::format("The filter '{}' is invalid", fname));
-            }
-        }
+        // Each filter name reads the image field of the same meaning.
+        static const std::map<std::string, std::string> kField = {{"name", "Name"},
+                                                                  {"state", "State"},
+                                                                  {"architecture", "Architecture"},
+                                                                  {"owner-id", "OwnerId"}};
+        const bool ok =
+            passes_filters(params.value("Filters", json::array()),
+                           [&](const std::string& f) -> std::optional<std::vector<std::string>> {
+                               auto it = kField.find(f);
+                               if (it == kField.end()) return std::nullopt;
+                               return std::vector<std::string>{image[it->second]};
+                           });
         if (ok) out.push_back(image);
     }
     return {{"Images", out}};

@@ -9,8 +9,6 @@
 #include <regex>
 #include <set>
 
-#include "fakes/common/host_binding.hpp"
-#include "hosts/test_hosts.hpp"
 #include "util/encoding.hpp"
 
 namespace sky::test {
@@ -148,24 +146,13 @@ std::vector<json> FakeRunPod::default_gpu_types() {
 }
 
 FakeRunPod::FakeRunPod(FakeRunPodOptions options)
-    : options_(std::move(options)), http_(HttpFakeOptions{.server = "cloudflare"}) {
+    : RestFake("cloudflare", "", options.hosts), options_(std::move(options)) {
     if (options_.gpu_types.empty()) options_.gpu_types = default_gpu_types();
     http_.route("POST", "/graphql", [this](const HttpRequest& r) { return graphql(r); });
 }
 
-FakeRunPod::~FakeRunPod() {
-    std::lock_guard lk(m_);
-    if (options_.hosts)
-        for (auto& [id, p] : pods_)
-            if (!p.terminated) options_.hosts->release(id);
-}
-
-std::string FakeRunPod::endpoint() const { return http_.url(); }
-
 HttpReply FakeRunPod::graphql(const HttpRequest& r) {
-    const bool bearer = r.header("Authorization") == "Bearer " + options_.api_key;
-    const bool param = r.query.find("api_key=" + options_.api_key) != std::string::npos;
-    if (!bearer && !param) return {401, json{{"error", "Unauthorized"}}.dump()};
+    if (!has_key(r, options_.api_key, true)) return json_reply(401, {{"error", "Unauthorized"}});
     json b = json::parse(r.body, nullptr, false);
     if (!b.is_object() || !b.contains("query") || !b["query"].is_string())
         return validation("POST body must be a JSON object with a \"query\" string", "BAD_REQUEST");
@@ -237,20 +224,14 @@ HttpReply FakeRunPod::graphql(const HttpRequest& r) {
         if (!std::regex_search(q, m, std::regex("podId\\s*:\\s*\"([^\"]+)\"")))
             return validation("podTerminate needs input: {podId}", "BAD_USER_INPUT");
         std::lock_guard lk(m_);
-        auto it = pods_.find(m[1]);
-        if (it == pods_.end() || it->second.terminated)
-            return business("podTerminate", "pod not found");
-        it->second.terminated = true;
-        if (options_.hosts && !it->second.interrupted) options_.hosts->release(it->first);
+        if (!live(m[1])) return business("podTerminate", "pod not found");
+        remove_machine(m[1]);
         return {200, json{{"data", {{"podTerminate", nullptr}}}}.dump()};
     }
     if (q.find("gpuTypes") != std::string::npos)
         return {200, json{{"data", {{"gpuTypes", options_.gpu_types}}}}.dump()};
     if (q.find("myself") != std::string::npos) {
-        std::lock_guard lk(m_);
-        json list = json::array();
-        for (const auto& [id, p] : pods_)
-            if (!p.terminated) list.push_back(view(id));
+        const json list = live_views();
         return {200, json{{"data", {{"myself", {{"id", "user_fake"}, {"pods", list}}}}}}.dump()};
     }
     if (std::regex_search(
@@ -258,11 +239,10 @@ HttpReply FakeRunPod::graphql(const HttpRequest& r) {
             std::regex(
                 "pod\\s*\\(\\s*input\\s*:\\s*\\{\\s*podId\\s*:\\s*\"([^\"]+)\"\\s*\\}\\s*\\)"))) {
         std::lock_guard lk(m_);
-        auto it = pods_.find(m[1]);
-        if (it == pods_.end() || it->second.terminated)
-            return {200, json{{"data", {{"pod", nullptr}}}}.dump()};
-        ++it->second.queries;
-        return {200, json{{"data", {{"pod", view(it->first)}}}}.dump()};
+        FakeMachine* p = live(m[1]);
+        if (!p) return {200, json{{"data", {{"pod", nullptr}}}}.dump()};
+        ++p->polls;
+        return {200, json{{"data", {{"pod", view(m[1])}}}}.dump()};
     }
     return validation("Cannot query this operation in the fake RunPod API.");
 }
@@ -295,22 +275,17 @@ HttpReply FakeRunPod::deploy(const std::string& field, const json& input) {
         --c->second;
     }
     const std::string id = fmt::format("{:x}{}", 0x5e1f00 + next_++, "pod0xq");
-    Pod p;
-    if (options_.hosts) {
-        std::string text = input.value("dockerArgs", "");
-        std::string key;
-        for (const auto& e : input.value("env", json::array())) {
-            text += "\n" + e["value"].get<std::string>();
-            if (e["key"] == "PUBLIC_KEY") key = e["value"];
-        }
-        auto host = options_.hosts->boot_any(id, text, key);
-        if (!host) return business(field, none);
-        p.ip = options_.hosts->hosts().address(*host);
-        p.port = options_.hosts->hosts().port(*host);
-    } else {
-        p.ip = "194.68.245.10";
-        p.port = 22000 + static_cast<int>(next_);
+    // The boot script is the container's arguments and environment; PUBLIC_KEY is authorized.
+    std::string text = input.value("dockerArgs", "");
+    std::vector<std::string> keys;
+    for (const auto& e : input.value("env", json::array())) {
+        text += "\n" + e["value"].get<std::string>();
+        if (e["key"] == "PUBLIC_KEY") keys = {e["value"].get<std::string>()};
     }
+    FakeMachine* made =
+        add_machine(id, text, keys, "194.68.245.10", 22000 + static_cast<int>(next_));
+    if (!made) return business(field, none);
+    FakeMachine& p = *made;
     const bool spot = field == "podRentInterruptable";
     p.body = {
         {"id", id},
@@ -326,7 +301,6 @@ HttpReply FakeRunPod::deploy(const std::string& field, const json& input) {
         {"machineId", "m" + id.substr(0, 6)},
         {"lastStatusChange", "Rented by User: Mon Nov 23 2026 10:00:00 GMT+0000"},
         {"runtime", nullptr}};
-    pods_[id] = p;
     return {200, json{{"data",
                        {{field,
                          {{"id", id},
@@ -337,11 +311,11 @@ HttpReply FakeRunPod::deploy(const std::string& field, const json& input) {
 }
 
 json FakeRunPod::view(const std::string& id) const {
-    const Pod& p = pods_.at(id);
+    const FakeMachine& p = machines_.at(id);
     json v = p.body;
-    if (p.interrupted) {
+    if (p.reclaimed) {
         v["desiredStatus"] = "EXITED";
-    } else if (p.queries > options_.queries_until_up) {
+    } else if (p.polls > options_.queries_until_up) {
         v["runtime"] = {{"uptimeInSeconds", 12},
                         {"ports",
                          {{{"ip", p.ip},
@@ -363,22 +337,7 @@ void FakeRunPod::set_capacity(const std::string& gpu, int pods) {
     capacity_[gpu] = pods;
 }
 
-void FakeRunPod::interrupt(const std::string& id) {
-    std::lock_guard lk(m_);
-    auto& p = pods_.at(id);
-    p.interrupted = true;
-    if (options_.hosts) options_.hosts->release(id);
-}
-
-std::vector<json> FakeRunPod::pods() const {
-    std::lock_guard lk(m_);
-    std::vector<json> out;
-    for (const auto& [id, p] : pods_)
-        if (!p.terminated) out.push_back(view(id));
-    return out;
-}
-
-int FakeRunPod::alive() const { return static_cast<int>(pods().size()); }
+void FakeRunPod::interrupt(const std::string& id) { reclaim(id); }
 
 std::vector<json> FakeRunPod::deploy_inputs() const {
     std::lock_guard lk(m_);

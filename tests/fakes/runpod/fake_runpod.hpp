@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "fakes/common/http_fake.hpp"
+#include "fakes/common/rest_fake.hpp"
 
 namespace sky::test {
 
@@ -33,22 +33,18 @@ struct FakeRunPodOptions {
     int queries_until_up = 1;
 };
 
-class FakeRunPod {
+class FakeRunPod final : public RestFake {
 public:
+    /// Its endpoint() is the API host, "http://127.0.0.1:<port>" (GraphQL at /graphql).
     explicit FakeRunPod(FakeRunPodOptions options = {});
-    ~FakeRunPod();
-
-    /// The API host: "http://127.0.0.1:<port>" (GraphQL at /graphql).
-    [[nodiscard]] std::string endpoint() const;
-    [[nodiscard]] HttpFake& http() { return http_; }
 
     /// Pods a GPU type may still get (absent: any, or the free test hosts).
     void set_capacity(const std::string& gpu_type_id, int pods);
     /// RunPod takes an interruptible pod back: EXITED, runtime null, its host released.
     void interrupt(const std::string& pod_id);
 
-    [[nodiscard]] std::vector<nlohmann::json> pods() const;  ///< not terminated
-    [[nodiscard]] int alive() const;                         ///< not terminated
+    /// Not terminated (alive() counts them).
+    [[nodiscard]] std::vector<nlohmann::json> pods() const { return live_views(); }
     /// The inputs of every deploy mutation, in order.
     [[nodiscard]] std::vector<nlohmann::json> deploy_inputs() const;
 
@@ -57,21 +53,10 @@ public:
 private:
     HttpReply graphql(const HttpRequest& r);
     HttpReply deploy(const std::string& field, const nlohmann::json& input);
-    nlohmann::json view(const std::string& id) const;  // caller holds m_
+    nlohmann::json view(const std::string& id) const override;
 
     FakeRunPodOptions options_;
-    HttpFake http_;
-    mutable std::mutex m_;
     std::map<std::string, int> capacity_;
-    struct Pod {
-        nlohmann::json body;
-        std::string ip;
-        int port = 22;
-        int queries = 0;
-        bool terminated = false;
-        bool interrupted = false;
-    };
-    std::map<std::string, Pod> pods_;
     std::vector<nlohmann::json> inputs_;
     unsigned long next_ = 1;
 };

@@ -7,9 +7,6 @@
 #include <algorithm>
 #include <set>
 
-#include "fakes/common/host_binding.hpp"
-#include "hosts/test_hosts.hpp"
-
 namespace sky::test {
 
 namespace {
@@ -141,7 +138,7 @@ std::vector<json> FakeVast::default_offers() {
 }
 
 FakeVast::FakeVast(FakeVastOptions options)
-    : options_(std::move(options)), http_(HttpFakeOptions{.server = "nginx"}) {
+    : RestFake("nginx", "/api/v0", options.hosts), options_(std::move(options)) {
     if (options_.offers.empty()) options_.offers = default_offers();
     auto route = guarded_routes(http_, this, &FakeVast::refuse);
     route("POST", "/api/v0/bundles/", &FakeVast::search);
@@ -155,23 +152,10 @@ FakeVast::FakeVast(FakeVastOptions options)
     route("DELETE", "/api/v0/ssh/{id}/", &FakeVast::key_delete);
 }
 
-FakeVast::~FakeVast() {
-    std::lock_guard lk(m_);
-    if (options_.hosts)
-        for (auto& [id, i] : instances_)
-            if (!i.destroyed && !i.outbid) options_.hosts->release(id);
-}
-
-std::string FakeVast::endpoint() const { return http_.url("/api/v0"); }
-
 std::optional<HttpReply> FakeVast::refuse(const HttpRequest& r) {
-    const bool bearer = r.header("Authorization") == "Bearer " + options_.api_key;
-    const bool param = r.query_params()["api_key"] == options_.api_key;
-    if (!bearer && !param)
-        return HttpReply{401,
-                         json{{"detail", "Authentication credentials were not provided."}}.dump()};
-    if ((r.method == "POST" || r.method == "PUT") &&
-        r.header("Content-Type").rfind("application/json", 0) != 0)
+    if (!has_key(r, options_.api_key, true))
+        return json_reply(401, {{"detail", "Authentication credentials were not provided."}});
+    if ((r.method == "POST" || r.method == "PUT") && !json_declared(r))
         return fail(400, "invalid_args", "Content-Type must be application/json");
     return std::nullopt;
 }
@@ -310,24 +294,17 @@ HttpReply FakeVast::rent(const HttpRequest& r) {
             return fail(400, "invalid_price", "your bid is below the minimum bid for this machine");
     }
     const std::string id = std::to_string(next_instance_++);
-    std::string ip = "198.51.100.7";
-    int port = 40000 + static_cast<int>(next_instance_ % 20000);
-    if (options_.hosts) {
-        std::string authorized;
-        for (const auto& k : keys_)
-            authorized += (authorized.empty() ? "" : "\n") + k["public_key"].get<std::string>();
-        auto host = options_.hosts->boot_any(id, b.value("onstart", std::string()), authorized);
-        if (!host)
-            return fail(
-                410, "no_such_ask",
-                fmt::format("Ask {} is no longer available: it was rented by another client.",
-                            ask_id));
-        ip = options_.hosts->hosts().address(*host);
-        port = options_.hosts->hosts().port(*host);  // the test host's sshd: no port mapping
-    }
+    std::vector<std::string> authorized;
+    for (const auto& k : keys_) authorized.push_back(k["public_key"].get<std::string>());
+    FakeMachine* inst =
+        add_machine(id, b.value("onstart", std::string()), authorized, "198.51.100.7",
+                    40000 + static_cast<int>(next_instance_ % 20000));
+    if (!inst)
+        return fail(
+            410, "no_such_ask",
+            fmt::format("Ask {} is no longer available: it was rented by another client.", ask_id));
     taken_[ask_id] = true;
-    Instance inst;
-    inst.body = {
+    inst->body = {
         {"id", std::stoll(id)},
         {"actual_status", nullptr},
         {"intended_status", "running"},
@@ -340,8 +317,9 @@ HttpReply FakeVast::rent(const HttpRequest& r) {
         {"status_msg", "Pulling image"},
         {"ssh_host", "ssh5.vast.ai"},
         {"ssh_port", 20000 + next_instance_ % 10000},
-        {"public_ipaddr", ip},
-        {"ports", {{"22/tcp", {{{"HostIp", "0.0.0.0"}, {"HostPort", std::to_string(port)}}}}}},
+        {"public_ipaddr", inst->ip},
+        {"ports",
+         {{"22/tcp", {{{"HostIp", "0.0.0.0"}, {"HostPort", std::to_string(inst->port)}}}}}},
         {"machine_id", (*offer)["machine_id"]},
         {"num_gpus", (*offer)["num_gpus"]},
         {"gpu_name", (*offer)["gpu_name"]},
@@ -353,22 +331,21 @@ HttpReply FakeVast::rent(const HttpRequest& r) {
         {"min_bid", (*offer)["min_bid"]},
         {"start_date", 1795000000.0},
         {"geolocation", (*offer)["geolocation"]}};
-    instances_[id] = std::move(inst);
     return {200, json{{"success", true}, {"new_contract", std::stoll(id)}}.dump()};
 }
 
 json FakeVast::view(const std::string& id) const {
-    const Instance& i = instances_.at(id);
+    const FakeMachine& i = machines_.at(id);
     json v = i.body;
-    if (i.outbid) {
+    if (i.reclaimed) {
         v["actual_status"] = "stopped";
         v["intended_status"] = "stopped";
         v["cur_state"] = "stopped";
         v["status_msg"] = "outbid: another client bid more";
-    } else if (i.gets > options_.gets_until_running) {
+    } else if (i.polls > options_.gets_until_running) {
         v["actual_status"] = "running";
         v["status_msg"] = "success, running";
-    } else if (i.gets > 0) {
+    } else if (i.polls > 0) {
         v["actual_status"] = "loading";
     }
     if (v["actual_status"] != "running") {
@@ -380,30 +357,24 @@ json FakeVast::view(const std::string& id) const {
 
 HttpReply FakeVast::get_one(const HttpRequest& r) {
     std::lock_guard lk(m_);
-    auto it = instances_.find(r.params.at("id"));
-    if (it == instances_.end() || it->second.destroyed)
-        return {200, json{{"instances", nullptr}}.dump()};
-    ++it->second.gets;
-    return {200, json{{"instances", view(it->first)}}.dump()};
+    FakeMachine* i = live(r.params.at("id"));
+    if (!i) return {200, json{{"instances", nullptr}}.dump()};
+    ++i->polls;
+    return {200, json{{"instances", view(r.params.at("id"))}}.dump()};
 }
 
 HttpReply FakeVast::get_all(const HttpRequest& r) {
     if (r.query_params()["owner"] != "me") return fail(400, "invalid_args", "owner=me is required");
-    std::lock_guard lk(m_);
-    json list = json::array();
-    for (const auto& [id, i] : instances_)
-        if (!i.destroyed) list.push_back(view(id));
+    const json list = live_views();
     return {200, json{{"instances_found", list.size()}, {"instances", list}}.dump()};
 }
 
 HttpReply FakeVast::destroy(const HttpRequest& r) {
+    const std::string& id = r.params.at("id");
     std::lock_guard lk(m_);
-    auto it = instances_.find(r.params.at("id"));
-    if (it == instances_.end() || it->second.destroyed)
-        return fail(404, "no_such_instance", "Instance " + r.params.at("id") + " not found.");
-    it->second.destroyed = true;
-    if (options_.hosts && !it->second.outbid) options_.hosts->release(it->first);
-    return {200, json{{"success", true}, {"msg", "destroying instance " + it->first + "."}}.dump()};
+    if (!live(id)) return fail(404, "no_such_instance", "Instance " + id + " not found.");
+    remove_machine(id);
+    return {200, json{{"success", true}, {"msg", "destroying instance " + id + "."}}.dump()};
 }
 
 HttpReply FakeVast::key_add(const HttpRequest& r) {
@@ -443,28 +414,7 @@ void FakeVast::take_all_on_rent(bool on) {
     take_all_ = on;
 }
 
-void FakeVast::outbid(const std::string& id) {
-    std::lock_guard lk(m_);
-    auto& i = instances_.at(id);
-    i.outbid = true;
-    if (options_.hosts) options_.hosts->release(id);
-}
-
-std::vector<json> FakeVast::instances() const {
-    std::lock_guard lk(m_);
-    std::vector<json> out;
-    for (const auto& [id, i] : instances_)
-        if (!i.destroyed) out.push_back(view(id));
-    return out;
-}
-
-int FakeVast::alive() const {
-    std::lock_guard lk(m_);
-    int n = 0;
-    for (const auto& [id, i] : instances_)
-        n += i.destroyed ? 0 : 1;  // a stopped one still bills its disk
-    return n;
-}
+void FakeVast::outbid(const std::string& id) { reclaim(id); }
 
 std::vector<json> FakeVast::ssh_keys() const {
     std::lock_guard lk(m_);

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "fakes/common/http_fake.hpp"
+#include "fakes/common/rest_fake.hpp"
 
 namespace sky::test {
 
@@ -28,14 +28,10 @@ struct FakeVastOptions {
     int gets_until_running = 1;
 };
 
-class FakeVast {
+class FakeVast final : public RestFake {
 public:
+    /// Its endpoint(): "http://127.0.0.1:<port>/api/v0".
     explicit FakeVast(FakeVastOptions options = {});
-    ~FakeVast();
-
-    /// "http://127.0.0.1:<port>/api/v0"
-    [[nodiscard]] std::string endpoint() const;
-    [[nodiscard]] HttpFake& http() { return http_; }
 
     /// Marks an ask rented by someone else (it still shows in searches until then: a renter
     /// who searched before gets 410).
@@ -45,8 +41,8 @@ public:
     /// Someone outbid this bid instance: it stops (status_msg "outbid"), its host is released.
     void outbid(const std::string& instance_id);
 
-    [[nodiscard]] std::vector<nlohmann::json> instances() const;  ///< not destroyed
-    [[nodiscard]] int alive() const;  ///< not destroyed (a stopped instance still bills its disk)
+    /// Not destroyed (alive() counts them: a stopped instance still bills its disk).
+    [[nodiscard]] std::vector<nlohmann::json> instances() const { return live_views(); }
     [[nodiscard]] std::vector<nlohmann::json> ssh_keys() const;
     /// The create bodies PUT /asks received, in order.
     [[nodiscard]] std::vector<nlohmann::json> rent_requests() const;
@@ -64,20 +60,11 @@ private:
     HttpReply key_list(const HttpRequest& r);
     HttpReply key_delete(const HttpRequest& r);
     HttpReply search_with(const nlohmann::json& query);
-    nlohmann::json view(const std::string& id) const;  // caller holds m_
+    nlohmann::json view(const std::string& id) const override;
 
     FakeVastOptions options_;
-    HttpFake http_;
-    mutable std::mutex m_;
     std::map<std::string, bool> taken_;  // ask id -> rented
     bool take_all_ = false;
-    struct Instance {
-        nlohmann::json body;
-        int gets = 0;
-        bool destroyed = false;
-        bool outbid = false;
-    };
-    std::map<std::string, Instance> instances_;
     std::vector<nlohmann::json> keys_, rents_;
     long long next_instance_ = 28471000, next_key_ = 90210;
 };

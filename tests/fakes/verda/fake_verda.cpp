@@ -7,9 +7,6 @@
 
 #include <algorithm>
 
-#include "fakes/common/host_binding.hpp"
-#include "hosts/test_hosts.hpp"
-
 namespace sky::test {
 
 namespace {
@@ -62,7 +59,7 @@ std::vector<json> FakeVerda::default_types() {
 }
 
 FakeVerda::FakeVerda(FakeVerdaOptions options)
-    : options_(std::move(options)), http_(HttpFakeOptions{.server = "nginx"}) {
+    : RestFake("nginx", "/v1", options.hosts), options_(std::move(options)) {
     if (options_.types.empty()) options_.types = default_types();
     if (options_.on_demand.empty())
         for (const auto& t : options_.types)
@@ -91,15 +88,6 @@ FakeVerda::FakeVerda(FakeVerdaOptions options)
     route("GET", "/v1/instances/{id}", &FakeVerda::instance_get);
 }
 
-FakeVerda::~FakeVerda() {
-    std::lock_guard lk(m_);
-    if (options_.hosts)
-        for (auto& [id, i] : instances_)
-            if (!i.deleted) options_.hosts->release(id);
-}
-
-std::string FakeVerda::endpoint() const { return http_.url("/v1"); }
-
 std::string FakeVerda::new_id() { return fmt::format("8f6a7c1e-4b2d-4e0a-9c3b-{:012x}", next_++); }
 
 std::optional<HttpReply> FakeVerda::refuse(const HttpRequest& r) {
@@ -114,15 +102,14 @@ std::optional<HttpReply> FakeVerda::refuse(const HttpRequest& r) {
         if (it->second < generation_)
             return error(401, "unauthorized_request", "Access token is expired");
     }
-    if ((r.method == "POST" || r.method == "PUT") && !r.body.empty() &&
-        r.header("Content-Type").rfind("application/json", 0) != 0)
+    if ((r.method == "POST" || r.method == "PUT") && !r.body.empty() && !json_declared(r))
         return error(400, "invalid_request", "Content-Type must be application/json");
     return std::nullopt;
 }
 
 HttpReply FakeVerda::token(const HttpRequest& r) {
     // JSON, as the SDK sends it; a form body is refused.
-    if (r.header("Content-Type").rfind("application/json", 0) != 0)
+    if (!json_declared(r))
         return error(400, "invalid_request", "The token endpoint takes a JSON body");
     auto b = json_body(r);
     if (!b || !b->is_object()) return error(400, "invalid_request", "Invalid JSON body");
@@ -321,52 +308,44 @@ HttpReply FakeVerda::instances_post(const HttpRequest& r) {
         script = (*it)["script"];
     }
     const std::string id = new_id();
-    Instance inst;
-    if (options_.hosts) {
-        std::string authorized;
-        for (const auto& k : keys) authorized += (authorized.empty() ? "" : "\n") + k;
-        auto host = options_.hosts->boot_any(id, script, authorized);
-        if (!host)
-            return error(400, "invalid_request",
-                         fmt::format("Instance type {} is not available in {}", t, loc));
-        inst.ip = options_.hosts->hosts().address(*host);
-    } else {
-        inst.ip = fmt::format("135.181.0.{}", instances_.size() + 10);
-    }
-    inst.body = {{"id", id},
-                 {"instance_type", t},
-                 {"price_per_hour", std::stod((*type)["price_per_hour"].get<std::string>())},
-                 {"hostname", (*b)["hostname"]},
-                 {"description", (*b)["description"]},
-                 {"status", "ordered"},
-                 {"created_at", "2026-11-23T10:00:00.000Z"},
-                 {"ssh_key_ids", b->value("ssh_key_ids", json::array())},
-                 {"cpu", (*type)["cpu"]},
-                 {"gpu", (*type)["gpu"]},
-                 {"memory", (*type)["memory"]},
-                 {"storage", (*type)["storage"]},
-                 {"gpu_memory", (*type)["gpu_memory"]},
-                 {"ip", nullptr},
-                 {"os_volume_id", "vol-" + id.substr(id.size() - 12)},
-                 {"location", loc},
-                 {"image", (*b)["image"]},
-                 {"startup_script_id", b->value("startup_script_id", json())},
-                 {"is_spot", spot},
-                 {"contract", spot ? "SPOT" : "PAY_AS_YOU_GO"},
-                 {"pricing", "FIXED_PRICE"}};
-    instances_[id] = std::move(inst);
+    FakeMachine* inst =
+        add_machine(id, script, keys, fmt::format("135.181.0.{}", machines_.size() + 10), 22);
+    if (!inst)
+        return error(400, "invalid_request",
+                     fmt::format("Instance type {} is not available in {}", t, loc));
+    inst->body = {{"id", id},
+                  {"instance_type", t},
+                  {"price_per_hour", std::stod((*type)["price_per_hour"].get<std::string>())},
+                  {"hostname", (*b)["hostname"]},
+                  {"description", (*b)["description"]},
+                  {"status", "ordered"},
+                  {"created_at", "2026-11-23T10:00:00.000Z"},
+                  {"ssh_key_ids", b->value("ssh_key_ids", json::array())},
+                  {"cpu", (*type)["cpu"]},
+                  {"gpu", (*type)["gpu"]},
+                  {"memory", (*type)["memory"]},
+                  {"storage", (*type)["storage"]},
+                  {"gpu_memory", (*type)["gpu_memory"]},
+                  {"ip", nullptr},
+                  {"os_volume_id", "vol-" + id.substr(id.size() - 12)},
+                  {"location", loc},
+                  {"image", (*b)["image"]},
+                  {"startup_script_id", b->value("startup_script_id", json())},
+                  {"is_spot", spot},
+                  {"contract", spot ? "SPOT" : "PAY_AS_YOU_GO"},
+                  {"pricing", "FIXED_PRICE"}};
     return text(202, id);
 }
 
 json FakeVerda::view(const std::string& id) const {
-    const Instance& i = instances_.at(id);
+    const FakeMachine& i = machines_.at(id);
     json v = i.body;
-    if (i.preempted) {
+    if (i.reclaimed) {
         v["status"] = "discontinued";
-    } else if (i.gets >= options_.gets_until_running) {
+    } else if (i.polls >= options_.gets_until_running) {
         v["status"] = "running";
         v["ip"] = i.ip;
-    } else if (i.gets > 0) {
+    } else if (i.polls > 0) {
         v["status"] = "provisioning";
     }
     return v;
@@ -374,22 +353,18 @@ json FakeVerda::view(const std::string& id) const {
 
 HttpReply FakeVerda::instance_get(const HttpRequest& r) {
     std::lock_guard lk(m_);
-    auto it = instances_.find(r.params.at("id"));
-    if (it == instances_.end() || it->second.deleted)
-        return error(404, "not_found", "Instance not found");
-    ++it->second.gets;
-    return {200, view(it->first).dump()};
+    FakeMachine* i = live(r.params.at("id"));
+    if (!i) return error(404, "not_found", "Instance not found");
+    ++i->polls;
+    return {200, view(r.params.at("id")).dump()};
 }
 
 HttpReply FakeVerda::instances_get(const HttpRequest& r) {
     auto q = r.query_params();
-    std::lock_guard lk(m_);
     json out = json::array();
-    for (const auto& [id, i] : instances_) {
-        if (i.deleted) continue;
-        json v = view(id);
+    for (json& v : live_views()) {
         if (q.count("status") && !q["status"].empty() && v["status"] != q["status"]) continue;
-        out.push_back(v);
+        out.push_back(std::move(v));
     }
     return {200, out.dump()};
 }
@@ -413,17 +388,10 @@ HttpReply FakeVerda::instances_put(const HttpRequest& r) {
     else
         return error(400, "invalid_request", "id is required");
     std::lock_guard lk(m_);
-    for (const auto& id : ids) {
-        auto it = instances_.find(id);
-        if (it == instances_.end() || it->second.deleted)
-            return error(404, "not_found", "Instance " + id + " not found");
-    }
-    if ((*b)["action"] == "delete") {
-        for (const auto& id : ids) {
-            instances_[id].deleted = true;
-            if (options_.hosts) options_.hosts->release(id);
-        }
-    }
+    for (const auto& id : ids)
+        if (!live(id)) return error(404, "not_found", "Instance " + id + " not found");
+    if ((*b)["action"] == "delete")
+        for (const auto& id : ids) remove_machine(id);
     return {202, ""};
 }
 
@@ -450,20 +418,7 @@ void FakeVerda::set_available(const std::string& t, bool on_demand, bool spot) {
     }
 }
 
-void FakeVerda::preempt(const std::string& id) {
-    std::lock_guard lk(m_);
-    auto& i = instances_.at(id);
-    i.preempted = true;
-    if (options_.hosts) options_.hosts->release(id);
-}
-
-std::vector<json> FakeVerda::instances() const {
-    std::lock_guard lk(m_);
-    std::vector<json> out;
-    for (const auto& [id, i] : instances_)
-        if (!i.deleted) out.push_back(view(id));
-    return out;
-}
+void FakeVerda::preempt(const std::string& id) { reclaim(id); }
 
 int FakeVerda::alive() const {
     int n = 0;

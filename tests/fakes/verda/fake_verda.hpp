@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "fakes/common/http_fake.hpp"
+#include "fakes/common/rest_fake.hpp"
 
 namespace sky::test {
 
@@ -36,14 +36,10 @@ struct FakeVerdaOptions {
     int token_lifetime_s = 3600;
 };
 
-class FakeVerda {
+class FakeVerda final : public RestFake {
 public:
+    /// Its endpoint(): "http://127.0.0.1:<port>/v1".
     explicit FakeVerda(FakeVerdaOptions options = {});
-    ~FakeVerda();
-
-    /// "http://127.0.0.1:<port>/v1"
-    [[nodiscard]] std::string endpoint() const;
-    [[nodiscard]] HttpFake& http() { return http_; }
 
     /// Every access token issued so far stops working (401 "expired"); refresh tokens still do.
     void expire_tokens();
@@ -55,7 +51,8 @@ public:
     void preempt(const std::string& id);
 
     /// Instances that still exist (not deleted), as GET /instances/{id} shows them.
-    [[nodiscard]] std::vector<nlohmann::json> instances() const;
+    [[nodiscard]] std::vector<nlohmann::json> instances() const { return live_views(); }
+    /// Instances not deleted nor discontinued (a reclaimed spot instance no longer runs).
     [[nodiscard]] int alive() const;
     [[nodiscard]] std::vector<nlohmann::json> ssh_keys() const;
     [[nodiscard]] std::vector<nlohmann::json> scripts() const;
@@ -80,26 +77,16 @@ private:
     HttpReply instances_get(const HttpRequest& r);
     HttpReply instance_get(const HttpRequest& r);
     HttpReply instances_put(const HttpRequest& r);
-    nlohmann::json view(const std::string& id) const;  // caller holds m_
+    nlohmann::json view(const std::string& id) const override;
     std::string new_id();
 
     FakeVerdaOptions options_;
-    HttpFake http_;
-    mutable std::mutex m_;
     std::map<std::string, int> access_;  // token -> generation
     std::set<std::string> refresh_;
     int generation_ = 0;
     int issued_ = 0, refreshes_ = 0;
     bool funds_ = true;
     std::vector<nlohmann::json> keys_, scripts_;
-    struct Instance {
-        nlohmann::json body;
-        std::string ip;
-        int gets = 0;
-        bool deleted = false;
-        bool preempted = false;
-    };
-    std::map<std::string, Instance> instances_;
     unsigned long next_ = 1;
 };
 

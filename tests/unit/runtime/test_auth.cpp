@@ -299,7 +299,7 @@ TEST_CASE("every truncation and random bytes in protocol messages decode or thro
     ch.pool_id = "pool";
     ch.accelerators = {"H100", "H100"};
     ErrorMsg em{ErrorMsg::exception, "std::runtime_error", "boom", {"a", "b"}};
-    MetricsSample ms;
+    sky::Metrics ms;
     ms.gpu_utilization = 50.0;
     Buffer bw, bc, be, bm;
     save_to(bw, wh);
@@ -317,7 +317,7 @@ TEST_CASE("every truncation and random bytes in protocol messages decode or thro
     all_cuts(bw, WorkerHello{});
     all_cuts(bc, ClientHello{});
     all_cuts(be, ErrorMsg{});
-    all_cuts(bm, MetricsSample{});
+    all_cuts(bm, sky::Metrics{});
     std::mt19937 rng(42);
     for (int round = 0; round < 2000; ++round) {
         Buffer junk;
@@ -326,7 +326,7 @@ TEST_CASE("every truncation and random bytes in protocol messages decode or thro
         WorkerHello a;
         ClientHello b;
         ErrorMsg c;
-        MetricsSample d;
+        sky::Metrics d;
         try {
             load_from(junk.span(), a);
         } catch (const cereal::Exception&) {

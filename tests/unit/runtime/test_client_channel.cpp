@@ -170,7 +170,7 @@ TEST_CASE("client channel: the handshake checks the hello, sends the client's, r
         err.message = "boom";
         e.send(MsgType::error, err, 8);
         e.log(8, "last words");
-        MetricsSample m;
+        sky::Metrics m;
         m.cpu_percent = 37.5;
         m.gpu_temperature = 61;
         e.send(MsgType::metrics, m);
