@@ -3,7 +3,7 @@
 
 #include <regex>
 
-#include "providers/registry/registry.hpp"
+#include "pool/backend_factory.hpp"
 #include "sky/errors.hpp"
 #include "sky/pool.hpp"
 #include "volumes/volumes.hpp"
@@ -55,10 +55,9 @@ void PoolSpec::validate() const {
     } catch (const ConfigError& e) {
         bad(e.what());
     }
-    // The provider's own checks (its descriptor in the registry).
+    // The provider's own checks (its descriptor, which the registry installed).
     std::vector<std::string> problems;
-    const auto& descriptor = detail::descriptor_for(provider);
-    if (descriptor.validate) descriptor.validate(*this, problems);
+    detail::validate_provider(*this, problems);
     if (!problems.empty()) bad(problems.front());
 }
 

@@ -10,7 +10,7 @@
 
 #include <filesystem>
 
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/cloud/sweep.hpp"
 
 namespace sky::detail {

@@ -1,4 +1,4 @@
-#include "ship/file_server.hpp"
+#include "runtime/worker/file_server.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-namespace sky::detail::ship {
+namespace sky::detail {
 
 namespace {
 
@@ -214,4 +214,4 @@ int serve_files_main() {
     }
 }
 
-}  // namespace sky::detail::ship
+}  // namespace sky::detail
