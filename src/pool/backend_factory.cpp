@@ -1,4 +1,4 @@
-// The providers' hooks, as the registry installed them.
+// The backend factory, as the registry installed it.
 #include "pool/backend_factory.hpp"
 
 #include <mutex>
@@ -11,7 +11,7 @@ namespace {
 
 struct Installed {
     std::mutex m;
-    ProviderHooks hooks;
+    BackendFactory factory;
 };
 
 Installed& installed() {
@@ -19,32 +19,26 @@ Installed& installed() {
     return i;
 }
 
-ProviderHooks current() {
-    auto& i = installed();
-    std::lock_guard lk(i.m);
-    return i.hooks;
-}
-
 }  // namespace
 
-void install_provider_hooks(ProviderHooks hooks) {
+void install_backend_factory(BackendFactory factory) {
     auto& i = installed();
     std::lock_guard lk(i.m);
-    i.hooks = std::move(hooks);
+    i.factory = std::move(factory);
 }
 
 std::unique_ptr<Backend> make_backend(const BackendContext& context) {
-    const ProviderHooks hooks = current();
-    if (!hooks.make_backend)
+    BackendFactory factory;
+    {
+        auto& i = installed();
+        std::lock_guard lk(i.m);
+        factory = i.factory;
+    }
+    if (!factory)
         throw ConfigError(
             "PoolSpec::provider: no provider registry is installed in this program (make pools "
             "with sky::ComputePool, which installs it)");
-    return hooks.make_backend(context);
-}
-
-void validate_provider(const PoolSpec& spec, std::vector<std::string>& problems) {
-    const ProviderHooks hooks = current();
-    if (hooks.validate) hooks.validate(spec, problems);
+    return factory(context);
 }
 
 }  // namespace sky::detail

@@ -1,4 +1,4 @@
-// Where a pool is made: the composition root wires the registry's providers into the pool
+// Where a pool is made: the composition root installs the registry's backend factory in the pool
 // (install_registry) before the pool engine starts, so the engine never names the registry.
 #include <boost/asio/post.hpp>
 

@@ -50,21 +50,15 @@ const ProviderDescriptor& descriptor_for(const Provider& provider) {
 void install_registry() {
     static std::once_flag once;
     std::call_once(once, [] {
-        install_provider_hooks(ProviderHooks{
-            .validate =
-                [](const PoolSpec& spec, std::vector<std::string>& problems) {
-                    const ProviderDescriptor& d = descriptor_for(spec.provider);
-                    if (d.validate) d.validate(spec, problems);
-                },
-            .make_backend =
-                [](const BackendContext& context) {
-                    return descriptor_for(context.spec.provider).make_backend(context);
-                }});
+        install_backend_factory([](const BackendContext& context) {
+            return descriptor_for(context.spec.provider).make_backend(context);
+        });
     });
 }
 
 namespace {
-// Also at start-up, so that a PoolSpec::validate before the first pool has its provider's checks.
+// Also at start-up: this object is linked wherever a pool is (PoolSpec::validate, which PoolCore
+// calls, is in this folder and uses descriptor_for), so the pool finds the factory installed.
 [[maybe_unused]] const bool installed_at_start = (install_registry(), true);
 }  // namespace
 

@@ -30,16 +30,16 @@ namespace fs = std::filesystem;
 const std::set<std::string> cloud_adapter = {
     "providers/cloud", "providers/descriptor", "providers/rest", "catalog", "http", "util"};
 
-// The table, written from the ground floor up (the levels in the comments are those of
-// docs/architecture.md): a row names only components of the levels below it. The third test
-// checks that neither the table nor the includes have a cycle.
+// The table, written from the ground floor up: a row names only components of earlier rows.
+// The third test checks that neither the table nor the includes have a cycle (the levels it
+// computes are drawn in docs/architecture.md).
 const std::map<std::string, std::set<std::string>>& allowed() {
     static const std::map<std::string, std::set<std::string>> table = {
-        // Level 0: the ground floor. core holds the public error types' constructors: a
+        // The ground floor. core holds the public error types' constructors: a
         // component that throws sky::Error depends on it and on nothing else.
         {"core", {}},
         {"util", {}},
-        // Level 1: leaf services over util.
+        // Leaf services and drivers.
         {"catalog", {"util"}},
         {"http", {"util"}},
         {"bootstrap", {"util"}},
@@ -50,7 +50,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // http: the AWS provider and volumes (S3) both use it.
         {"aws", {"http", "util"}},
         {"metrics", {"catalog", "util"}},
-        // Level 2: the runtime, the wire and the worker. The worker samples metrics; its process
+        // The runtime: the wire and the worker. The worker samples metrics; its process
         // modes (serving calls, serving files to peers) are its own, in runtime/worker/.
         {"runtime", {"metrics", "util"}},
         // The client's I/O core: the io_context and the async stream interface; its blocking
@@ -62,14 +62,14 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // Volumes: the endpoint check every endpoint gets, the node's SSH session, the AWS
         // credentials and STS for S3.
         {"volumes", {"aws", "http", "ssh", "util"}},
-        // Level 3: the pool engine. It names no provider: its backend and its provider's checks
-        // come through pool/backend_factory.hpp, filled by the registry above it.
-        // PoolSpec::validate checks the volumes; node connections and the timer run on the I/O
-        // core; the ledger records what it starts.
-        {"pool", {"catalog", "io", "ledger", "metrics", "runtime", "util", "volumes"}},
-        // Level 4: what a provider is (ProviderDescriptor), over the pool's Backend.
+        // The pool engine. It names no provider: its backend comes through
+        // pool/backend_factory.hpp, filled by the registry above it (which also holds
+        // PoolSpec::validate, whose last check is the provider's). Node connections and the
+        // timer run on the I/O core; the ledger records what it starts.
+        {"pool", {"catalog", "io", "ledger", "metrics", "runtime", "util"}},
+        // What a provider is (ProviderDescriptor), over the pool's Backend.
         {"providers/descriptor", {"pool"}},
-        // Level 5: the providers. Every remote node mounts the pool's volumes (a bootstrap
+        // The providers. Every remote node mounts the pool's volumes (a bootstrap
         // phase) and unmounts them. The worker's tunnel reaches the pool as an io::Stream (the
         // SSH layer's channel).
         {"providers/remote",
@@ -103,13 +103,14 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"providers/slurm",
          {"io", "ledger", "pool", "providers/cloud", "providers/descriptor", "runtime", "ship",
           "ssh", "util"}},
-        // Level 6: the composition root. The registry lists every provider and links each one
-        // (its CMakeLists.txt), and ComputePool's constructor wires them into the pool.
+        // The composition root. The registry lists every provider and links each one
+        // (its CMakeLists.txt), and ComputePool's constructor wires them into the pool;
+        // PoolSpec::validate checks the volumes and asks the provider's descriptor.
         {"providers/registry",
-         {"io", "pool", "providers/aws", "providers/cloud", "providers/descriptor",
+         {"io", "pool", "volumes", "providers/aws", "providers/cloud", "providers/descriptor",
           "providers/digitalocean", "providers/local", "providers/runpod", "providers/simulated",
           "providers/slurm", "providers/ssh", "providers/vastai", "providers/verda"}},
-        // Level 7: the tool reaches providers only through their descriptors (the registry):
+        // The tool reaches providers only through their descriptors (the registry):
         // `sky ls` and `sky gc` name no provider; it reads pools' ledgers.
         {"cli", {"catalog", "http", "ledger", "pool", "providers/registry", "util"}},
     };

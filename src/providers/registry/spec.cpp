@@ -1,9 +1,11 @@
-// PoolSpec::validate: every field checked, the first bad one named with its value.
+// PoolSpec::validate: every field checked, the first bad one named with its value. It lives in the
+// composition root because its last check is the provider's own (its descriptor's): whoever
+// validates a spec, the pool before it starts included, has every provider's checks.
 #include <fmt/format.h>
 
 #include <regex>
 
-#include "pool/backend_factory.hpp"
+#include "providers/registry/registry.hpp"
 #include "sky/errors.hpp"
 #include "sky/pool.hpp"
 #include "volumes/volumes.hpp"
@@ -55,9 +57,10 @@ void PoolSpec::validate() const {
     } catch (const ConfigError& e) {
         bad(e.what());
     }
-    // The provider's own checks (its descriptor, which the registry installed).
+    // The provider's own checks (its descriptor).
     std::vector<std::string> problems;
-    detail::validate_provider(*this, problems);
+    const auto& descriptor = detail::descriptor_for(provider);
+    if (descriptor.validate) descriptor.validate(*this, problems);
     if (!problems.empty()) bad(problems.front());
 }
 
