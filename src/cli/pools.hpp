@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/cloud.hpp"
 

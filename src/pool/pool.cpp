@@ -1,7 +1,7 @@
-// ComputePool: a handle on PoolCore; and what sky/asio.hpp needs from libsky.
+// ComputePool: a handle on PoolCore; and what sky/asio.hpp needs from libsky. A pool is made
+// where the providers are wired to it, in the composition root
+// (src/providers/registry/compute_pool.cpp: ComputePool(PoolSpec), start_pool).
 #include "sky/pool.hpp"
-
-#include <boost/asio/post.hpp>
 
 #include "io/io_core.hpp"
 #include "pool/pool_core.hpp"
@@ -13,26 +13,8 @@ namespace detail {
 
 boost::asio::io_context& io_context() { return io::context(); }
 
-void start_pool(PoolSpec spec, std::function<void(std::exception_ptr, ComputePool)> done) {
-    std::shared_ptr<PoolCore> core;
-    try {
-        core = std::make_shared<PoolCore>(std::move(spec));
-    } catch (...) {
-        boost::asio::post(io::executor(), [e = std::current_exception(), done] {
-            done(e, PoolAccess::adopt(nullptr));
-        });
-        return;
-    }
-    core->start_async(
-        [core, done](std::exception_ptr e) { done(e, PoolAccess::adopt(e ? nullptr : core)); });
-}
-
 }  // namespace detail
 
-ComputePool::ComputePool(PoolSpec spec)
-    : core_(std::make_shared<detail::PoolCore>(std::move(spec))) {
-    core_->start();
-}
 ComputePool::~ComputePool() {
     if (core_) core_->close(false);
 }

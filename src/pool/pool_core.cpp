@@ -8,12 +8,12 @@
 #include <future>
 #include <tuple>
 
+#include "ledger/ledger.hpp"
 #include "metrics/metrics.hpp"
-#include "pool/ledger.hpp"
+#include "pool/backend_factory.hpp"
+#include "pool/exposure.hpp"
 #include "pool/lost_call.hpp"
 #include "pool/signals.hpp"
-#include "providers/registry/exposure.hpp"
-#include "providers/registry/registry.hpp"
 #include "runtime/worker.hpp"
 #include "sky/detail/serialize.hpp"
 #include "util/random.hpp"

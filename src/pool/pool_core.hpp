@@ -22,9 +22,9 @@
 
 #include "catalog/cost.hpp"
 #include "io/io_core.hpp"
+#include "ledger/ledger.hpp"
 #include "pool/backend.hpp"
 #include "pool/event_bus.hpp"
-#include "pool/ledger.hpp"
 #include "pool/node_connection.hpp"
 #include "pool/scheduler.hpp"
 #include "sky/pool.hpp"

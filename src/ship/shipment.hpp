@@ -8,9 +8,9 @@
 // One PoolShipment is shared by the start threads of a pool's nodes, so that each missing file
 // leaves the client once whatever the node count: the first node that needs files receives them
 // from the client (compressed with zstd when the node can decompress), and every other node
-// copies them from a node that has them, over the pool's own network (see file_server.hpp),
-// checking each file's hash on arrival. A node that cannot reach its peers gets the files from
-// the client instead.
+// copies them from a node that has them, over the pool's own network (the worker's file server,
+// runtime/worker/file_server.hpp), checking each file's hash on arrival. A node that cannot reach
+// its peers gets the files from the client instead.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

@@ -8,9 +8,9 @@
 #include <regex>
 #include <sstream>
 
+#include "aws/ec2_client.hpp"
+#include "aws/sts.hpp"
 #include "http/endpoint.hpp"
-#include "providers/aws/ec2_client.hpp"
-#include "providers/aws/sts.hpp"
 #include "sky/errors.hpp"
 #include "ssh/session.hpp"
 #include "util/shell.hpp"

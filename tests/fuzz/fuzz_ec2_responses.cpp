@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
+#include "aws/ec2_protocol.hpp"
+#include "aws/xml.hpp"
 #include "fuzz/fuzz_common.hpp"
-#include "providers/aws/ec2_protocol.hpp"
-#include "providers/aws/xml.hpp"
 
 using namespace sky::detail::aws;
 using nlohmann::json;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "aws/xml.hpp"
 #include "fuzz/fuzz_common.hpp"
-#include "providers/aws/xml.hpp"
 
 using namespace sky::detail::aws;
 

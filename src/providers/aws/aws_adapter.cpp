@@ -12,13 +12,13 @@
 #include <mutex>
 #include <set>
 
+#include "aws/ec2_client.hpp"
 #include "catalog/names.hpp"
 #include "http/client_address.hpp"
 #include "http/endpoint.hpp"
-#include "providers/aws/ec2_client.hpp"
+#include "providers/aws/provider.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/collect.hpp"
-#include "providers/registry/registry.hpp"
 #include "sky/catalog.hpp"
 #include "sky/cloud.hpp"
 #include "sky/providers.hpp"

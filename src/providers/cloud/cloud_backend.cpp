@@ -17,9 +17,10 @@
 #include <sstream>
 #include <thread>
 
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
+#include "providers/cloud/provider.hpp"
 #include "providers/cloud/sweep.hpp"
 #include "providers/remote/remote_node.hpp"
 #include "sky/catalog.hpp"

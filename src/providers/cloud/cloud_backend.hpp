@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "pool/backend.hpp"
-#include "providers/registry/registry.hpp"
+#include "providers/descriptor/descriptor.hpp"
 #include "sky/cloud.hpp"
 
 namespace sky::detail {

@@ -10,7 +10,7 @@
 
 #include <filesystem>
 
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/cloud/sweep.hpp"
 #include "util/text.hpp"
 

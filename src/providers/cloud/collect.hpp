@@ -2,7 +2,7 @@
 // What `sky ls` and `sky gc` do with a cloud, through its adapter alone: list the machines under
 // sky's tag, and collect pools that no longer run (terminate and confirm their machines, delete
 // their infrastructure, close their ledgers). Every cloud's descriptor gets these from here.
-#include "providers/registry/registry.hpp"
+#include "providers/descriptor/descriptor.hpp"
 
 namespace sky::detail {
 

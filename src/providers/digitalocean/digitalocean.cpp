@@ -16,7 +16,7 @@
 
 #include "catalog/names.hpp"
 #include "http/client_address.hpp"
-#include "providers/registry/registry.hpp"
+#include "providers/digitalocean/provider.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
 #include "util/env.hpp"

@@ -8,11 +8,11 @@
 #include <mutex>
 #include <vector>
 
+#include "ledger/ledger.hpp"
 #include "pool/backend.hpp"
-#include "pool/ledger.hpp"
 #include "providers/local/local_image.hpp"
 #include "providers/local/local_worker.hpp"
-#include "providers/registry/registry.hpp"
+#include "providers/local/provider.hpp"
 
 namespace sky::detail {
 

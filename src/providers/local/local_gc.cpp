@@ -11,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "pool/ledger.hpp"
-#include "providers/registry/registry.hpp"
+#include "ledger/ledger.hpp"
+#include "providers/descriptor/descriptor.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker_launch.hpp"
 #include "util/file.hpp"

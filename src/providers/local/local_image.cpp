@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "bootstrap/pip.hpp"
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/local/local_worker.hpp"
 #include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"

@@ -1,21 +1,24 @@
-// The list of built-in providers. Each provider's folder defines its descriptor; this file only
-// lists them, so that nothing else in sky names a provider.
+// The list of built-in providers. Each provider's folder defines its descriptor (declared in its
+// provider.hpp, linked in CMakeLists.txt); this file only lists them, so that nothing else in sky
+// names a provider.
 #include "providers/registry/registry.hpp"
 
 #include <fmt/format.h>
 
-namespace sky::detail {
+#include <mutex>
 
-ProviderDescriptor local_provider();         // providers/local
-ProviderDescriptor ssh_provider();           // providers/ssh
-ProviderDescriptor aws_provider();           // providers/aws
-ProviderDescriptor simulated_provider();     // providers/simulated
-ProviderDescriptor custom_provider();        // providers/cloud: a user's CloudAdapter
-ProviderDescriptor verda_provider();         // providers/verda
-ProviderDescriptor vastai_provider();        // providers/vastai
-ProviderDescriptor runpod_provider();        // providers/runpod
-ProviderDescriptor digitalocean_provider();  // providers/digitalocean
-ProviderDescriptor slurm_provider();         // providers/slurm
+#include "providers/aws/provider.hpp"
+#include "providers/cloud/provider.hpp"
+#include "providers/digitalocean/provider.hpp"
+#include "providers/local/provider.hpp"
+#include "providers/runpod/provider.hpp"
+#include "providers/simulated/provider.hpp"
+#include "providers/slurm/provider.hpp"
+#include "providers/ssh/provider.hpp"
+#include "providers/vastai/provider.hpp"
+#include "providers/verda/provider.hpp"
+
+namespace sky::detail {
 
 const std::vector<ProviderDescriptor>& providers() {
     static const std::vector<ProviderDescriptor> all = {
@@ -44,8 +47,19 @@ const ProviderDescriptor& descriptor_for(const Provider& provider) {
     return *d;
 }
 
-std::unique_ptr<Backend> make_backend(const BackendContext& context) {
-    return descriptor_for(context.spec.provider).make_backend(context);
+void install_registry() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        install_backend_factory([](const BackendContext& context) {
+            return descriptor_for(context.spec.provider).make_backend(context);
+        });
+    });
 }
+
+namespace {
+// Also at start-up: this object is linked wherever a pool is (PoolSpec::validate, which PoolCore
+// calls, is in this folder and uses descriptor_for), so the pool finds the factory installed.
+[[maybe_unused]] const bool installed_at_start = (install_registry(), true);
+}  // namespace
 
 }  // namespace sky::detail

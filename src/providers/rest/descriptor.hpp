@@ -14,7 +14,7 @@
 
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/collect.hpp"
-#include "providers/registry/registry.hpp"
+#include "providers/descriptor/descriptor.hpp"
 
 namespace sky::detail::rest {
 

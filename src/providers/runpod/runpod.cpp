@@ -15,10 +15,10 @@
 #include <set>
 
 #include "catalog/names.hpp"
-#include "providers/registry/registry.hpp"
 #include "providers/rest/container_boot.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
+#include "providers/runpod/provider.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
 

@@ -32,11 +32,11 @@
 #include <thread>
 
 #include "io/stream.hpp"
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/collect.hpp"
 #include "providers/local/local_worker.hpp"
-#include "providers/registry/registry.hpp"
+#include "providers/simulated/provider.hpp"
 #include "runtime/protocol.hpp"
 #include "sky/catalog.hpp"
 #include "sky/cloud.hpp"

@@ -15,12 +15,12 @@
 #include <sstream>
 #include <thread>
 
+#include "ledger/ledger.hpp"
 #include "pool/backend.hpp"
-#include "pool/ledger.hpp"
 #include "providers/cloud/collect.hpp"
-#include "providers/registry/registry.hpp"
 #include "providers/slurm/jobs.hpp"
 #include "providers/slurm/login.hpp"
+#include "providers/slurm/provider.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "runtime/worker_launch.hpp"

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "ledger/ledger.hpp"
 #include "pool/backend.hpp"
-#include "pool/ledger.hpp"
-#include "providers/registry/registry.hpp"
 #include "providers/remote/remote_node.hpp"
+#include "providers/ssh/provider.hpp"
 #include "util/env.hpp"
 
 namespace sky::detail {

@@ -17,10 +17,10 @@
 #include <sstream>
 
 #include "catalog/names.hpp"
-#include "providers/registry/registry.hpp"
 #include "providers/rest/container_boot.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
+#include "providers/vastai/provider.hpp"
 #include "util/env.hpp"
 #include "util/file.hpp"
 #include "util/text.hpp"

@@ -18,9 +18,9 @@
 #include "http/client_address.hpp"
 #include "http/endpoint.hpp"
 #include "providers/cloud/host_firewall.hpp"
-#include "providers/registry/registry.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
+#include "providers/verda/provider.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
 

@@ -15,10 +15,10 @@
 
 #include "runtime/auth.hpp"
 #include "runtime/worker.hpp"
+#include "runtime/worker/file_server.hpp"
 #include "runtime/worker/listener.hpp"
 #include "runtime/worker/worker.hpp"
 #include "runtime/worker_launch.hpp"
-#include "ship/file_server.hpp"
 #include "sky/init.hpp"
 
 namespace sky::detail {
@@ -121,8 +121,8 @@ std::string& argv0() {
 }
 
 // --sky-serve-files: a node serving the program's files to its pool's other nodes (see
-// ship/file_server).
-[[noreturn]] void serve_files_mode() { ::_exit(ship::serve_files_main()); }
+// runtime/worker/file_server.hpp).
+[[noreturn]] void serve_files_mode() { ::_exit(serve_files_main()); }
 
 struct ProcessMode {
     const char* flag;
@@ -132,7 +132,7 @@ struct ProcessMode {
 // The first argument that names a mode selects it.
 constexpr ProcessMode process_modes[] = {
     {worker_flag, worker_mode},
-    {ship::serve_files_flag, serve_files_mode},
+    {serve_files_flag, serve_files_mode},
 };
 
 }  // namespace

@@ -12,10 +12,10 @@
 #include <sstream>
 #include <thread>
 
+#include "aws/ec2_client.hpp"
 #include "fakes/ec2/fake_ec2.hpp"
 #include "hosts/test_hosts.hpp"
-#include "pool/ledger.hpp"
-#include "providers/aws/ec2_client.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
@@ -959,7 +959,8 @@ TEST_CASE(
         spec.accelerator = accelerator;
         spec.spot = spot;
         sky::test::EventLog log;
-        auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "0a1b2c3d", nullptr});
+        auto b = sky::detail::descriptor_for(spec.provider)
+                     .make_backend(sky::detail::BackendContext{spec, "0a1b2c3d", nullptr});
         b->provision(1, log.sink());
         REQUIRE(fake.instances().size() == 1);
         const std::string launched = fake.instances()[0]["InstanceType"];
@@ -1011,8 +1012,8 @@ TEST_CASE(
         spec.spot = sky::Spot::Never{};
         auto ledger = sky::detail::Ledger::open(pool_id, "aws", "");
         {
-            auto b =
-                sky::detail::make_backend(sky::detail::BackendContext{spec, pool_id, ledger.get()});
+            auto b = sky::detail::descriptor_for(spec.provider)
+                         .make_backend(sky::detail::BackendContext{spec, pool_id, ledger.get()});
             b->provision(1, [](sky::Event) {});
             REQUIRE(sky_groups(fake).size() == 1);
             b->stop_all();

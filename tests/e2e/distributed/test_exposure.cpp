@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <mutex>
 
-#include "providers/registry/exposure.hpp"
+#include "pool/exposure.hpp"
 #include "sky/sky.hpp"
 
 namespace exposure_test {

@@ -251,8 +251,9 @@ TEST_CASE("close reports what it could not confirm stopped and the pool is close
           "[local][operators]") {
     auto spec = quiet(1);
     auto core = std::make_shared<sky::detail::PoolCore>(
-        spec, std::make_unique<UnconfirmedStop>(
-                  sky::detail::make_backend({spec, "test-unconfirmed", nullptr})));
+        spec,
+        std::make_unique<UnconfirmedStop>(sky::detail::descriptor_for(spec.provider)
+                                              .make_backend({spec, "test-unconfirmed", nullptr})));
     core->start();
     REQUIRE(core->instance_count() == 1);
     try {

@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "aws/ec2_client.hpp"
 #include "fakes/ec2/fake_ec2.hpp"
 #include "hosts/test_hosts.hpp"
-#include "pool/ledger.hpp"
-#include "providers/aws/ec2_client.hpp"
+#include "ledger/ledger.hpp"
 
 extern char** environ;
 

@@ -13,9 +13,9 @@
 #include <regex>
 #include <stdexcept>
 
+#include "aws/ec2_protocol.hpp"
+#include "aws/sigv4.hpp"
 #include "http/http_client.hpp"
-#include "providers/aws/ec2_protocol.hpp"
-#include "providers/aws/sigv4.hpp"
 #include "util/digest.hpp"
 
 namespace volumes_test {

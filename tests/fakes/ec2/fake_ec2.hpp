@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "aws/sigv4.hpp"
 #include "fakes/common/fault_rate.hpp"
-#include "providers/aws/sigv4.hpp"
 #include "support/aws/ec2_model.hpp"
 
 namespace sky::test {

@@ -15,11 +15,11 @@
 #include <sstream>
 #include <string>
 
+#include "aws/ec2_client.hpp"
+#include "aws/sigv4.hpp"
+#include "aws/sts.hpp"
 #include "fakes/ec2/fake_ec2.hpp"
 #include "http/http_client.hpp"
-#include "providers/aws/ec2_client.hpp"
-#include "providers/aws/sigv4.hpp"
-#include "providers/aws/sts.hpp"
 #include "support/aws/ec2_model.hpp"
 
 using namespace sky::detail;

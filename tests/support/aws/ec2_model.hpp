@@ -1,6 +1,6 @@
 #pragma once
 /// \file The model-driven half of the EC2 Query protocol, for tests and the fake EC2 only (libsky
-/// keeps what the adapter sends: providers/aws/ec2_protocol.hpp). A serializer and a parser that
+/// keeps what the adapter sends: aws/ec2_protocol.hpp). A serializer and a parser that
 /// follow botocore's rules from a service-2.json, so requests and answers can be checked against
 /// the published model and boto3-shaped JSON.
 #include <functional>
@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "providers/aws/ec2_protocol.hpp"
-#include "providers/aws/xml.hpp"
+#include "aws/ec2_protocol.hpp"
+#include "aws/xml.hpp"
 
 namespace sky::detail::aws {
 

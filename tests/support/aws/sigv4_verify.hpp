@@ -1,12 +1,12 @@
 #pragma once
 /// \file Verifying received SigV4 requests, for the fake EC2 and tests only (libsky signs:
-/// providers/aws/sigv4.hpp).
+/// aws/sigv4.hpp).
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
 
-#include "providers/aws/sigv4.hpp"
+#include "aws/sigv4.hpp"
 
 namespace sky::detail::aws {
 

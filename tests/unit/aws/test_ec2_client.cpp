@@ -9,8 +9,8 @@
 #include <map>
 #include <optional>
 
+#include "aws/ec2_client.hpp"
 #include "http/endpoint.hpp"
-#include "providers/aws/ec2_client.hpp"
 
 using namespace sky::detail::aws;
 namespace fs = std::filesystem;

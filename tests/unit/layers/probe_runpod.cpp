@@ -3,7 +3,7 @@
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/rest/json_api.hpp"
 #ifndef SKY_COMPILE_OK
-#include "providers/aws/ec2_client.hpp"
+#include "aws/ec2_client.hpp"
 #endif
 
 int main() {}

@@ -1,4 +1,4 @@
-// The write-ahead pool ledger (src/pool/ledger.hpp): private files, append-only records, torn
+// The write-ahead pool ledger (src/ledger/ledger.hpp): private files, append-only records, torn
 // last lines, pid reuse, and malformed files that never stop `sky ls` / `sky gc`.
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "sky/errors.hpp"
 #include "support/temp_home.hpp"
 

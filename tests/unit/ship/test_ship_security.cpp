@@ -23,7 +23,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ship/file_server.hpp"
+#include "runtime/worker/file_server.hpp"
 #include "ship/shipment.hpp"
 #include "util/digest.hpp"
 #include "util/shell.hpp"
@@ -210,7 +210,7 @@ public:
             ::setenv("SKY_SERVE_ADDR", address.c_str(), 1);
             ::setenv("SKY_SERVE_LIFETIME", std::to_string(lifetime).c_str(), 1);
             ::setenv("SKY_SERVE_IDLE", "5", 1);
-            ::_exit(serve_files_main());
+            ::_exit(sky::detail::serve_files_main());
         }
         const auto until = Clock::now() + std::chrono::seconds(10);
         while (Clock::now() < until && !fs::exists(run_ / "serve-port"))

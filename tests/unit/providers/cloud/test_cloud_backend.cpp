@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "fakes/cloud/fake_cloud.hpp"
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
@@ -33,7 +33,8 @@ struct Run {
         return s;
     }
     std::unique_ptr<sky::detail::Backend> backend(const sky::PoolSpec& s) {
-        return sky::detail::make_backend(sky::detail::BackendContext{s, "pool1", nullptr});
+        return sky::detail::descriptor_for(s.provider)
+            .make_backend(sky::detail::BackendContext{s, "pool1", nullptr});
     }
     std::function<void(sky::Event)> emit() {
         return [this](sky::Event e) {
@@ -378,7 +379,8 @@ TEST_CASE("cloud layer: infrastructure still in use is deleted again with backof
     sky::test::TempSkyHome home;
     auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
     auto spec = r.spec(never(), 1);
-    auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    auto b = sky::detail::descriptor_for(spec.provider)
+                 .make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
     b->provision(1, r.emit());
     const auto started = std::chrono::steady_clock::now();
     b->stop_all();
@@ -398,7 +400,8 @@ TEST_CASE(
     sky::test::TempSkyHome home;
     auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
     auto spec = r.spec(never(), 1);
-    auto b = sky::detail::make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    auto b = sky::detail::descriptor_for(spec.provider)
+                 .make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
     b->provision(1, r.emit());
     b->stop_all();
     ledger->close();

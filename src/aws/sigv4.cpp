@@ -1,4 +1,4 @@
-#include "providers/aws/sigv4.hpp"
+#include "aws/sigv4.hpp"
 
 #include <fmt/format.h>
 #include <openssl/evp.h>

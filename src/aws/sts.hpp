@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "providers/aws/sigv4.hpp"
+#include "aws/sigv4.hpp"
 
 namespace sky::detail::aws {
 

@@ -1,6 +1,6 @@
-#include "providers/aws/sts.hpp"
+#include "aws/sts.hpp"
 
-#include "providers/aws/ec2_client.hpp"
+#include "aws/ec2_client.hpp"
 #include "util/env.hpp"
 
 namespace sky::detail::aws {

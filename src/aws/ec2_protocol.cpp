@@ -1,4 +1,4 @@
-#include "providers/aws/ec2_protocol.hpp"
+#include "aws/ec2_protocol.hpp"
 
 #include <fmt/format.h>
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "providers/aws/xml.hpp"
+#include "aws/xml.hpp"
 #include "util/encoding.hpp"
 
 namespace sky::detail::aws {

@@ -6,10 +6,10 @@
 #include <string>
 #include <string_view>
 
+#include "aws/ec2_protocol.hpp"
+#include "aws/sigv4.hpp"
+#include "aws/xml.hpp"
 #include "http/http_client.hpp"
-#include "providers/aws/ec2_protocol.hpp"
-#include "providers/aws/sigv4.hpp"
-#include "providers/aws/xml.hpp"
 
 namespace sky::detail::aws {
 

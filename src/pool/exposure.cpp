@@ -1,4 +1,4 @@
-#include "providers/registry/exposure.hpp"
+#include "pool/exposure.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -15,7 +15,7 @@
 // 64 connections at once. Only a request with the token counts as activity for the idle exit,
 // and the server ends with its pool whatever happens: when its run directory is removed (the
 // pool's stop, or the node's watchdog) and at the pool's hard timeout.
-namespace sky::detail::ship {
+namespace sky::detail {
 
 /// The command-line flag that makes sky::init serve files instead of running the program.
 inline constexpr const char* serve_files_flag = "--sky-serve-files";
@@ -29,4 +29,4 @@ inline constexpr const char* serve_files_flag = "--sky-serve-files";
 /// status.
 int serve_files_main();
 
-}  // namespace sky::detail::ship
+}  // namespace sky::detail

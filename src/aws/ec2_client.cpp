@@ -1,4 +1,4 @@
-#include "providers/aws/ec2_client.hpp"
+#include "aws/ec2_client.hpp"
 
 #include <fmt/format.h>
 

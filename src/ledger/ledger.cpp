@@ -1,4 +1,4 @@
-#include "pool/ledger.hpp"
+#include "ledger/ledger.hpp"
 
 #include <fcntl.h>
 #include <pwd.h>

@@ -1,4 +1,4 @@
-#include "providers/aws/xml.hpp"
+#include "aws/xml.hpp"
 
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>

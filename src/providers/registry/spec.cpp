@@ -1,4 +1,6 @@
-// PoolSpec::validate: every field checked, the first bad one named with its value.
+// PoolSpec::validate: every field checked, the first bad one named with its value. It lives in the
+// composition root because its last check is the provider's own (its descriptor's): whoever
+// validates a spec, the pool before it starts included, has every provider's checks.
 #include <fmt/format.h>
 
 #include <regex>
@@ -55,7 +57,7 @@ void PoolSpec::validate() const {
     } catch (const ConfigError& e) {
         bad(e.what());
     }
-    // The provider's own checks (its descriptor in the registry).
+    // The provider's own checks (its descriptor).
     std::vector<std::string> problems;
     const auto& descriptor = detail::descriptor_for(provider);
     if (descriptor.validate) descriptor.validate(*this, problems);

@@ -1,4 +1,4 @@
-#include "ship/file_server.hpp"
+#include "runtime/worker/file_server.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,7 +25,7 @@
 
 #include "util/env.hpp"
 
-namespace sky::detail::ship {
+namespace sky::detail {
 
 namespace {
 
@@ -211,4 +211,4 @@ int serve_files_main() {
     }
 }
 
-}  // namespace sky::detail::ship
+}  // namespace sky::detail
