@@ -13,9 +13,19 @@
 
 namespace sky::detail::io {
 
+namespace {
+// The protocol of a connected socket `fd` as Asio's generic socket needs it.
+boost::asio::generic::stream_protocol protocol_of(int fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) addr.ss_family = AF_UNIX;
+    return {addr.ss_family, 0};
+}
+}  // namespace
+
 FdStream::FdStream(int fd, std::string description)
     : strand_(boost::asio::make_strand(executor())),
-      socket_(context(), fd),
+      socket_(context(), protocol_of(fd), fd),
       fd_(fd),
       description_(std::move(description)) {
     int one = 1;

@@ -1,9 +1,10 @@
 #pragma once
 // An io::Stream over a connected socket: a Local worker's socket pair, a Unix-socket or TCP
-// connection to a worker. An Asio stream descriptor on the I/O core, its completions on a strand
-// of its own.
+// connection to a worker. An Asio socket on the I/O core (not a plain descriptor: a socket's
+// writes pass MSG_NOSIGNAL, so a worker that died under a write is an error, never a SIGPIPE
+// that kills the user's program), its completions on a strand of its own.
 #include <atomic>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/strand.hpp>
 #include <string>
 
@@ -36,7 +37,7 @@ public:
 
 private:
     boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-    boost::asio::posix::stream_descriptor socket_;
+    boost::asio::generic::stream_protocol::socket socket_;
     const int fd_;
     std::atomic<bool> closed_{false};
     std::string description_;
