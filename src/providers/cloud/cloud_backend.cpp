@@ -190,6 +190,23 @@ public:
         return ex;
     }
 
+    bool can_reconnect(int node) const override {
+        std::lock_guard lk(m_);
+        const auto& n = nodes_.at(static_cast<std::size_t>(node));
+        return n.remote && !n.gone && n.remote->can_reconnect();
+    }
+
+    std::unique_ptr<io::Stream> reconnect(int node, std::chrono::milliseconds within) override {
+        NodeHandle* remote = nullptr;
+        {
+            std::lock_guard lk(m_);
+            const auto& n = nodes_.at(static_cast<std::size_t>(node));
+            if (!n.gone) remote = n.remote.get();
+        }
+        if (!remote) throw WorkerGone("the node's machine is gone");
+        return remote->reconnect_worker(within);
+    }
+
     bool can_restart(int node) const override {
         std::lock_guard lk(m_);
         (void)nodes_.at(static_cast<std::size_t>(node));

@@ -55,6 +55,7 @@ int Worker::run() {
     // the time, so heartbeats, cancels and a vanished client are seen while calls run.
     executor_ = std::make_unique<Executor>(
         core_, out_, *capture_, [this](const CallPlugin& plugin) { return plugin_env(plugin); });
+    executor_->keep_answered(reconnect_bound_.count() > 0);
     if (!node_.relaying()) executor_->start(concurrency_);
     const auto heard = [this] {
         core_.last_heard.store(steady_seconds());
@@ -173,7 +174,10 @@ void Worker::on_call(Frame& f) {
         executor_->submit(f);
 }
 
-void Worker::on_ack(std::span<const std::uint64_t> call_ids) { out_.ack(call_ids); }
+void Worker::on_ack(std::span<const std::uint64_t> call_ids) {
+    out_.ack(call_ids);
+    if (executor_) executor_->forget(call_ids);
+}
 
 void Worker::on_cancel(std::uint64_t call_id) {
     if (node_.relaying())
