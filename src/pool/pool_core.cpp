@@ -674,6 +674,7 @@ bool PoolCore::start_reconnect_locked(NodeSlot& n, const std::string& why, Clock
         n.reconnect_deadline = base + window;
         n.dropped_at = now;
         n.drop_reason = silent ? n.silence_reason : why;
+        n.drop_silent = silent;
         n.reconnect_attempts = 0;
         n.resume_error.clear();
         if (now >= n.reconnect_deadline) return false;
@@ -700,12 +701,12 @@ void PoolCore::reconnect_attempt(int i) {
     }
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero())
-        return give_up_reconnect(i, "the window closed before the attempt");
+        return give_up_reconnect(i, "the window closed before the attempt", false);
     try {
         s.stream =
             backend_->reconnect(i, std::chrono::duration_cast<std::chrono::milliseconds>(left));
     } catch (const WorkerGone& e) {
-        return give_up_reconnect(i, e.what());
+        return give_up_reconnect(i, e.what(), true);
     } catch (const std::exception& e) {
         return retry_reconnect(i, e.what());
     }
@@ -752,7 +753,8 @@ void PoolCore::retry_reconnect(int i, const std::string& why) {
         }
     }
     if (at == Clock::time_point{}) {
-        run_blocking([self = shared_from_this(), i, why] { self->give_up_reconnect(i, why); });
+        run_blocking(
+            [self = shared_from_this(), i, why] { self->give_up_reconnect(i, why, false); });
         return;
     }
     auto timer = std::make_shared<boost::asio::steady_timer>(strand_, at);
@@ -763,7 +765,7 @@ void PoolCore::retry_reconnect(int i, const std::string& why) {
     });
 }
 
-void PoolCore::give_up_reconnect(int i, const std::string& why) {
+void PoolCore::give_up_reconnect(int i, const std::string& why, bool worker_gone) {
     auto& n = *nodes_[static_cast<std::size_t>(i)];
     std::uint64_t generation = 0;
     {
@@ -772,12 +774,17 @@ void PoolCore::give_up_reconnect(int i, const std::string& why) {
         n.reconnecting = false;
         n.resync = false;
         generation = n.generation;
-        // The node's loss says this, unless the backend knows better (a crash, a reclaim).
-        n.silence_reason = fmt::format(
-            "its connection dropped ({}) and could not be resumed within {:.0f} s ({} "
-            "attempt(s)): {}",
-            n.drop_reason, std::chrono::duration<double>(Clock::now() - n.dropped_at).count(),
-            n.reconnect_attempts, why);
+        // The node's loss says this, unless the backend knows better (a crash, a reclaim). A
+        // worker that is gone ended the connection: the backend's word on why, or the silence
+        // that came first, says it best.
+        if (worker_gone)
+            n.silence_reason = n.drop_silent ? n.drop_reason : std::string();
+        else
+            n.silence_reason = fmt::format(
+                "its connection dropped ({}) and could not be resumed within {:.0f} s ({} "
+                "attempt(s)): {}",
+                n.drop_reason, std::chrono::duration<double>(Clock::now() - n.dropped_at).count(),
+                n.reconnect_attempts, why);
     }
     node_ended(i, generation, why, false);
 }

@@ -63,6 +63,7 @@ struct NodeSlot {
     Clock::time_point reconnect_deadline{};
     int reconnect_attempts = 0;
     std::string drop_reason;   ///< why the connection dropped
+    bool drop_silent = false;  ///< it was ended for silence
     std::string resume_error;  ///< why the last reconnect attempt failed
     /// Why the node was last lost: a call made when no node is left fails with it.
     NodeLostError::Reason lost_reason = NodeLostError::Reason::unreachable;
@@ -145,9 +146,9 @@ private:
     void reconnect_attempt(int i);
     /// An attempt failed: the next one after a pause, or the node is lost past the window.
     void retry_reconnect(int i, const std::string& why);
-    /// The window closed or the worker is gone: the node is lost as any other (on the
-    /// blocking pool).
-    void give_up_reconnect(int i, const std::string& why);
+    /// The window closed, or the worker is gone (`worker_gone`: the machine answered, no
+    /// worker listens): the node is lost as any other (on the blocking pool).
+    void give_up_reconnect(int i, const std::string& why, bool worker_gone);
     /// The resumed worker answered the heartbeat that follows its kept answers: the calls it
     /// never got go again and the node takes calls (under m_).
     void resync_locked(NodeSlot& n, Sends& sends);

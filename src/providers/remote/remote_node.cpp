@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <deque>
@@ -406,9 +407,9 @@ std::unique_ptr<io::Stream> RemoteNode::reconnect_worker(std::chrono::millisecon
     // the worker is gone, and trying again cannot bring it back.
     const auto open = [&](ssh::Session& s) {
         try {
-            // A live session answers a channel request at once; one that does not within a few
-            // seconds is as dead as a closed one (a half-open connection).
-            return s.open_unix_socket(socket_path_, std::min(left(), milliseconds(5000)));
+            // A live session answers a channel request within a round trip; one that does not
+            // within 2 s is as dead as a closed one (a half-open connection).
+            return s.open_unix_socket(socket_path_, std::min(left(), milliseconds(2000)));
         } catch (const ssh::ChannelError& e) {
             throw WorkerGone(
                 fmt::format("no worker listens on {} any more: {}", where_.host, e.what()));
@@ -428,7 +429,9 @@ std::unique_ptr<io::Stream> RemoteNode::reconnect_worker(std::chrono::millisecon
     // dead one and answers at once.
     auto o = session_options();
     o.connect_attempts = 1;
-    o.connect_timeout = std::min<milliseconds>(left(), where_.connect_timeout);
+    // At most 5 s: a connect begun while the link was down does not hold the next one back
+    // long after it is up again (SYN retries back off).
+    o.connect_timeout = std::min({left(), where_.connect_timeout, milliseconds(5000)});
     auto fresh = std::make_unique<ssh::Session>(o);
     auto stream = open(*fresh);
     session_ = std::move(fresh);
