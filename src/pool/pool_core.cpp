@@ -983,6 +983,13 @@ void PoolCore::tick() {
         // heartbeat unanswered past the bound is frozen or cut off, and its calls must not wait
         // forever.
         for (auto& n : nodes_) {
+            // A resumed worker that goes quiet before it answered the heartbeat after its kept
+            // answers does not hold its node past the window: the connection ends, and the
+            // window being closed, the node is lost.
+            if (n->reconnecting && n->resync && n->conn && now > n->reconnect_deadline &&
+                n->conn->unanswered(now) > hb_)
+                silent.emplace_back(n->conn, n->index, n->instance.id,
+                                    "the resumed worker went silent before it caught up");
             if (sched_->state(n->index) != NodeState::ready || !n->conn) continue;
             if (heartbeat) heartbeats.push_back(n->conn);
             if (n->resumable) acks.push_back(n->conn);
