@@ -691,17 +691,20 @@ void PoolCore::reconnect_attempt(int i) {
     auto& n = *nodes_[static_cast<std::size_t>(i)];
     NodeStart s;
     Clock::time_point deadline;
+    std::string last_error;
     {
         std::lock_guard lk(m_);
         if (closing_ || !n.reconnecting) return;
         deadline = n.reconnect_deadline;
+        last_error = n.resume_error;
         ++n.reconnect_attempts;
         s.instance = n.instance;
         s.token = n.token;
     }
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero())
-        return give_up_reconnect(i, "the window closed before the attempt", false);
+        return give_up_reconnect(
+            i, last_error.empty() ? "the window closed before the attempt" : last_error, false);
     try {
         s.stream =
             backend_->reconnect(i, std::chrono::duration_cast<std::chrono::milliseconds>(left));

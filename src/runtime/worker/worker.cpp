@@ -59,6 +59,7 @@ int Worker::run() {
     executor_ = std::make_unique<Executor>(
         core_, out_, *capture_, [this](const CallPlugin& plugin) { return plugin_env(plugin); });
     executor_->keep_answered(reconnect_bound_.count() > 0);
+    node_.keep_answered(reconnect_bound_.count() > 0);
     if (listener_ && reconnect_bound_.count() > 0) door_ = std::thread([this] { door(); });
     if (!node_.relaying()) executor_->start(concurrency_);
     const auto heard = [this] {
@@ -217,6 +218,7 @@ void Worker::on_call(Frame& f) {
 void Worker::on_ack(std::span<const std::uint64_t> call_ids) {
     out_.ack(call_ids);
     if (executor_) executor_->forget(call_ids);
+    node_.forget(call_ids);
 }
 
 void Worker::on_cancel(std::uint64_t call_id) {
