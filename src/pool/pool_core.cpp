@@ -436,7 +436,7 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
     std::vector<std::uint64_t> acks;      // answers received, which a resumable worker keeps
     std::shared_ptr<NodeConnection> conn;
     bool resynced = false;
-    std::size_t resent = 0;
+    std::size_t resent = 0, resumed_answers = 0, resumed_again = 0;
     double away_s = 0;
     {
         std::lock_guard lk(m_);
@@ -447,6 +447,8 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
                 if (n.resync) {
                     resynced = true;
                     resent = sched_->inflight(i);
+                    resumed_answers = n.resumed_answers;
+                    resumed_again = n.resumed_again;
                     away_s = std::chrono::duration<double>(now - n.dropped_at).count();
                     resync_locked(n, sends);
                 }
@@ -470,6 +472,7 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             // Every answer is acknowledged, also one sent again after a resume (ignored here).
             if (n.resumable) acks.push_back(r.call_id);
             auto t = sched_->take(i, r.call_id);
+            if (n.resync) ++(t ? n.resumed_answers : n.resumed_again);
             if (!t) continue;  // timed out or cancelled already
             // A result after the call's deadline (the timer had not got to it yet) did not
             // finish in time: the call fails as its .timeout() says.
@@ -489,10 +492,12 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
         conn->ack(acks);
     }
     if (resynced)
-        emit(ErrorEvent{fmt::format("node {}: reconnected to its worker after {:.1f} s; {} call(s) "
-                                    "still unanswered sent again (the worker runs each once)",
-                                    i, away_s, resent),
-                        instance_id});
+        emit(ErrorEvent{
+            fmt::format("node {}: reconnected to its worker after {:.1f} s; {} kept answer(s) "
+                        "received ({} of them had arrived before the drop); {} call(s) still "
+                        "unanswered sent again (the worker runs each once)",
+                        i, away_s, resumed_answers, resumed_again, resent),
+            instance_id});
     send(sends);
     Completion::deliver(done);
 }
@@ -727,6 +732,7 @@ void PoolCore::reconnect_attempt(int i) {
                     auto& n = *self->nodes_[static_cast<std::size_t>(i)];
                     if (self->closing_ || !n.reconnecting) return;
                     n.resync = true;
+                    n.resumed_answers = n.resumed_again = 0;
                     conn = n.conn;
                 }
                 // The worker sent "started" for its running calls and every answer it kept

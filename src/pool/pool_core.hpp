@@ -62,6 +62,10 @@ struct NodeSlot {
     Clock::time_point dropped_at{};
     Clock::time_point reconnect_deadline{};
     int reconnect_attempts = 0;
+    /// During a resync: answers the pool was waiting for, and answers it had already (the
+    /// worker keeps only what was not acknowledged, so these are the last second's at most).
+    std::size_t resumed_answers = 0;
+    std::size_t resumed_again = 0;
     std::string drop_reason;   ///< why the connection dropped
     bool drop_silent = false;  ///< it was ended for silence
     std::string resume_error;  ///< why the last reconnect attempt failed
