@@ -4,6 +4,7 @@
 // the clouds provision, bootstrap, and tunnel. connect() and the other calls may block (a
 // process spawn, a REST call, an SSH handshake): the pool calls them on the I/O core's bounded
 // blocking pool, never on an I/O thread.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,6 +36,13 @@ struct NodeExit {
     std::optional<WorkerCrash> crash;
 };
 
+/// A reconnect reached the node's machine, but no worker listens there any more (it exited or
+/// crashed): trying again cannot help, the node is lost.
+class WorkerGone : public Error {
+public:
+    using Error::Error;
+};
+
 /// A started node as a backend keeps it: its worker, how to reach it, and how it ended. SSH
 /// machines (RemoteNode) and simulated ones (worker processes here) are both.
 class NodeHandle {
@@ -44,6 +52,16 @@ public:
     virtual std::unique_ptr<io::Stream> connect_worker() = 0;
     /// The token the worker expects in the handshake.
     [[nodiscard]] virtual const std::string& token() const noexcept = 0;
+    /// Whether the worker listens for its client after a dropped connection (SSH and cloud
+    /// nodes); false where a dropped connection means a dead worker (a child process).
+    [[nodiscard]] virtual bool can_reconnect() const { return false; }
+    /// A new stream to the same worker after the last one dropped, within about `within`: a
+    /// new tunnel, over a new session when the old one is dead. Throws WorkerGone when the
+    /// machine answers but no worker listens, another error when it could not be reached.
+    virtual std::unique_ptr<io::Stream> reconnect_worker(std::chrono::milliseconds within) {
+        (void)within;
+        throw WorkerGone("this node's worker cannot be reconnected to");
+    }
     /// Starts a fresh worker after the last one ended (the machine stays).
     virtual void restart_worker(const std::function<void(Event)>& emit) = 0;
     /// Why the worker's connection ended.
@@ -66,6 +84,18 @@ public:
     virtual NodeStart connect(int node, const std::function<void(Event)>& emit) = 0;
     /// After the node's connection ended: why.
     virtual NodeExit exit_reason(int node) = 0;
+    /// Whether node `node`'s worker can be reached again when its connection drops (then the
+    /// pool calls reconnect() before it counts the node as lost).
+    [[nodiscard]] virtual bool can_reconnect(int node) const {
+        (void)node;
+        return false;
+    }
+    /// A new stream to node `node`'s worker (NodeHandle::reconnect_worker). May block.
+    virtual std::unique_ptr<io::Stream> reconnect(int node, std::chrono::milliseconds within) {
+        (void)node;
+        (void)within;
+        throw WorkerGone("this backend cannot reconnect to a worker");
+    }
     /// Whether a lost node can be brought back (then connect() is called again).
     [[nodiscard]] virtual bool can_restart(int node) const = 0;
     /// The pool is closing: launches, waits and retries in progress give up soon (called before

@@ -16,6 +16,9 @@ namespace {
 // buffer, a larger one is read straight into a buffer of its own (no second copy).
 constexpr std::size_t read_room = 256u << 10;
 constexpr std::uint64_t large_frame = 4u << 20;
+// Acks wait for the next calls or the supervisor's next round (a second at most) unless this
+// many do: an ack frame of 8 bytes per answer then goes out at once.
+constexpr std::size_t max_waiting_acks = 512;
 // One gathered write takes at most this many pieces (the kernel's limit is IOV_MAX).
 constexpr std::size_t max_pieces = 64;
 
@@ -266,6 +269,29 @@ void NodeConnection::write_frame(MsgType type, const std::shared_ptr<const Buffe
     encode_header(o.small.data(), type, 0, payload->size());
     o.big.emplace_back(frame_header_size, payload);
     queue({std::move(o)});
+}
+
+void NodeConnection::ack(std::span<const std::uint64_t> call_ids) {
+    bool flush = false;
+    {
+        std::lock_guard lk(am_);
+        acks_.insert(acks_.end(), call_ids.begin(), call_ids.end());
+        flush = acks_.size() >= max_waiting_acks;
+    }
+    if (flush) flush_acks();
+}
+
+void NodeConnection::take_acks(Buffer& out) {
+    std::lock_guard lk(am_);
+    if (acks_.empty()) return;
+    append_ack_frame(out, acks_);
+    acks_.clear();
+}
+
+void NodeConnection::flush_acks() {
+    Outgoing o;
+    take_acks(o.small);
+    if (!o.empty()) queue({std::move(o)});
 }
 
 void NodeConnection::heartbeat() {

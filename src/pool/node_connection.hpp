@@ -5,8 +5,8 @@
 // that any thread may add to (a small call frame goes out straight from the caller's thread
 // when nothing is queued). It knows nothing of scheduling: what a frame means is the pool's.
 //
-// "The connection ended" is all it reports when the stream ends; whether that loses the node
-// (or, later, whether the pool reconnects first) is the pool's decision.
+// "The connection ended" is all it reports when the stream ends; whether the pool reconnects
+// (a resumed session) or loses the node is the pool's decision.
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,14 @@ public:
     void write_control(MsgType type, std::uint64_t call_id);
     /// Queues a frame whose payload is shared (the layout goes to every node from one buffer).
     void write_frame(MsgType type, const std::shared_ptr<const Buffer>& payload);
+    /// The pool received these calls' answers (result and error frames): the worker may forget
+    /// them. Acks wait to travel in one frame with the next calls (take_acks) or flush_acks(),
+    /// and go at once when many wait: a resumable worker keeps each answer until then.
+    void ack(std::span<const std::uint64_t> call_ids);
+    /// Appends the waiting acks as one ack frame to `out` (nothing when none wait).
+    void take_acks(Buffer& out);
+    /// Writes the waiting acks now.
+    void flush_acks();
     /// Queues a heartbeat. The worker answers every one: unanswered() measures from the moment
     /// it was written until anything arrives from the worker.
     void heartbeat();
@@ -113,6 +122,9 @@ private:
     bool writing_ = false;  ///< a write loop runs (or is posted): writes go to the queue
     std::deque<Pending> inflight_;
     std::vector<boost::asio::const_buffer> buffers_;
+
+    std::mutex am_;
+    std::vector<std::uint64_t> acks_;  ///< under am_
 
     std::atomic<bool> closed_{false};
     std::atomic<std::int64_t> heartbeat_written_{0};  ///< steady ns; 0: none waits

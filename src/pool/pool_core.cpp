@@ -28,6 +28,30 @@ constexpr int max_restarts = 3;
 constexpr auto cost_interval = std::chrono::seconds(10);
 // How often the supervisor looks for silent nodes, whatever else it waits for.
 constexpr auto silence_check = std::chrono::seconds(1);
+// A dropped connection to a worker that listens for its client is resumed within this bound
+// from the drop, or the node is lost (docs/faults.md, "A dropped connection"). A silent node's
+// window opens at the heartbeat that went unanswered (at most one heartbeat after the worker's
+// last sign of life) and leaves time to ask the backend why (an SSH exec, bounded at 10 s), so
+// that a frozen worker or a half-open link is still lost within 30 s in all; idle_timeout
+// shortens both (the node's watchdog ends a worker that has not heard from its client for that
+// long).
+constexpr auto reconnect_bound = std::chrono::seconds(30);
+constexpr auto ask_why_bound = std::chrono::seconds(10);
+// The worker waits this much longer than the client tries (it may see the drop first).
+constexpr auto worker_wait_margin = std::chrono::seconds(10);
+// Pauses between reconnect attempts: doubling from the first, at most the last.
+constexpr auto reconnect_pause_first = std::chrono::milliseconds(250);
+constexpr auto reconnect_pause_max = std::chrono::milliseconds(2000);
+
+std::string what_of(std::exception_ptr e) {
+    try {
+        std::rethrow_exception(std::move(e));
+    } catch (const std::exception& x) {
+        return x.what();
+    } catch (...) {
+        return "unknown error";
+    }
+}
 
 // A blocking task of this pool runs on this thread (close() does not wait for itself).
 thread_local const PoolCore* t_task_of = nullptr;
@@ -243,12 +267,16 @@ void PoolCore::cost_started(const Instance& i) {
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
 }
 
-void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done) {
+void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done,
+                      std::optional<std::chrono::seconds> resume_within) {
     auto& n = *nodes_[static_cast<std::size_t>(i)];
     const Instance instance = s.instance;
+    const bool resume = resume_within.has_value();
+    const bool resumable = resume || backend_->can_reconnect(i);
     auto conn = std::make_shared<NodeConnection>(std::move(s.stream),
                                                  fmt::format("node {} ({})", i, instance.id));
     std::uint64_t generation = 0;
+    std::string session;
     {
         std::lock_guard lk(m_);
         n.instance = instance;
@@ -259,15 +287,28 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
         }
         n.conn = conn;
         generation = ++n.generation;
-        n.silence_reason.clear();
+        if (!resume) {
+            // A fresh worker: a session of its own.
+            n.silence_reason.clear();
+            n.token = s.token;
+            n.session = random_hex(16);
+            n.resumable = resumable;
+            n.reconnecting = false;
+            n.resync = false;
+        }
+        session = n.session;
     }
-    cost_started(instance);
+    if (!resume) cost_started(instance);
     ClientChannel::Handshake h;
     h.token = s.token;
     // A worker answers in well under a second. One silent for as long as a node may go without
-    // its client (idle_timeout) is treated as gone, within [5 s, 60 s].
-    h.hello_bound = std::clamp<std::chrono::seconds>(spec_.idle_timeout, std::chrono::seconds(5),
-                                                     std::chrono::seconds(60));
+    // its client (idle_timeout) is treated as gone, within [5 s, 60 s]; a resumed one within
+    // what is left of its reconnect window.
+    h.hello_bound =
+        resume ? *resume_within
+               : std::clamp<std::chrono::seconds>(spec_.idle_timeout, std::chrono::seconds(5),
+                                                  std::chrono::seconds(60));
+    if (resume) h.ready_bound = *resume_within;
     h.on_log = [this, i, id = instance.id](LogMsg m) {
         emit(LogLine{i, id, std::move(m.line), m.timestamp});
     };
@@ -288,16 +329,21 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
     ch.idle_timeout_s = spec_.idle_timeout.count();
     ch.hard_timeout_s = spec_.timeout.count();
     ch.collect_metrics = spec_.collect_metrics;
+    ch.session = session;
+    ch.resume = resume;
+    // 0: a worker that cannot be reached again does not wait for its client after a drop.
+    ch.reconnect_bound_s = resumable ? (reconnect_bound + worker_wait_margin).count() : 0;
     // SKY_METRICS_INTERVAL_MS shortens the sampling interval (tests, dashboards).
     if (const char* iv = std::getenv("SKY_METRICS_INTERVAL_MS"))
         ch.metrics_interval_ms = std::atoll(iv);
     std::weak_ptr<PoolCore> weak = weak_from_this();
     conn->start(
         std::move(h),
-        [weak, i, generation, done = std::move(done)](std::exception_ptr e, WorkerReady ready) {
+        [weak, i, generation, resume, done = std::move(done)](std::exception_ptr e,
+                                                              WorkerReady ready) {
             auto self = weak.lock();
             if (!self) return;
-            if (!e) e = self->on_ready(i, generation, ready);
+            if (!e) e = self->on_ready(i, generation, ready, resume);
             done(std::move(e));
         },
         [weak, i, generation, id = instance.id](std::vector<Incoming>& frames) {
@@ -308,7 +354,8 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
         });
 }
 
-std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const WorkerReady& ready) {
+std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const WorkerReady& ready,
+                                      bool resumed) {
     auto& n = *nodes_[static_cast<std::size_t>(i)];
     bool running = false;
     {
@@ -320,7 +367,7 @@ std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const Wor
                 "node {}: a newer connection took this one's place during its handshake", i)));
         sched_->set_workers(i, ready.workers);
         n.ports = ready.ports;
-        running = active_;
+        running = active_ && !resumed;  // a resumed worker keeps its layout
     }
     if (running) send_layout(i);  // a replacement: every node learns its new ports
     return nullptr;
@@ -374,7 +421,11 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
                 emit(m);
                 break;
             }
-            default:  // heartbeat
+            case MsgType::heartbeat:
+                // The one after a resumed worker's kept answers ends its resync.
+                calls = true;
+                break;
+            default:
                 break;
         }
     }
@@ -382,12 +433,27 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
     Sends sends;
     std::vector<Completion> done;
     std::vector<std::uint64_t> confirms;  // at-most-once calls the client now counts as started
+    std::vector<std::uint64_t> acks;      // answers received, which a resumable worker keeps
     std::shared_ptr<NodeConnection> conn;
+    bool resynced = false;
+    std::size_t resent = 0, resumed_answers = 0, resumed_again = 0;
+    double away_s = 0;
     {
         std::lock_guard lk(m_);
         if (generation != n.generation || closing_) return;
         const auto now = Clock::now();
         for (auto& r : frames) {
+            if (r.type == MsgType::heartbeat) {
+                if (n.resync) {
+                    resynced = true;
+                    resent = sched_->inflight(i);
+                    resumed_answers = n.resumed_answers;
+                    resumed_again = n.resumed_again;
+                    away_s = std::chrono::duration<double>(now - n.dropped_at).count();
+                    resync_locked(n, sends);
+                }
+                continue;
+            }
             if (r.type == MsgType::started) {
                 // Marked started before the worker may run it: only then is it confirmed.
                 const Task* t = sched_->mark_started(i, r.call_id);
@@ -403,7 +469,10 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
                 continue;
             }
             if (r.type != MsgType::result && r.type != MsgType::error) continue;
+            // Every answer is acknowledged, also one sent again after a resume (ignored here).
+            if (n.resumable) acks.push_back(r.call_id);
             auto t = sched_->take(i, r.call_id);
+            if (n.resync) ++(t ? n.resumed_answers : n.resumed_again);
             if (!t) continue;  // timed out or cancelled already
             // A result after the call's deadline (the timer had not got to it yet) did not
             // finish in time: the call fails as its .timeout() says.
@@ -415,25 +484,50 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             else
                 done.push_back(Completion::failed(*t, error_from(n, *t, std::move(r.error))));
         }
-        if (!confirms.empty()) conn = n.conn;
+        if (!confirms.empty() || !acks.empty()) conn = n.conn;
         dispatch_locked(sends);
     }
-    if (conn)
+    if (conn) {
         for (auto id : confirms) conn->write_control(MsgType::confirm, id);
+        conn->ack(acks);
+    }
+    if (resynced)
+        emit(ErrorEvent{
+            fmt::format("node {}: reconnected to its worker after {:.1f} s; {} kept answer(s) "
+                        "received ({} of them had arrived before the drop); {} call(s) still "
+                        "unanswered sent again (the worker runs each once)",
+                        i, away_s, resumed_answers, resumed_again, resent),
+            instance_id});
     send(sends);
     Completion::deliver(done);
 }
 
 void PoolCore::on_ended(int i, std::uint64_t generation, const std::string& why,
                         bool protocol_error) {
+    std::string notice, instance_id;
     {
         std::lock_guard lk(m_);
         auto& n = *nodes_[static_cast<std::size_t>(i)];
+        instance_id = n.instance.id;
         if (closing_ || generation != n.generation) return;
         if (!active_) {
             n.ended_early.emplace(why, protocol_error);
             return;
         }
+        // A worker that breaks the protocol is not talked to again; one that listens for its
+        // client gets its connection back within the window, its calls kept.
+        const auto now = Clock::now();
+        if (!protocol_error && n.resumable && start_reconnect_locked(n, why, now))
+            notice = fmt::format(
+                "node {}: the connection to its worker dropped ({}); reconnecting for up to "
+                "{:.0f} s, its {} call(s) kept",
+                i, n.drop_reason, std::chrono::duration<double>(n.reconnect_deadline - now).count(),
+                sched_->inflight(i));
+    }
+    if (!notice.empty()) {
+        emit(ErrorEvent{notice, instance_id});
+        run_blocking([self = shared_from_this(), i] { self->reconnect_attempt(i); });
+        return;
     }
     // Asking the backend why (a process's exit status, a cloud's describe) may block.
     run_blocking([self = shared_from_this(), i, generation, why, protocol_error] {
@@ -504,7 +598,11 @@ void PoolCore::dispatch_locked(Sends& sends) {
     std::vector<Outgoing> out;
     sched_->dispatch([&](int node, std::uint64_t call_id, const Task& t) {
         if (out.empty()) out.resize(nodes_.size());
-        encode_call(out[static_cast<std::size_t>(node)], call_id, t.call, t.pinned_worker);
+        auto& o = out[static_cast<std::size_t>(node)];
+        // The answers received so far travel with the calls: no write of their own.
+        if (o.empty())
+            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn) c->take_acks(o.small);
+        encode_call(o, call_id, t.call, t.pinned_worker);
     });
     for (std::size_t i = 0; i < out.size(); ++i)
         if (!out[i].empty() && nodes_[i]->conn)
@@ -534,7 +632,9 @@ bool PoolCore::cancel_batch(BatchState* b) {
         if (!sched_) return false;
         removed = sched_->cancel(b);
         for (auto [node, id] : removed.cancels)
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn) cancels.emplace_back(c, id);
+            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn;
+                c && sched_->state(node) == NodeState::ready)
+                cancels.emplace_back(c, id);
     }
     for (auto& t : removed.tasks)
         done.push_back(Completion::failed(
@@ -562,6 +662,153 @@ void PoolCore::fail_waiting_if_none_live_locked(std::vector<Completion>& done) {
     const auto now = Clock::now();
     for (auto& t : sched_->drain_waiting())
         done.push_back(Completion::failed(t, no_live_node_locked(now)));
+}
+
+// ---- a dropped connection ---------------------------------------------------------------------
+
+bool PoolCore::start_reconnect_locked(NodeSlot& n, const std::string& why, Clock::time_point now) {
+    if (!n.reconnecting) {
+        // The window opens at the last sign of life: the drop, or the heartbeat that went
+        // unanswered. A drop while the window is open (a resumed connection that drops again
+        // before its worker answered) keeps it: a frozen worker cannot extend it.
+        const bool silent = !n.silence_reason.empty();
+        const auto base = silent ? n.silent_since : now;
+        std::chrono::seconds window =
+            silent ? reconnect_bound - hb_ - ask_why_bound : reconnect_bound;
+        window = std::min(window, spec_.idle_timeout);
+        n.reconnect_deadline = base + window;
+        n.dropped_at = now;
+        n.drop_reason = silent ? n.silence_reason : why;
+        n.drop_silent = silent;
+        n.reconnect_attempts = 0;
+        n.resume_error.clear();
+        if (now >= n.reconnect_deadline) return false;
+        n.reconnecting = true;
+        n.silence_reason.clear();
+    }
+    n.resync = false;
+    n.conn.reset();
+    sched_->set_state(n.index, NodeState::restarting);  // no calls for it meanwhile
+    return true;
+}
+
+void PoolCore::reconnect_attempt(int i) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    NodeStart s;
+    Clock::time_point deadline;
+    std::string last_error;
+    {
+        std::lock_guard lk(m_);
+        if (closing_ || !n.reconnecting) return;
+        deadline = n.reconnect_deadline;
+        last_error = n.resume_error;
+        ++n.reconnect_attempts;
+        s.instance = n.instance;
+        s.token = n.token;
+    }
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero())
+        return give_up_reconnect(
+            i, last_error.empty() ? "the window closed before the attempt" : last_error, false);
+    try {
+        s.stream =
+            backend_->reconnect(i, std::chrono::duration_cast<std::chrono::milliseconds>(left));
+    } catch (const WorkerGone& e) {
+        return give_up_reconnect(i, e.what(), true);
+    } catch (const std::exception& e) {
+        return retry_reconnect(i, e.what());
+    }
+    // The handshake waits for the worker no longer than the window lasts.
+    const auto within = std::max<std::chrono::seconds>(
+        std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(deadline - Clock::now()));
+    try {
+        attach(
+            i, std::move(s),
+            [self = shared_from_this(), i](std::exception_ptr e) {
+                if (e) return self->retry_reconnect(i, what_of(e));
+                std::shared_ptr<NodeConnection> conn;
+                {
+                    std::lock_guard lk(self->m_);
+                    auto& n = *self->nodes_[static_cast<std::size_t>(i)];
+                    if (self->closing_ || !n.reconnecting) return;
+                    n.resync = true;
+                    n.resumed_answers = n.resumed_again = 0;
+                    conn = n.conn;
+                }
+                // The worker sent "started" for its running calls and every answer it kept
+                // before it reads this: its answer marks the end of what it had.
+                if (conn) conn->heartbeat();
+            },
+            within);
+    } catch (const std::exception&) {
+        // The pool is closing.
+    }
+}
+
+void PoolCore::retry_reconnect(int i, const std::string& why) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    Clock::time_point at;
+    {
+        std::lock_guard lk(m_);
+        if (closing_ || !n.reconnecting) return;
+        n.resume_error = why;
+        n.conn.reset();
+        const auto now = Clock::now();
+        if (now < n.reconnect_deadline) {
+            const int k = std::min(n.reconnect_attempts - 1, 3);
+            const auto pause = std::min<Clock::duration>(
+                reconnect_pause_first * (1 << std::max(k, 0)), reconnect_pause_max);
+            at = std::min(now + pause, n.reconnect_deadline);
+        }
+    }
+    if (at == Clock::time_point{}) {
+        run_blocking(
+            [self = shared_from_this(), i, why] { self->give_up_reconnect(i, why, false); });
+        return;
+    }
+    auto timer = std::make_shared<boost::asio::steady_timer>(strand_, at);
+    timer->async_wait([weak = weak_from_this(), timer, i](boost::system::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self) return;
+        self->run_blocking([self, i] { self->reconnect_attempt(i); });
+    });
+}
+
+void PoolCore::give_up_reconnect(int i, const std::string& why, bool worker_gone) {
+    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    std::uint64_t generation = 0;
+    {
+        std::lock_guard lk(m_);
+        if (closing_ || !n.reconnecting) return;
+        n.reconnecting = false;
+        n.resync = false;
+        generation = n.generation;
+        // The node's loss says this, unless the backend knows better (a crash, a reclaim). A
+        // worker that is gone ended the connection: the backend's word on why, or the silence
+        // that came first, says it best.
+        if (worker_gone)
+            n.silence_reason = n.drop_silent ? n.drop_reason : std::string();
+        else
+            n.silence_reason = fmt::format(
+                "its connection dropped ({}) and could not be resumed within {:.0f} s ({} "
+                "attempt(s)): {}",
+                n.drop_reason, std::chrono::duration<double>(Clock::now() - n.dropped_at).count(),
+                n.reconnect_attempts, why);
+    }
+    node_ended(i, generation, why, false);
+}
+
+void PoolCore::resync_locked(NodeSlot& n, Sends& sends) {
+    n.resync = false;
+    n.reconnecting = false;
+    // What is still in flight was never received, or still runs there: sent again, the worker
+    // runs a call id once (a running or queued one is not run again).
+    Outgoing out;
+    n.conn->take_acks(out.small);
+    for (const Task* t : sched_->inflight_tasks(n.index))
+        encode_call(out, t->call_id, t->call, t->pinned_worker);
+    if (!out.empty()) sends.emplace_back(n.conn, std::move(out));
+    sched_->set_state(n.index, NodeState::ready);
 }
 
 // ---- loss and replacement ---------------------------------------------------------------------
@@ -603,6 +850,8 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
             return;
         }
         n.conn.reset();
+        n.reconnecting = false;
+        n.resync = false;
         n.lost_reason = ex.reason;
         n.lost_detail = ex.detail;
         cost_->stop(n.instance.id, Clock::now());
@@ -724,7 +973,7 @@ void PoolCore::tick() {
     const auto now = Clock::now();
     std::vector<Completion> done;
     std::vector<std::pair<std::shared_ptr<NodeConnection>, std::uint64_t>> cancels;
-    std::vector<std::shared_ptr<NodeConnection>> heartbeats;
+    std::vector<std::shared_ptr<NodeConnection>> heartbeats, acks;
     std::vector<std::tuple<std::shared_ptr<NodeConnection>, int, std::string, std::string>> silent;
     std::optional<CostSnapshot> cost_update;
     {
@@ -732,18 +981,30 @@ void PoolCore::tick() {
         if (closing_) return;
         auto expired = sched_->expire(now);
         for (auto& t : expired.tasks) done.push_back(Completion::failed(t, timeout_error(t)));
+        // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn) cancels.emplace_back(c, id);
+            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn;
+                c && sched_->state(node) == NodeState::ready)
+                cancels.emplace_back(c, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;
         // A worker answers every heartbeat, even while its calls run: one that leaves a written
         // heartbeat unanswered past the bound is frozen or cut off, and its calls must not wait
         // forever.
         for (auto& n : nodes_) {
+            // A resumed worker that goes quiet before it answered the heartbeat after its kept
+            // answers does not hold its node past the window: the connection ends, and the
+            // window being closed, the node is lost.
+            if (n->reconnecting && n->resync && n->conn && now > n->reconnect_deadline &&
+                n->conn->unanswered(now) > hb_)
+                silent.emplace_back(n->conn, n->index, n->instance.id,
+                                    "the resumed worker went silent before it caught up");
             if (sched_->state(n->index) != NodeState::ready || !n->conn) continue;
             if (heartbeat) heartbeats.push_back(n->conn);
+            if (n->resumable) acks.push_back(n->conn);
             const auto quiet = n->conn->unanswered(now);
             if (quiet > silence_ && n->silence_reason.empty()) {
+                n->silent_since = now - quiet;
                 n->silence_reason =
                     fmt::format("the worker answered no heartbeat for {} s",
                                 std::chrono::duration_cast<std::chrono::seconds>(quiet).count());
@@ -762,6 +1023,7 @@ void PoolCore::tick() {
     }
     for (auto& [conn, id] : cancels) conn->write_control(MsgType::cancel, id);
     for (auto& conn : heartbeats) conn->heartbeat();
+    for (auto& conn : acks) conn->flush_acks();  // answers that no call frame took along
     Completion::deliver(done);
     if (cost_update)
         emit(CostUpdate{cost_update->elapsed_seconds, cost_update->accumulated_cost,

@@ -43,8 +43,32 @@ struct NodeSlot {
     std::uint64_t generation = 0;
     /// Replacement attempts so far (failed ones too): at most max_restarts.
     int restarts = 0;
-    /// Why the supervisor ended the connection for silence (empty: it did not).
+    /// Why the supervisor ended the connection for silence (empty: it did not), or why a
+    /// dropped connection could not be resumed: the node's loss then says this.
     std::string silence_reason;
+    /// When the heartbeat that went unanswered was written (with silence_reason).
+    Clock::time_point silent_since{};
+    /// The worker's token and session (ClientHello::session, random per started worker): a
+    /// connection that comes back after a drop proves the one and resumes the other.
+    std::string token;
+    std::string session;
+    /// The backend can reach this node's worker again after its connection drops.
+    bool resumable = false;
+    /// The connection dropped and the pool is reconnecting (the node's calls stay in flight)
+    /// until reconnect_deadline; resync: the resumed worker's kept answers are arriving, and
+    /// the heartbeat sent after its ready frame marks their end.
+    bool reconnecting = false;
+    bool resync = false;
+    Clock::time_point dropped_at{};
+    Clock::time_point reconnect_deadline{};
+    int reconnect_attempts = 0;
+    /// During a resync: answers the pool was waiting for, and answers it had already (the
+    /// worker keeps only what was not acknowledged, so these are the last second's at most).
+    std::size_t resumed_answers = 0;
+    std::size_t resumed_again = 0;
+    std::string drop_reason;   ///< why the connection dropped
+    bool drop_silent = false;  ///< it was ended for silence
+    std::string resume_error;  ///< why the last reconnect attempt failed
     /// Why the node was last lost: a call made when no node is left fails with it.
     NodeLostError::Reason lost_reason = NodeLostError::Reason::unreachable;
     std::string lost_detail;
@@ -101,8 +125,12 @@ private:
     /// Connects node i's stream and runs the handshake; `done` gets its outcome on an I/O
     /// thread (after the node's ports and workers are recorded). Throws CancelledError when
     /// the pool is closing.
-    void attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done);
-    std::exception_ptr on_ready(int i, std::uint64_t generation, const WorkerReady& ready);
+    /// With `resume_within`, the stream is a reconnect to the node's worker: the hello resumes
+    /// its session, and the handshake must end within that bound.
+    void attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done,
+                std::optional<std::chrono::seconds> resume_within = std::nullopt);
+    std::exception_ptr on_ready(int i, std::uint64_t generation, const WorkerReady& ready,
+                                bool resumed);
     void on_frames(int i, std::uint64_t generation, const std::string& instance_id,
                    std::vector<Incoming>& frames);
     void on_ended(int i, std::uint64_t generation, const std::string& why, bool protocol_error);
@@ -113,6 +141,21 @@ private:
     /// another node may be in the middle of its own handshake, where a layout frame would come
     /// before the hello its worker waits for.
     void send_layout(int joining = -1);
+
+    // A dropped connection (docs/faults.md, "A dropped connection").
+    /// Node i's connection dropped: opens (or keeps) its reconnect window and takes it out of
+    /// dispatch, its calls still in flight. False when the window has already closed.
+    bool start_reconnect_locked(NodeSlot& n, const std::string& why, Clock::time_point now);
+    /// One reconnect attempt (on the blocking pool).
+    void reconnect_attempt(int i);
+    /// An attempt failed: the next one after a pause, or the node is lost past the window.
+    void retry_reconnect(int i, const std::string& why);
+    /// The window closed, or the worker is gone (`worker_gone`: the machine answered, no
+    /// worker listens): the node is lost as any other (on the blocking pool).
+    void give_up_reconnect(int i, const std::string& why, bool worker_gone);
+    /// The resumed worker answered the heartbeat that follows its kept answers: the calls it
+    /// never got go again and the node takes calls (under m_).
+    void resync_locked(NodeSlot& n, Sends& sends);
 
     // Loss and replacement (on the blocking pool).
     /// Node i's connection ended: why (the backend's word), its calls retried or failed, and a

@@ -160,6 +160,14 @@ std::vector<std::string>* Scheduler::log_tail(int node, std::uint64_t call_id) {
     return it == inflight.end() ? nullptr : &it->second.log_tail;
 }
 
+std::vector<const Task*> Scheduler::inflight_tasks(int node) const {
+    std::vector<const Task*> v;
+    for (const auto& [id, t] : at(node).inflight) v.push_back(&t);
+    std::sort(v.begin(), v.end(),
+              [](const Task* a, const Task* b) { return a->call_id < b->call_id; });
+    return v;
+}
+
 Task* Scheduler::mark_started(int node, std::uint64_t call_id) {
     auto& inflight = at(node).inflight;
     auto it = inflight.find(call_id);

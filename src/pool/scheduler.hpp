@@ -130,6 +130,10 @@ public:
     /// timed out or cancelled already).
     std::optional<Task> take(int node, std::uint64_t call_id);
 
+    /// The node's calls in flight, in the order they were sent (to send again to a worker
+    /// that resumed after a dropped connection).
+    [[nodiscard]] std::vector<const Task*> inflight_tasks(int node) const;
+
     /// The worker said the call started: marks it, and returns it while it is in flight there
     /// (nullptr: finished, timed out or cancelled already).
     Task* mark_started(int node, std::uint64_t call_id);

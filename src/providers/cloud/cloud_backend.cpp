@@ -154,41 +154,33 @@ public:
             n = &nodes_.at(static_cast<std::size_t>(node));
         }
         // The cloud knows first: a reclaim shows in the machine's state.
-        try {
-            for (const CloudInstance& i : api_->describe({n->instance_id})) {
-                if (i.id != n->instance_id) continue;
-                // Preemption is a spot machine's fate (InstancePreempted, api.md §8); a machine
-                // bought on demand that the cloud takes back is lost like any other.
-                if (i.preempted && n->spot) {
-                    mark_gone(*n);
-                    return {NodeLostError::Reason::preempted,
-                            fmt::format("{} reclaimed the spot instance {}", provider_,
-                                        n->instance_id)};
-                }
-                if (i.preempted) {
-                    mark_gone(*n);
-                    return {NodeLostError::Reason::unreachable,
-                            fmt::format("{} took back instance {} ({})", provider_, n->instance_id,
-                                        i.reason.empty() ? "no reason given" : i.reason)};
-                }
-                if (i.state == State::stopping || i.state == State::gone ||
-                    i.state == State::unknown) {
-                    mark_gone(*n);
-                    return {
-                        NodeLostError::Reason::unreachable,
-                        fmt::format("instance {} is {} ({})", n->instance_id, state_name(i.state),
-                                    i.reason.empty() ? "no reason given" : i.reason)};
-                }
-            }
-        } catch (const std::exception&) {
-            // Fall through to what SSH saw.
-        }
+        if (auto ex = cloud_says_gone(*n)) return std::move(*ex);
         if (!n->remote) return {NodeLostError::Reason::unreachable, "the node was never started"};
         NodeExit ex = n->remote->exit_reason();
         // The node's watchdog saw the reclaim notice: the machine is going; never restart a
         // worker on it.
         if (ex.reason == NodeLostError::Reason::preempted) mark_gone(*n);
         return ex;
+    }
+
+    bool can_reconnect(int node) const override {
+        std::lock_guard lk(m_);
+        const auto& n = nodes_.at(static_cast<std::size_t>(node));
+        return n.remote && !n.gone && n.remote->can_reconnect();
+    }
+
+    std::unique_ptr<io::Stream> reconnect(int node, std::chrono::milliseconds within) override {
+        NodeHandle* remote = nullptr;
+        CloudNode* n = nullptr;
+        {
+            std::lock_guard lk(m_);
+            n = &nodes_.at(static_cast<std::size_t>(node));
+            if (!n->gone) remote = n->remote.get();
+        }
+        if (!remote) throw WorkerGone("the node's machine is gone");
+        // A reclaimed or terminated machine is not waited for: it is lost (and replaced) now.
+        if (auto ex = cloud_says_gone(*n)) throw WorkerGone(ex->detail);
+        return remote->reconnect_worker(within);
     }
 
     bool can_restart(int node) const override {
@@ -256,6 +248,42 @@ public:
     }
 
 private:
+    // Whether the cloud says node n's machine ended (a reclaim, a termination): why, or nothing
+    // when it runs or the cloud could not say.
+    std::optional<NodeExit> cloud_says_gone(CloudNode& n) {
+        try {
+            for (const CloudInstance& i : api_->describe({n.instance_id})) {
+                if (i.id != n.instance_id) continue;
+                // Preemption is a spot machine's fate (InstancePreempted, api.md §8); a machine
+                // bought on demand that the cloud takes back is lost like any other.
+                if (i.preempted && n.spot) {
+                    mark_gone(n);
+                    return NodeExit{
+                        NodeLostError::Reason::preempted,
+                        fmt::format("{} reclaimed the spot instance {}", provider_, n.instance_id)};
+                }
+                if (i.preempted) {
+                    mark_gone(n);
+                    return NodeExit{
+                        NodeLostError::Reason::unreachable,
+                        fmt::format("{} took back instance {} ({})", provider_, n.instance_id,
+                                    i.reason.empty() ? "no reason given" : i.reason)};
+                }
+                if (i.state == State::stopping || i.state == State::gone ||
+                    i.state == State::unknown) {
+                    mark_gone(n);
+                    return NodeExit{
+                        NodeLostError::Reason::unreachable,
+                        fmt::format("instance {} is {} ({})", n.instance_id, state_name(i.state),
+                                    i.reason.empty() ? "no reason given" : i.reason)};
+                }
+            }
+        } catch (const std::exception&) {
+            // Unknown: what SSH sees decides.
+        }
+        return std::nullopt;
+    }
+
     void mark_gone(CloudNode& n) {
         std::lock_guard lk(m_);
         n.gone = true;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <deque>
@@ -21,6 +22,18 @@
 
 namespace sky::detail {
 
+ssh::SessionOptions RemoteNode::session_options() const {
+    ssh::SessionOptions o;
+    o.host = where_.host;
+    o.port = where_.port;
+    o.user = where_.user;
+    o.private_key_file = where_.private_key_file;
+    o.host_key = where_.host_key;
+    o.connect_timeout = where_.connect_timeout;
+    o.connect_attempts = where_.connect_attempts;
+    return o;
+}
+
 void RemoteNode::fail(const std::string& phase, const std::string& message,
                       std::vector<std::string> output) const {
     throw BootstrapError(node_, instance_id_, phase, message, std::move(output));
@@ -35,15 +48,7 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     n->spec_ = spec;
     n->node_ = node;
     n->instance_id_ = instance_id;
-    ssh::SessionOptions o;
-    o.host = where.host;
-    o.port = where.port;
-    o.user = where.user;
-    o.private_key_file = where.private_key_file;
-    o.host_key = where.host_key;
-    o.connect_timeout = where.connect_timeout;
-    o.connect_attempts = where.connect_attempts;
-    n->session_ = std::make_unique<ssh::Session>(o);
+    n->session_ = std::make_unique<ssh::Session>(n->session_options());
     auto& s = *n->session_;
     emit(BootstrapStarting{instance_id});
 
@@ -389,6 +394,48 @@ std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
 std::unique_ptr<io::Stream> RemoteNode::connect_worker() {
     // A direct-streamlocal channel on the node's session, read and written on the I/O core.
     return session_->open_unix_socket(socket_path_, std::chrono::seconds(30));
+}
+
+std::unique_ptr<io::Stream> RemoteNode::reconnect_worker(std::chrono::milliseconds within) {
+    using std::chrono::milliseconds;
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    const auto left = [&] {
+        return std::max(milliseconds(500), std::chrono::duration_cast<milliseconds>(
+                                               deadline - std::chrono::steady_clock::now()));
+    };
+    // A channel refused while the session lives means nobody listens at the worker's socket:
+    // the worker is gone, and trying again cannot bring it back.
+    const auto open = [&](ssh::Session& s) {
+        try {
+            // A live session answers a channel request within a round trip; one that does not
+            // within 2 s is as dead as a closed one (a half-open connection).
+            return s.open_unix_socket(socket_path_, std::min(left(), milliseconds(2000)));
+        } catch (const ssh::ChannelError& e) {
+            throw WorkerGone(
+                fmt::format("no worker listens on {} any more: {}", where_.host, e.what()));
+        }
+    };
+    if (session_ && session_->alive()) {
+        try {
+            return open(*session_);
+        } catch (const WorkerGone&) {
+            throw;
+        } catch (const std::exception&) {
+            session_->close();  // then exit_reason() does not wait on it either
+        }
+    }
+    // A new session, one attempt within what is left (the pool paces the attempts). It
+    // replaces the dead one only once it is connected: until then exit_reason() sees the
+    // dead one and answers at once.
+    auto o = session_options();
+    o.connect_attempts = 1;
+    // At most 5 s: a connect begun while the link was down does not hold the next one back
+    // long after it is up again (SYN retries back off).
+    o.connect_timeout = std::min({left(), where_.connect_timeout, milliseconds(5000)});
+    auto fresh = std::make_unique<ssh::Session>(o);
+    auto stream = open(*fresh);
+    session_ = std::move(fresh);
+    return stream;
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {

@@ -64,6 +64,12 @@ public:
     /// A new transport to the worker (an SSH direct-streamlocal channel to its Unix socket).
     std::unique_ptr<io::Stream> connect_worker() override;
     [[nodiscard]] const std::string& token() const noexcept override { return token_; }
+    /// The worker waits for its client after a dropped connection (ClientHello::session).
+    [[nodiscard]] bool can_reconnect() const override { return true; }
+    /// A new channel to the worker's socket over the node's session, or over a new session
+    /// when that one is dead (one connect attempt within `within`). Throws WorkerGone when
+    /// sshd answers but nothing listens at the socket.
+    std::unique_ptr<io::Stream> reconnect_worker(std::chrono::milliseconds within) override;
     /// Admits these addresses (a node that joined the pool) through the node's host firewall
     /// (RemoteNodeSpec::host_firewall). Returns what went wrong, empty when they are admitted.
     std::string admit_peers(const std::vector<std::string>& addresses);
@@ -79,6 +85,8 @@ public:
 private:
     RemoteNode() = default;
     void start_worker(const std::function<void(Event)>& emit);
+    /// How to reach the node (its host, key and host key pin).
+    [[nodiscard]] ssh::SessionOptions session_options() const;
     [[noreturn]] void fail(const std::string& phase, const std::string& message,
                            std::vector<std::string> output = {}) const;
 

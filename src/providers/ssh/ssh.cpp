@@ -98,6 +98,21 @@ public:
         return n->exit_reason();
     }
 
+    bool can_reconnect(int node) const override {
+        std::lock_guard lk(m_);
+        return nodes_.at(static_cast<std::size_t>(node)) != nullptr;
+    }
+
+    std::unique_ptr<io::Stream> reconnect(int node, std::chrono::milliseconds within) override {
+        RemoteNode* n = nullptr;
+        {
+            std::lock_guard lk(m_);
+            n = nodes_.at(static_cast<std::size_t>(node)).get();
+        }
+        if (!n) throw WorkerGone("the node was never started");
+        return n->reconnect_worker(within);
+    }
+
     bool can_restart(int node) const override {
         std::lock_guard lk(m_);
         auto& n = nodes_.at(static_cast<std::size_t>(node));

@@ -70,7 +70,7 @@ void Executor::run(int slot) {
         {
             // After the answer is in the outbox: a duplicate of this call meanwhile is not run.
             std::lock_guard lk(m_);
-            known_.erase(j.id);
+            if (!keep_answered_) known_.erase(j.id);
             started_.erase(j.id);
         }
         if (broken) return;
@@ -104,6 +104,18 @@ bool Executor::announce(const Job& j) {
     const bool run = confirms_[j.id] == Confirm::confirmed;
     confirms_.erase(j.id);
     return run;
+}
+
+void Executor::keep_answered(bool on) {
+    std::lock_guard lk(m_);
+    keep_answered_ = on;
+}
+
+void Executor::forget(std::span<const std::uint64_t> call_ids) {
+    std::lock_guard lk(m_);
+    if (!keep_answered_) return;
+    // The client sends a call again only while it has no answer: an acknowledged one never.
+    for (auto id : call_ids) known_.erase(id);
 }
 
 void Executor::confirm(std::uint64_t id) {

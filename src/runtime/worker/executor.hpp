@@ -46,6 +46,12 @@ public:
     void cancel(std::uint64_t id);
     /// The client counts at-most-once call `id` as started: it may run now.
     void confirm(std::uint64_t id);
+    /// In a resumable session a call id stays known after its answer, until the client
+    /// acknowledges it (forget()): a call frame sent again after a resume, which races with
+    /// the call's end, then never runs it a second time.
+    void keep_answered(bool on);
+    /// The client acknowledged these calls' answers.
+    void forget(std::span<const std::uint64_t> call_ids);
     /// Drops what waits, lets the running calls finish and joins the threads.
     void stop();
 
@@ -76,8 +82,9 @@ private:
     std::condition_variable confirm_cv_;  // a confirm or cancel arrived, or stop
     std::deque<Job> queue_;
     std::unordered_map<std::uint64_t, Confirm> confirms_;  // at-most-once calls announced
-    std::unordered_set<std::uint64_t> known_;              // queued or running
-    std::unordered_set<std::uint64_t> started_;            // announced, not answered
+    std::unordered_set<std::uint64_t> known_;  // queued or running (or answered, keep_answered_)
+    bool keep_answered_ = false;
+    std::unordered_set<std::uint64_t> started_;  // announced, not answered
     bool stop_ = false;
 };
 

@@ -202,6 +202,7 @@ void NodeWorker::relay_loop(ChildWorker* c) {
                     forward(f);
                     std::lock_guard lk(m_);
                     if (routed_.erase(f.header.call_id)) --c->load;
+                    if (keep_answered_) answered_.insert(f.header.call_id);
                     break;
                 }
                 case MsgType::started: {
@@ -242,11 +243,21 @@ std::string NodeWorker::child_crash_file(int k) const {
     return crash_file_.empty() ? std::string() : fmt::format("{}.{}", crash_file_, k);
 }
 
+void NodeWorker::keep_answered(bool on) {
+    std::lock_guard lk(m_);
+    keep_answered_ = on;
+}
+
+void NodeWorker::forget(std::span<const std::uint64_t> call_ids) {
+    std::lock_guard lk(m_);
+    for (auto id : call_ids) answered_.erase(id);
+}
+
 bool NodeWorker::relay_call(Frame& f) {
     const std::uint64_t id = f.header.call_id;
     {
         std::lock_guard lk(m_);
-        if (routed_.count(id)) return false;
+        if (routed_.count(id) || answered_.count(id)) return false;
     }
     CallPlugin plugin;
     try {

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "metrics/metrics.hpp"
@@ -41,6 +42,11 @@ public:
     bool relay_call(Frame& f);
     /// The relayed calls that said "started" and have not answered yet, in id order.
     [[nodiscard]] std::vector<std::uint64_t> started() const;
+    /// In a resumable session a relayed call stays known after its answer until the client
+    /// acknowledges it (forget()), so a call frame sent again after a resume is never relayed
+    /// a second time (Executor::keep_answered).
+    void keep_answered(bool on);
+    void forget(std::span<const std::uint64_t> call_ids);
     /// Passes a cancel or a confirm on to the worker process that has the call.
     void relay_control(MsgType type, std::uint64_t id);
     /// Sends a frame to every worker process (the layout).
@@ -82,6 +88,8 @@ private:
     };
     mutable std::mutex m_;
     std::unordered_map<std::uint64_t, Routed> routed_;  // by call id; under m_
+    std::unordered_set<std::uint64_t> answered_;        // not acknowledged yet; under m_
+    bool keep_answered_ = false;                        // under m_
     std::atomic<bool> stopping_{false};
 };
 

@@ -31,7 +31,10 @@ Worker::Worker(int fd, const WorkerLaunch& launch, std::unique_ptr<Listener> lis
                               launch.crash_file, std::strerror(errno)));
 }
 
-Worker::~Worker() { OPENSSL_cleanse(token_.data(), token_.size()); }
+Worker::~Worker() {
+    close_door();
+    OPENSSL_cleanse(token_.data(), token_.size());
+}
 
 int Worker::run() {
     // The hello goes out before output capture starts, so no log frame can come first.
@@ -55,6 +58,9 @@ int Worker::run() {
     // the time, so heartbeats, cancels and a vanished client are seen while calls run.
     executor_ = std::make_unique<Executor>(
         core_, out_, *capture_, [this](const CallPlugin& plugin) { return plugin_env(plugin); });
+    executor_->keep_answered(reconnect_bound_.count() > 0);
+    node_.keep_answered(reconnect_bound_.count() > 0);
+    if (listener_ && reconnect_bound_.count() > 0) door_ = std::thread([this] { door(); });
     if (!node_.relaying()) executor_->start(concurrency_);
     const auto heard = [this] {
         core_.last_heard.store(steady_seconds());
@@ -86,26 +92,23 @@ bool Worker::resume() {
                     "come back ({} call(s) running, {} answer(s) kept)",
                     reconnect_bound_.count(), core_.running.load(), out_.kept()));
     for (;;) {
-        const int fd = listener_->accept_authenticated(token_, deadline);
-        if (fd < 0) {
+        std::unique_ptr<Connection> next;
+        {
+            // The door thread accepts, authenticates and reads the hello.
+            std::unique_lock lk(door_m_);
+            door_cv_.wait_until(lk, deadline, [&] { return comeback_ != nullptr; });
+            next = std::move(comeback_);
+        }
+        if (!next) {
             core_.say(
                 fmt::format("the client did not come back within {} s", reconnect_bound_.count()));
             return false;
         }
-        auto next = std::make_unique<Connection>(fd, core_);
-        ClientHello ch;
-        const auto left = std::max(std::chrono::milliseconds(1),
-                                   std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       deadline - std::chrono::steady_clock::now()));
-        if (!next->send_hello() || !next->read_hello(ch, left)) continue;
-        if (!ch.resume || ch.session != session_) {
-            // Another client (or a fresh start of this one) while a session waits: not ours.
-            core_.say(ch.resume ? "refusing a connection that resumes another session"
-                                : "refusing a new session while one waits to be resumed");
-            continue;
-        }
         if (!next->send_ready(ready_, max_frame_)) continue;
-        conn_ = std::move(next);
+        {
+            std::lock_guard lk(door_m_);
+            conn_ = std::move(next);
+        }
         core_.last_heard.store(steady_seconds());
         // What the client may have missed: which calls run, and every answer it has not
         // acknowledged, in order.
@@ -113,6 +116,45 @@ bool Worker::resume() {
         core_.say("the client came back; serving the resumed session");
         return true;
     }
+}
+
+void Worker::door() {
+    for (;;) {
+        {
+            std::lock_guard lk(door_m_);
+            if (door_closed_) return;
+        }
+        // A short wait, so that close_door() is heard within a second (or an authentication's
+        // 10 s when a peer is in the middle of one).
+        const int fd = listener_->accept_authenticated(
+            token_, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+        if (fd < 0) continue;
+        auto next = std::make_unique<Connection>(fd, core_);
+        ClientHello ch;
+        if (!next->send_hello() || !next->read_hello(ch, std::chrono::seconds(10))) continue;
+        if (!ch.resume || ch.session != session_) {
+            // Another client (or a fresh start of this one) while this session lasts: not ours.
+            core_.say(ch.resume ? "refusing a connection that resumes another session"
+                                : "refusing a new session while this one lasts");
+            continue;
+        }
+        {
+            std::lock_guard lk(door_m_);
+            if (door_closed_) return;
+            comeback_ = std::move(next);  // a newer one replaces one not taken yet
+            // The client gave the current connection up: its reader ends and resumes.
+            if (conn_) conn_->close();
+        }
+        door_cv_.notify_all();
+    }
+}
+
+void Worker::close_door() {
+    {
+        std::lock_guard lk(door_m_);
+        door_closed_ = true;
+    }
+    if (door_.joinable()) door_.join();
 }
 
 std::vector<std::uint64_t> Worker::started_calls() const {
@@ -175,7 +217,11 @@ void Worker::on_call(Frame& f) {
         executor_->submit(f);
 }
 
-void Worker::on_ack(std::span<const std::uint64_t> call_ids) { out_.ack(call_ids); }
+void Worker::on_ack(std::span<const std::uint64_t> call_ids) {
+    out_.ack(call_ids);
+    if (executor_) executor_->forget(call_ids);
+    node_.forget(call_ids);
+}
 
 void Worker::on_cancel(std::uint64_t call_id) {
     if (node_.relaying())
@@ -238,6 +284,7 @@ void Worker::touch_heartbeat() {
 }
 
 void Worker::finish() {
+    close_door();
     if (executor_) executor_->stop();
     node_.stop();
     background_.stop();

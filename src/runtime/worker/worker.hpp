@@ -5,10 +5,12 @@
 // connection drops: its calls run on, their answers are kept, and a connection that
 // authenticates and resumes the same session within the client's bound gets them.
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "runtime/capture.hpp"
 #include "runtime/protocol.hpp"
@@ -49,6 +51,12 @@ private:
     /// After the connection dropped: waits up to the client's bound for a connection that
     /// resumes this session, and serves it from where the last one ended. False when none came.
     bool resume();
+    /// While the session may be resumed: accepts whoever comes to the listener, and hands a
+    /// connection that authenticates and resumes this session to resume(), ending the current
+    /// one (which may look alive here long after the client lost it: a silent cut).
+    void door();
+    /// Stops the door thread (idempotent).
+    void close_door();
     /// Calls that said "started" and have not answered yet.
     std::vector<std::uint64_t> started_calls() const;
     /// Stops the calls, the worker processes and the background threads; flushes.
@@ -81,6 +89,11 @@ private:
     std::mutex layout_m_;
     PoolLayout layout_;  // under layout_m_
     std::string interface_;
+    std::thread door_;
+    std::mutex door_m_;
+    std::condition_variable door_cv_;
+    std::unique_ptr<Connection> comeback_;  // under door_m_: a resuming connection, handed over
+    bool door_closed_ = false;              // under door_m_
 };
 
 /// Serves calls on the connected, authenticated descriptor `fd` (see Worker); returns the

@@ -1,5 +1,8 @@
 // sky::AWS end to end: the real backend against the fake EC2, whose instances are test hosts with
 // a real sshd, so the pinned host key, the imported key pair and the shipped worker are all real.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -1098,4 +1101,65 @@ TEST_CASE("aws: the custom-endpoint and open-SSH notices are printed once, as no
     CHECK(sky::test::occurrences(text, "sky: ") == 2);
     CHECK(log.all<sky::ErrorEvent>().empty());
     CHECK(sky_groups(fake).empty());
+}
+
+namespace aws_pool {
+
+// Runs once per call: says so in the instance's own /tmp (one O_APPEND write), then sleeps.
+int record_run(int id, int ms) {
+    const int fd = ::open("/tmp/sky-aws-reconnect-runs", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                          0644);
+    if (fd >= 0) {
+        const std::string line = std::to_string(id) + "\n";
+        (void)!::write(fd, line.data(), line.size());
+        ::close(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return id;
+}
+
+std::vector<int> runs_here() {
+    std::vector<int> runs;
+    std::ifstream f("/tmp/sky-aws-reconnect-runs");
+    for (int id; f >> id;) runs.push_back(id);
+    return runs;
+}
+
+}  // namespace aws_pool
+
+TEST_CASE(
+    "aws pool: a dropped SSH connection to an instance is resumed, not replaced: each result "
+    "once, each function once",
+    "[aws_pool][reconnect]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    {
+        auto spec = spec_for(fake, 1, rec);
+        spec.concurrency = 2;
+        sky::ComputePool pool{spec};
+        const std::string id = pool.instances().at(0).id;
+        std::vector<sky::Future<int>> calls;
+        for (int i = 0; i < 3; ++i) calls.push_back(pool.submit(sky::compute<record_run>(i, 3000)));
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        // As a NAT that forgot the connection: the client's SSH connection is reset.
+        auto r = sky::test::run_command({"ss", "-K", "dst", hosts.address(0), "dport", "=",
+                                         ":" + std::to_string(hosts.port(0))});
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        for (int i = 0; i < 3; ++i) {
+            REQUIRE(calls[static_cast<std::size_t>(i)].wait_for(std::chrono::seconds(60)));
+            CHECK(calls[static_cast<std::size_t>(i)].get() == i);
+        }
+        std::map<int, int> runs;
+        for (int run : sky::compute<runs_here>() >> pool) ++runs[run];
+        CHECK(runs == std::map<int, int>{{0, 1}, {1, 1}, {2, 1}});
+        CHECK(pool.instances().at(0).id == id);
+        CHECK(said(rec, "reconnected to its worker"));
+    }
+    CHECK(rec.count<sky::InstanceReplaced>() == 0);
+    CHECK(live_instances(fake) == 0);
+    rec.check_no_secrets();
 }

@@ -435,3 +435,28 @@ TEST_CASE("scheduler: uses no threads or locks", "[scheduler]") {
         }
     }
 }
+
+TEST_CASE(
+    "scheduler: a node taken out of dispatch (reconnecting) keeps its calls in flight, listed in "
+    "the order they were sent, and takes calls again once ready",
+    "[scheduler]") {
+    Fixture f(1, 2);
+    f.submit(5);
+    const auto first = f.dispatch();
+    REQUIRE(!first.empty());
+    const std::size_t inflight = f.s.inflight(0);
+    // Reconnecting: the pool sets the node restarting; nothing is lost, nothing dispatched.
+    f.s.set_state(0, State::restarting);
+    CHECK(f.s.any_live());
+    f.submit(1);
+    CHECK(f.dispatch().empty());
+    CHECK(f.s.inflight(0) == inflight);
+    // One answer arrived before the drop: the rest is what goes again, in call id order.
+    REQUIRE(f.s.take(0, first[1].call_id));
+    const auto again = f.s.inflight_tasks(0);
+    REQUIRE(again.size() == inflight - 1);
+    for (std::size_t i = 1; i < again.size(); ++i) CHECK(again[i - 1]->call_id < again[i]->call_id);
+    for (const Task* t : again) CHECK(t->call_id != first[1].call_id);
+    f.s.set_state(0, State::ready);
+    CHECK(!f.dispatch().empty());
+}
