@@ -10,7 +10,6 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
 #include <cerrno>
-#include <vector>
 
 namespace sky::detail::io {
 
@@ -58,38 +57,7 @@ void FdStream::async_write_some(std::span<const boost::asio::const_buffer> buffe
         return boost::asio::post(strand_, [h = std::move(handler)]() mutable {
             std::move(h)(boost::asio::error::operation_aborted, std::size_t{0});
         });
-    // The descriptor's own write is writev(2), which raises SIGPIPE (ending the program) on a
-    // socket whose peer is gone: wait until the socket is writable and send with MSG_NOSIGNAL.
-    socket_.async_wait(
-        boost::asio::posix::descriptor_base::wait_write,
-        boost::asio::bind_executor(
-            strand_,
-            [this, bufs = std::vector<boost::asio::const_buffer>(buffers.begin(), buffers.end()),
-             h = std::move(handler)](boost::system::error_code ec) mutable {
-                if (ec) return std::move(h)(ec, std::size_t{0});
-                iovec iov[IOV_MAX];
-                std::size_t n = 0;
-                for (const auto& b : bufs) {
-                    if (n == IOV_MAX) break;
-                    if (b.size() == 0) continue;
-                    iov[n++] = {const_cast<void*>(b.data()), b.size()};
-                }
-                msghdr msg{};
-                msg.msg_iov = iov;
-                msg.msg_iovlen = n;
-                for (;;) {
-                    const ssize_t w =
-                        n == 0 ? 0 : ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-                    if (w >= 0) return std::move(h)(boost::system::error_code(), std::size_t(w));
-                    if (errno == EINTR) continue;
-                    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-                    return std::move(h)(
-                        boost::system::error_code(errno, boost::system::system_category()),
-                        std::size_t{0});
-                }
-                // Writable was a false alarm: wait again.
-                async_write_some(bufs, std::move(h));
-            }));
+    socket_.async_write_some(buffers, boost::asio::bind_executor(strand_, std::move(handler)));
 }
 
 std::size_t FdStream::try_write_some(std::span<const boost::asio::const_buffer> buffers) {
