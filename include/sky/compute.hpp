@@ -12,7 +12,10 @@
 
 #include "sky/detail/registry.hpp"
 #include "sky/detail/serialize.hpp"
+#include "sky/export.hpp"
 #include "sky/pending.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -160,3 +163,5 @@ struct FunctionInfo {
 std::vector<FunctionInfo> registered_functions();
 
 }  // namespace sky
+
+SKY_PUBLIC_END

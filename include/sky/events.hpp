@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "sky/errors.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -191,3 +194,5 @@ using sky::PoolStopping;
 }  // namespace events
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -11,6 +11,10 @@
 #include <variant>
 #include <vector>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 class CloudAdapter;  // sky/cloud.hpp
@@ -178,3 +182,5 @@ private:
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -1,13 +1,17 @@
 #pragma once
 // cereal binary serialization into sky::detail::Buffer, and the concept that names what can travel.
+// The archives are made and destroyed in libsky (src/runtime/serialize.cpp): a user's translation
+// unit instantiates only the saving and loading of its own types. cereal's support for the
+// standard containers, strings, std::optional, std::variant, std::tuple, std::pair and
+// std::chrono is included here (api.md §1); smart pointers (<cereal/types/memory.hpp>, which
+// brings cereal's polymorphism registry into every translation unit) and std::complex
+// (<cereal/types/complex.hpp>) are included by the programs that send them.
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/array.hpp>
 #include <cereal/types/chrono.hpp>
-#include <cereal/types/complex.hpp>
 #include <cereal/types/deque.hpp>
 #include <cereal/types/list.hpp>
 #include <cereal/types/map.hpp>
-#include <cereal/types/memory.hpp>
 #include <cereal/types/optional.hpp>
 #include <cereal/types/set.hpp>
 #include <cereal/types/string.hpp>
@@ -20,14 +24,16 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <istream>
 #include <list>
-#include <ostream>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
 
 #include "sky/detail/buffer.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky::detail {
 
@@ -41,18 +47,17 @@ namespace sky::detail {
 class BoundedInputArchive
     : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
 public:
-    explicit BoundedInputArchive(std::span<const std::byte> bytes)
-        : cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision>(this),
-          at_(bytes.data()),
-          end_(bytes.data() + bytes.size()) {}
+    // Made and destroyed in libsky: cereal's archive base is instantiated there, not in every
+    // translation unit that decodes a value.
+    explicit BoundedInputArchive(std::span<const std::byte> bytes);
+    ~BoundedInputArchive();
+    BoundedInputArchive(const BoundedInputArchive&) = delete;
+    BoundedInputArchive& operator=(const BoundedInputArchive&) = delete;
 
     /// Copies `size` bytes out; throws cereal::Exception when fewer are left.
     void loadBinary(void* const data, std::streamsize size) {
         const auto n = static_cast<std::size_t>(size);
-        if (size < 0 || n > remaining())
-            throw cereal::Exception("Failed to read " + std::to_string(size) +
-                                    " bytes from input stream! Read " +
-                                    std::to_string(remaining()));
+        if (size < 0 || n > remaining()) throw_short(size);
         if (n) std::memcpy(data, at_, n);
         at_ += n;
     }
@@ -62,12 +67,13 @@ public:
     }
     /// Throws when a count claims more elements of `element_bytes` each than the bytes left.
     void check_count(std::uint64_t count, std::size_t element_bytes = 1) const {
-        if (count > remaining() / (element_bytes ? element_bytes : 1))
-            throw cereal::Exception("a size of " + std::to_string(count) + " does not fit in the " +
-                                    std::to_string(remaining()) + " bytes left");
+        if (count > remaining() / (element_bytes ? element_bytes : 1)) throw_too_many(count);
     }
 
 private:
+    [[noreturn]] void throw_short(std::streamsize size) const;
+    [[noreturn]] void throw_too_many(std::uint64_t count) const;
+
     const std::byte* at_;
     const std::byte* end_;
 };
@@ -77,12 +83,13 @@ template <class T>
 std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, T& t) {
     ar.loadBinary(std::addressof(t), sizeof(t));
 }
+[[noreturn]] void throw_bad_bool(std::uint8_t v);
 /// A bool is one byte, 0 or 1; another value is refused (read as a bool it would be undefined
 /// behaviour: found by fuzz_frames in an std::optional's flag).
 inline void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, bool& b) {
     std::uint8_t v = 0;
     ar.loadBinary(&v, 1);
-    if (v > 1) throw cereal::Exception("a bool of value " + std::to_string(v));
+    if (v > 1) throw_bad_bool(v);
     b = v != 0;
 }
 /// Names are not on the wire.
@@ -172,13 +179,27 @@ concept serializable = std::is_same_v<T, void> ||
 
 namespace detail {
 
+/// A cereal binary output archive that appends to a Buffer. Made and destroyed in libsky (the
+/// stream behind it too), so a translation unit instantiates only the saving of its own types.
+class Encoder {
+public:
+    explicit Encoder(Buffer& out);
+    ~Encoder();
+    Encoder(const Encoder&) = delete;
+    Encoder& operator=(const Encoder&) = delete;
+    [[nodiscard]] cereal::BinaryOutputArchive& archive() noexcept { return *archive_; }
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+    cereal::BinaryOutputArchive* archive_;
+};
+
 /// Appends the cereal binary form of each value to `out`.
 template <class... Ts>
 void save_to(Buffer& out, const Ts&... values) {
-    BufferWriter sb(out);
-    std::ostream os(&sb);
-    cereal::BinaryOutputArchive ar(os);
-    ar(values...);
+    Encoder e(out);
+    e.archive()(values...);
 }
 
 /// Reads values saved by save_to with a BoundedInputArchive; throws cereal::Exception when the
@@ -188,6 +209,8 @@ void load_from(std::span<const std::byte> bytes, Ts&... values) {
     BoundedInputArchive ar(bytes);
     ar(values...);
 }
+
+[[noreturn]] void throw_vector_too_long(std::uint64_t count, std::size_t bytes);
 
 /// A std::vector of numbers: cereal writes it as a 64-bit count and the raw elements.
 template <class T>
@@ -208,9 +231,7 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
         // A count the bytes cannot hold is refused before anything is allocated (and before any
         // pointer arithmetic: an empty span's data() may be null).
         if (bytes.size() < 8 || (bytes.size() - 8) / sizeof(E) < n)
-            throw cereal::Exception("a vector of " + std::to_string(n) +
-                                    " elements does not fit in the " +
-                                    std::to_string(bytes.size()) + " bytes left");
+            throw_vector_too_long(n, bytes.size());
         const std::byte* first = bytes.data() + 8;
         if (reinterpret_cast<std::uintptr_t>(first) % alignof(E) == 0) {
             const E* p = reinterpret_cast<const E*>(first);
@@ -241,3 +262,5 @@ void load_each(std::span<const std::byte> bytes, Ts&... values) {
 
 }  // namespace detail
 }  // namespace sky
+
+SKY_PUBLIC_END
