@@ -2,6 +2,7 @@
 /// \file Splitting data across nodes (api.md §10): every node takes its own disjoint part.
 #include <cstddef>
 #include <cstdint>
+#include <numeric>  // not used here: api.md's programs call std::reduce with sky.hpp alone
 #include <optional>
 #include <tuple>
 #include <vector>
