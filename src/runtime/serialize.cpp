@@ -65,6 +65,16 @@ void throw_bad_bool(std::uint8_t v) {
     throw cereal::Exception("a bool of value " + std::to_string(v));
 }
 
+void throw_string_too_long(std::uint64_t count, std::size_t bytes) {
+    throw cereal::Exception("a string of " + std::to_string(count) + " bytes does not fit in the " +
+                            std::to_string(bytes) + " bytes left");
+}
+
+void throw_short_read(std::size_t wanted, std::size_t left) {
+    throw cereal::Exception("Failed to read " + std::to_string(wanted) +
+                            " bytes from input stream! Read " + std::to_string(left));
+}
+
 void throw_vector_too_long(std::uint64_t count, std::size_t bytes) {
     throw cereal::Exception("a vector of " + std::to_string(count) +
                             " elements does not fit in the " + std::to_string(bytes) +

@@ -170,9 +170,31 @@ struct get_output_from_input<sky::detail::BoundedInputArchive> {
 
 namespace sky {
 
+namespace detail {
+
+/// A std::vector of numbers: cereal writes it as a 64-bit count and the raw elements.
+template <class T>
+struct is_flat_vector : std::false_type {};
+template <class T, class A>
+struct is_flat_vector<std::vector<T, A>>
+    : std::bool_constant<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>> {};
+
+/// The types sky writes and reads itself, byte for byte as cereal's binary archive does (a
+/// number: its bytes; a vector of numbers or a std::string: a 64-bit count, then the raw
+/// elements): a call whose arguments and result are all of them instantiates none of cereal's
+/// machinery, which is most of what a call costs to compile. (bool stays with cereal, whose
+/// bounded loader refuses a byte other than 0 or 1.)
+template <class T>
+inline constexpr bool is_plain_number = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+template <class T>
+inline constexpr bool is_direct =
+    is_plain_number<T> || is_flat_vector<T>::value || std::is_same_v<T, std::string>;
+
+}  // namespace detail
+
 /// A type that can be an argument or a result of a remote function: cereal can save and load it.
 template <class T>
-concept serializable = std::is_same_v<T, void> ||
+concept serializable = std::is_same_v<T, void> || detail::is_direct<T> ||
     (cereal::traits::is_output_serializable<T, cereal::BinaryOutputArchive>::value&&
          cereal::traits::is_input_serializable<T, detail::BoundedInputArchive>::value&&
              std::is_default_constructible_v<T>);
@@ -195,11 +217,27 @@ private:
     cereal::BinaryOutputArchive* archive_;
 };
 
+/// Appends one value of a direct type (is_direct) as cereal's binary archive would.
+template <class T>
+void save_direct(Buffer& out, const T& value) {
+    if constexpr (is_plain_number<T>) {
+        out.append(&value, sizeof value);
+    } else {
+        const std::uint64_t n = value.size();
+        out.append(&n, sizeof n);
+        if (n) out.append(value.data(), value.size() * sizeof(typename T::value_type));
+    }
+}
+
 /// Appends the cereal binary form of each value to `out`.
 template <class... Ts>
 void save_to(Buffer& out, const Ts&... values) {
-    Encoder e(out);
-    e.archive()(values...);
+    if constexpr ((is_direct<Ts> && ...)) {
+        (save_direct(out, values), ...);
+    } else {
+        Encoder e(out);
+        e.archive()(values...);
+    }
 }
 
 /// Reads values saved by save_to with a BoundedInputArchive; throws cereal::Exception when the
@@ -211,20 +249,26 @@ void load_from(std::span<const std::byte> bytes, Ts&... values) {
 }
 
 [[noreturn]] void throw_vector_too_long(std::uint64_t count, std::size_t bytes);
+[[noreturn]] void throw_string_too_long(std::uint64_t count, std::size_t bytes);
+[[noreturn]] void throw_short_read(std::size_t wanted, std::size_t left);
 
-/// A std::vector of numbers: cereal writes it as a 64-bit count and the raw elements.
-template <class T>
-struct is_flat_vector : std::false_type {};
-template <class T, class A>
-struct is_flat_vector<std::vector<T, A>>
-    : std::bool_constant<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>> {};
-
-/// Loads one value from the front of `bytes` and returns how many bytes it took. A vector of
-/// numbers whose elements are aligned in `bytes` is built straight from them: one pass, where
-/// cereal would zero-fill the vector first and then copy into it.
+/// Loads one value from the front of `bytes` and returns how many bytes it took. A direct type
+/// is read here, checked against the bytes left; a vector of numbers whose elements are aligned
+/// in `bytes` is built straight from them: one pass, where cereal would zero-fill the vector
+/// first and then copy into it.
 template <class T>
 std::size_t load_one(std::span<const std::byte> bytes, T& value) {
-    if constexpr (is_flat_vector<T>::value) {
+    if constexpr (is_plain_number<T>) {
+        if (bytes.size() < sizeof(T)) throw_short_read(sizeof(T), bytes.size());
+        std::memcpy(&value, bytes.data(), sizeof(T));
+        return sizeof(T);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        std::uint64_t n = 0;
+        if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
+        if (bytes.size() < 8 || bytes.size() - 8 < n) throw_string_too_long(n, bytes.size());
+        value.assign(reinterpret_cast<const char*>(bytes.data()) + 8, static_cast<std::size_t>(n));
+        return 8 + static_cast<std::size_t>(n);
+    } else if constexpr (is_flat_vector<T>::value) {
         using E = typename T::value_type;
         std::uint64_t n = 0;
         if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
@@ -242,18 +286,24 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
                 prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
             }
             value.assign(p, p + n);
-            return 8 + static_cast<std::size_t>(n) * sizeof(E);
+        } else {
+            value.resize(static_cast<std::size_t>(n));
+            if (n) std::memcpy(value.data(), first, static_cast<std::size_t>(n) * sizeof(E));
         }
+        return 8 + static_cast<std::size_t>(n) * sizeof(E);
+    } else {
+        BoundedInputArchive ar(bytes);
+        ar(value);
+        return bytes.size() - ar.remaining();
     }
-    BoundedInputArchive ar(bytes);
-    ar(value);
-    return bytes.size() - ar.remaining();
 }
 
-/// Like load_from, taking the fast path of load_one for vectors of numbers.
+/// Like load_from, taking the direct path of load_one for numbers, strings and vectors of
+/// numbers (one archive for all values otherwise: cereal writes a versioned type's version once
+/// per archive).
 template <class... Ts>
 void load_each(std::span<const std::byte> bytes, Ts&... values) {
-    if constexpr ((is_flat_vector<Ts>::value || ...)) {
+    if constexpr ((is_direct<Ts> && ...) || (is_flat_vector<Ts>::value || ...)) {
         ((bytes = bytes.subspan(load_one(bytes, values))), ...);
     } else {
         load_from(bytes, values...);
