@@ -17,6 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 /// A request for accelerators: a name ("H100"), a count, optionally memory and a MIG profile.
@@ -174,3 +178,5 @@ struct TpuOptions {
 }  // namespace accelerators
 
 }  // namespace sky
+
+SKY_PUBLIC_END

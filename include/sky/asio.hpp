@@ -26,9 +26,12 @@
 #include <type_traits>
 #include <utility>
 
+#include "sky/export.hpp"
 #include "sky/map.hpp"
 #include "sky/pending.hpp"
 #include "sky/pool.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -271,3 +274,5 @@ auto async_start(PoolSpec spec, Token&& token) {
 }
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -32,6 +32,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 /// One instance type of one provider in one region, with its prices.
@@ -122,3 +126,5 @@ private:
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

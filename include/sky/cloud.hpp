@@ -19,6 +19,9 @@
 
 #include "sky/catalog.hpp"
 #include "sky/events.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -171,3 +174,5 @@ public:
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -12,7 +12,10 @@
 
 #include "sky/detail/registry.hpp"
 #include "sky/detail/serialize.hpp"
+#include "sky/export.hpp"
 #include "sky/pending.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -38,7 +41,9 @@ template <class T>
 struct argument_must_be_serializable {
     static_assert(serializable<T>,
                   "sky::compute: this argument or result type cannot be serialized by cereal; "
-                  "give it a serialize() member or free function (see the type in the "
+                  "give it a serialize() member or free function, or include cereal's header "
+                  "for it (<cereal/types/memory.hpp> for smart pointers, "
+                  "<cereal/types/complex.hpp> for std::complex; see the type in the "
                   "'required from' lines below)");
     static constexpr bool value = true;
 };
@@ -160,3 +165,5 @@ struct FunctionInfo {
 std::vector<FunctionInfo> registered_functions();
 
 }  // namespace sky
+
+SKY_PUBLIC_END

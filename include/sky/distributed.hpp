@@ -10,6 +10,10 @@
 #include <string>
 #include <string_view>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 namespace detail {
@@ -77,3 +81,5 @@ concept distributed_plugin = requires(const P& p) {
 }  // namespace detail
 
 }  // namespace sky
+
+SKY_PUBLIC_END

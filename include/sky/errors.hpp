@@ -7,6 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 /// Base of every error sky throws (the event of api.md §9 is sky::ErrorEvent).
@@ -167,3 +171,5 @@ public:
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "sky/errors.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -128,19 +131,16 @@ using Event = std::variant<InfraCreating, InfraCreated, InstanceLaunching, Insta
 /// An event handler; an event it returns is dispatched in turn.
 using Callback = std::function<std::optional<Event>(const Event&)>;
 
+namespace detail {
+/// One callback that calls each of `list` in order (an empty one is skipped) and returns the
+/// first replacement event any of them returns (sky::compose). In libsky (src/pool/events.cpp).
+Callback compose_callbacks(std::vector<Callback> list);
+}  // namespace detail
+
 /// One callback that calls each of `cbs` in order (each sees the same event).
 template <class... Cbs>
 Callback compose(Cbs... cbs) {
-    std::vector<Callback> list{Callback(std::move(cbs))...};
-    return [list = std::move(list)](const Event& e) -> std::optional<Event> {
-        std::optional<Event> out;
-        for (auto& cb : list) {
-            if (!cb) continue;
-            auto r = cb(e);
-            if (r && !out) out = std::move(r);
-        }
-        return out;
-    };
+    return detail::compose_callbacks({Callback(std::move(cbs))...});
 }
 
 /// Sends `event` to every registered callback: the use_callback() stack (innermost first, on
@@ -191,3 +191,5 @@ using sky::PoolStopping;
 }  // namespace events
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 /// A file to place on every node before the worker starts.
@@ -39,3 +43,5 @@ struct Image {
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -1,5 +1,8 @@
 #pragma once
 /// \file The first line of main (api.md §0).
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -11,3 +14,5 @@ void init(int argc, char** argv);
 bool is_worker() noexcept;
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -4,6 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 /// The execution environment of the current call. Outside a worker: node 0 of 1.
@@ -58,3 +62,5 @@ struct Instance {
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

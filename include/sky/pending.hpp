@@ -13,6 +13,9 @@
 
 #include "sky/detail/call.hpp"
 #include "sky/distributed.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -203,3 +206,5 @@ PendingGather<R> gather(std::vector<PendingCompute<R>> ps) {
 }
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -1,7 +1,6 @@
 #pragma once
 /// \file The pool of nodes that runs computations (api.md §4).
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <deque>
@@ -11,15 +10,16 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "sky/accelerator.hpp"
+#include "sky/completions.hpp"
 #include "sky/detail/call.hpp"
 #include "sky/events.hpp"
+#include "sky/export.hpp"
 #include "sky/image.hpp"
 #include "sky/instance.hpp"
 #include "sky/map.hpp"
@@ -27,6 +27,8 @@
 #include "sky/providers.hpp"
 #include "sky/spot.hpp"
 #include "sky/volume.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -288,6 +290,16 @@ private:
     std::shared_ptr<detail::PoolCore> core_;
 };
 
+namespace detail {
+/// Makes one pool per spec, each on a thread of its own (time = the slowest, not the sum). If
+/// one fails, the others are still started, then every pool that started is torn down, in
+/// parallel, and the first error (in spec order) is rethrown. In libsky (src/pool/multi_pool.cpp).
+std::vector<ComputePool> make_pools(std::vector<PoolSpec> specs);
+/// Ends every pool at once, each on a thread of its own (one that gets no thread ends on this
+/// one), and empties the vector. Never throws.
+void tear_down_pools(std::vector<ComputePool>& pools) noexcept;
+}  // namespace detail
+
 /// Several pools provisioned in parallel (time = the slowest, not the sum):
 /// `sky::MultiPool multi{spec_a, spec_b}; auto& [a, b] = multi;`. They are torn down in
 /// parallel too: the destructor takes as long as the slowest pool's teardown.
@@ -299,33 +311,10 @@ public:
     template <class... Specs>
     requires(sizeof...(Specs) == N &&
              (std::is_convertible_v<Specs, PoolSpec> && ...)) explicit MultiPool(Specs&&... specs) {
-        std::array<PoolSpec, N> list{PoolSpec(std::forward<Specs>(specs))...};
-        std::array<std::optional<ComputePool>, N> made;
-        std::array<std::exception_ptr, N> errors;
-        std::vector<std::thread> threads;
-        threads.reserve(N);
-        try {
-            for (std::size_t i = 0; i < N; ++i)
-                threads.emplace_back([&, i] {
-                    try {
-                        made[i].emplace(std::move(list[i]));
-                    } catch (...) {
-                        errors[i] = std::current_exception();
-                    }
-                });
-        } catch (...) {
-            // No thread for the rest: what started is torn down below like a failed pool.
-            for (std::size_t i = threads.size(); i < N; ++i) errors[i] = std::current_exception();
-        }
-        for (auto& t : threads) t.join();
-        pools_.reserve(N);
-        for (auto& m : made)
-            if (m) pools_.push_back(std::move(*m));
-        for (auto& e : errors)
-            if (e) {
-                tear_down(pools_);
-                std::rethrow_exception(e);
-            }
+        std::vector<PoolSpec> list;
+        list.reserve(N);
+        (list.emplace_back(std::forward<Specs>(specs)), ...);
+        pools_ = detail::make_pools(std::move(list));
     }
     /// Tears every pool down at once (never throws).
     ~MultiPool() { tear_down(pools_); }
@@ -352,23 +341,8 @@ public:
     }
 
 private:
-    // Each pool is moved into a thread of its own and ends there; a pool that gets no thread
-    // ends on this one.
     static void tear_down(std::vector<ComputePool>& pools) noexcept {
-        std::vector<std::thread> threads;
-        try {
-            threads.reserve(pools.size());
-        } catch (...) {
-        }
-        for (auto& p : pools) {
-            try {
-                threads.emplace_back(
-                    [q = std::move(p)]() mutable { ComputePool gone{std::move(q)}; });
-            } catch (...) {
-            }
-        }
-        for (auto& t : threads) t.join();
-        pools.clear();
+        detail::tear_down_pools(pools);
     }
 
     std::vector<ComputePool> pools_;
@@ -385,3 +359,5 @@ template <std::size_t I, std::size_t N>
 struct std::tuple_element<I, sky::MultiPool<N>> {
     using type = sky::ComputePool;
 };
+
+SKY_PUBLIC_END

@@ -11,6 +11,10 @@
 #include <variant>
 #include <vector>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 class CloudAdapter;  // sky/cloud.hpp
@@ -136,17 +140,24 @@ public:
     using Config = std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated,
                                 Slurm, CustomCloud>;
 
-    Provider() = default;
-    Provider(Local c) : config_(std::move(c)) {}
-    Provider(SSH c) : config_(std::move(c)) {}
-    Provider(AWS c) : config_(std::move(c)) {}
-    Provider(RunPod c) : config_(std::move(c)) {}
-    Provider(VastAI c) : config_(std::move(c)) {}
-    Provider(Verda c) : config_(std::move(c)) {}
-    Provider(DigitalOcean c) : config_(std::move(c)) {}
-    Provider(Simulated c) : config_(std::move(c)) {}
-    Provider(Slurm c) : config_(std::move(c)) {}
-    Provider(CustomCloud c) : config_(std::move(c)) {}
+    // Out of line (src/pool/provider.cpp): the variant's construction, copies and destruction
+    // are compiled once in libsky, not in every translation unit that makes a PoolSpec.
+    Provider();
+    Provider(Local c);
+    Provider(SSH c);
+    Provider(AWS c);
+    Provider(RunPod c);
+    Provider(VastAI c);
+    Provider(Verda c);
+    Provider(DigitalOcean c);
+    Provider(Simulated c);
+    Provider(Slurm c);
+    Provider(CustomCloud c);
+    Provider(const Provider&);
+    Provider(Provider&&) noexcept;
+    Provider& operator=(const Provider&);
+    Provider& operator=(Provider&&) noexcept;
+    ~Provider();
     /// A user's adapter (include sky/cloud.hpp to define one): `.provider = MyCloud{...}`.
     template <class A>
     requires std::derived_from<A, CloudAdapter> && std::copy_constructible<A> Provider(A adapter) {
@@ -178,3 +189,5 @@ private:
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

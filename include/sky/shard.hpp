@@ -2,17 +2,17 @@
 /// \file Splitting data across nodes (api.md §10): every node takes its own disjoint part.
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
-#include <numeric>
+#include <numeric>  // not used here: api.md's programs call std::reduce with sky.hpp alone
 #include <optional>
-#include <random>
-#include <ranges>
-#include <stdexcept>
 #include <tuple>
 #include <vector>
 
+#include "sky/detail/ranges.hpp"
 #include "sky/errors.hpp"
+#include "sky/export.hpp"
 #include "sky/instance.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky {
 
@@ -27,36 +27,13 @@ struct ShardOptions {
 
 namespace detail {
 
-/// A deterministic Fisher-Yates permutation (std::shuffle's algorithm is not specified, and the
-/// nodes must agree).
-inline std::vector<std::size_t> permutation(std::size_t n, bool shuffle, std::uint64_t seed) {
-    std::vector<std::size_t> idx(n);
-    std::iota(idx.begin(), idx.end(), std::size_t{0});
-    if (shuffle && n > 1) {
-        std::mt19937_64 rng(seed);
-        for (std::size_t i = n - 1; i > 0; --i) {
-            std::size_t j = static_cast<std::size_t>(rng() % (i + 1));
-            std::swap(idx[i], idx[j]);
-        }
-    }
-    return idx;
-}
+/// A deterministic Fisher-Yates permutation of [0, n) (std::shuffle's algorithm is not
+/// specified, and the nodes must agree). In libsky (src/runtime/shard.cpp), with its <random>.
+std::vector<std::size_t> permutation(std::size_t n, bool shuffle, std::uint64_t seed);
 
 /// This node's indices: a contiguous block of the (maybe shuffled) order; blocks differ in size
-/// by at most one and cover every index once.
-inline std::vector<std::size_t> shard_indices(std::size_t n, const ShardOptions& o) {
-    InstanceInfo info = (o.node && o.total_nodes) ? InstanceInfo{} : instance_info();
-    int node = o.node.value_or(info.node);
-    int total = o.total_nodes.value_or(info.total_nodes);
-    if (total < 1 || node < 0 || node >= total)
-        throw ConfigError("sky::shard: node " + std::to_string(node) + " is not in [0, " +
-                          std::to_string(total) + ")");
-    auto perm = permutation(n, o.shuffle, o.seed.value_or(0));
-    std::size_t b = n * static_cast<std::size_t>(node) / static_cast<std::size_t>(total);
-    std::size_t e = n * static_cast<std::size_t>(node + 1) / static_cast<std::size_t>(total);
-    return {perm.begin() + static_cast<std::ptrdiff_t>(b),
-            perm.begin() + static_cast<std::ptrdiff_t>(e)};
-}
+/// by at most one and cover every index once. Throws ConfigError for a node not in the pool.
+std::vector<std::size_t> shard_indices(std::size_t n, const ShardOptions& o);
 
 template <class R>
 auto take(const R& r, const std::vector<std::size_t>& idx) {
@@ -118,16 +95,7 @@ struct SamplerOptions {
 /// (no padding, so node counts differ by at most one).
 class DistributedSampler {
 public:
-    DistributedSampler(std::size_t dataset_size, SamplerOptions o = {})
-        : size_(dataset_size), opts_(o) {
-        InstanceInfo info = (o.node && o.total_nodes) ? InstanceInfo{} : instance_info();
-        node_ = o.node.value_or(info.node);
-        total_ = o.total_nodes.value_or(info.total_nodes);
-        if (total_ < 1 || node_ < 0 || node_ >= total_)
-            throw ConfigError("sky::DistributedSampler: node " + std::to_string(node_) +
-                              " is not in [0, " + std::to_string(total_) + ")");
-        rebuild();
-    }
+    DistributedSampler(std::size_t dataset_size, SamplerOptions o = {});
     /// Reshuffles for `epoch` (same permutation on every node for the same epoch).
     void set_epoch(std::uint64_t epoch) {
         epoch_ = epoch;
@@ -139,13 +107,7 @@ public:
     [[nodiscard]] const std::vector<std::size_t>& indices() const noexcept { return indices_; }
 
 private:
-    void rebuild() {
-        auto perm = detail::permutation(size_, opts_.shuffle, opts_.seed + epoch_);
-        indices_.clear();
-        for (std::size_t i = static_cast<std::size_t>(node_); i < size_;
-             i += static_cast<std::size_t>(total_))
-            indices_.push_back(perm[i]);
-    }
+    void rebuild();
     std::size_t size_;
     SamplerOptions opts_;
     int node_ = 0;
@@ -155,3 +117,5 @@ private:
 };
 
 }  // namespace sky
+
+SKY_PUBLIC_END

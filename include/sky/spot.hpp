@@ -5,6 +5,10 @@
 #include <string_view>
 #include <variant>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 /// A spot strategy. Implicit from "always", "if-available", "never" and from a fraction (0.8).
@@ -55,3 +59,5 @@ struct Spot {
 [[nodiscard]] bool wants_spot(const Spot& spot);
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -3,6 +3,10 @@
 #include <string>
 #include <variant>
 
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
+
 namespace sky {
 
 /// An S3 bucket (or prefix of one) mounted on every node.
@@ -28,3 +32,5 @@ struct S3Volume {
 using Volume = std::variant<S3Volume>;
 
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -39,6 +39,22 @@ CallbackGuard use_callback(Callback cb) {
     return CallbackGuard(id);
 }
 
+namespace detail {
+
+Callback compose_callbacks(std::vector<Callback> list) {
+    return [list = std::move(list)](const Event& e) -> std::optional<Event> {
+        std::optional<Event> out;
+        for (auto& cb : list) {
+            if (!cb) continue;
+            auto r = cb(e);
+            if (r && !out) out = std::move(r);
+        }
+        return out;
+    };
+}
+
+}  // namespace detail
+
 void emit(const Event& event) { detail::emit_everywhere(event, 0); }
 
 std::string describe(const Event& event) {

@@ -1,4 +1,5 @@
 // The large-block cache behind sky::detail::Buffer (see buffer.hpp for why).
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -62,6 +63,8 @@ void* buffer_realloc(void* p, std::size_t old_capacity, std::size_t n) {
     if (q && n >= (std::size_t{4} << 20)) prefer_huge_pages(q, n);
     return q;
 }
+
+std::size_t buffer_usable_size(void* p) noexcept { return ::malloc_usable_size(p); }
 
 void buffer_free(void* p, std::size_t capacity) noexcept {
     if (!p) return;

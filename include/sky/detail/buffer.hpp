@@ -1,16 +1,17 @@
 #pragma once
-// A byte buffer that grows in place (realloc: large blocks are remapped, not copied) and the
-// stream buffers that let cereal write into it and read from a span without std::stringstream.
-#include <malloc.h>
-
+// A byte buffer that grows in place (realloc: large blocks are remapped, not copied). cereal
+// writes into it through detail::Encoder (sky/detail/serialize.hpp).
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <span>
-#include <streambuf>
 #include <utility>
+
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky::detail {
 
@@ -23,6 +24,9 @@ void buffer_free(void* p, std::size_t capacity) noexcept;
 /// time (a large result decoded into a fresh vector): one page fault per 2 MiB instead of one
 /// per 4 KiB. A no-op for small ranges, where the kernel cannot, or with SKY_HUGE_PAGES=0.
 void prefer_huge_pages(void* p, std::size_t n) noexcept;
+/// The bytes usable in a block from buffer_realloc (malloc may round up). Defined in libsky, so
+/// that this header needs no <malloc.h>.
+std::size_t buffer_usable_size(void* p) noexcept;
 
 class Buffer {
 public:
@@ -60,7 +64,7 @@ public:
         // The block may be larger than asked (a cached large block, malloc's rounding): a buffer
         // grown step by step (FrameReader's large payloads) then fills it instead of shrinking
         // it with the next realloc.
-        cap_ = std::max(n, ::malloc_usable_size(p));
+        cap_ = std::max(n, buffer_usable_size(p));
     }
     /// Sets the size without initialising new bytes (they are about to be overwritten).
     void resize(std::size_t n) {
@@ -96,35 +100,6 @@ private:
     std::size_t cap_ = 0;
 };
 
-/// std::streambuf that appends to a Buffer (cereal's BinaryOutputArchive writes through sputn).
-class BufferWriter : public std::streambuf {
-public:
-    explicit BufferWriter(Buffer& b) : buf_(b) {}
-
-protected:
-    std::streamsize xsputn(const char* s, std::streamsize n) override {
-        buf_.append(s, static_cast<std::size_t>(n));
-        return n;
-    }
-    int_type overflow(int_type c) override {
-        if (c != traits_type::eof()) buf_.push_back(static_cast<std::byte>(c));
-        return traits_type::not_eof(c);
-    }
-
-private:
-    Buffer& buf_;
-};
-
-/// std::streambuf over a span of bytes (no copy until cereal reads into its objects).
-class SpanReader : public std::streambuf {
-public:
-    explicit SpanReader(std::span<const std::byte> s) {
-        auto* b = const_cast<char*>(reinterpret_cast<const char*>(s.data()));
-        setg(b, b, b + s.size());
-    }
-    [[nodiscard]] std::size_t remaining() const noexcept {
-        return static_cast<std::size_t>(egptr() - gptr());
-    }
-};
-
 }  // namespace sky::detail
+
+SKY_PUBLIC_END

@@ -16,6 +16,9 @@
 #include "sky/detail/serialize.hpp"
 #include "sky/distributed.hpp"
 #include "sky/errors.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky::detail {
 
@@ -99,6 +102,10 @@ private:
     std::unique_ptr<Sync> sync_;
 };
 
+/// Throws ProtocolError("<what> could not be decoded: <e.what()>") (out of line: the message is
+/// built in libsky, not in every call's instantiation).
+[[noreturn]] void throw_undecodable(const char* what, const std::exception& e);
+
 /// Decodes one outcome as R (rethrowing its error). Result bytes that do not decode as R (a
 /// broken or hostile worker) are a ProtocolError, never an allocation their sizes ask for.
 template <class R>
@@ -109,11 +116,12 @@ R take(const Outcome& o) {
         try {
             load_each(o.result.span(), r);
         } catch (const cereal::Exception& e) {
-            throw ProtocolError(std::string("a result from the worker could not be decoded: ") +
-                                e.what());
+            throw_undecodable("a result from the worker", e);
         }
         return r;
     }
 }
 
 }  // namespace sky::detail
+
+SKY_PUBLIC_END

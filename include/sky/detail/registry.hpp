@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "sky/detail/buffer.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky::detail {
 
@@ -75,3 +78,5 @@ constexpr std::string_view type_name() noexcept {
 }
 
 }  // namespace sky::detail
+
+SKY_PUBLIC_END

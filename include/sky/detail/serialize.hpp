@@ -1,13 +1,17 @@
 #pragma once
 // cereal binary serialization into sky::detail::Buffer, and the concept that names what can travel.
+// The archives are made and destroyed in libsky (src/runtime/serialize.cpp): a user's translation
+// unit instantiates only the saving and loading of its own types. cereal's support for the
+// standard containers, strings, std::optional, std::variant, std::tuple, std::pair and
+// std::chrono is included here (api.md §1); smart pointers (<cereal/types/memory.hpp>, which
+// brings cereal's polymorphism registry into every translation unit) and std::complex
+// (<cereal/types/complex.hpp>) are included by the programs that send them.
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/array.hpp>
 #include <cereal/types/chrono.hpp>
-#include <cereal/types/complex.hpp>
 #include <cereal/types/deque.hpp>
 #include <cereal/types/list.hpp>
 #include <cereal/types/map.hpp>
-#include <cereal/types/memory.hpp>
 #include <cereal/types/optional.hpp>
 #include <cereal/types/set.hpp>
 #include <cereal/types/string.hpp>
@@ -20,14 +24,16 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <istream>
 #include <list>
-#include <ostream>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
 
 #include "sky/detail/buffer.hpp"
+#include "sky/export.hpp"
+
+SKY_PUBLIC_BEGIN
 
 namespace sky::detail {
 
@@ -41,18 +47,17 @@ namespace sky::detail {
 class BoundedInputArchive
     : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
 public:
-    explicit BoundedInputArchive(std::span<const std::byte> bytes)
-        : cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision>(this),
-          at_(bytes.data()),
-          end_(bytes.data() + bytes.size()) {}
+    // Made and destroyed in libsky: cereal's archive base is instantiated there, not in every
+    // translation unit that decodes a value.
+    explicit BoundedInputArchive(std::span<const std::byte> bytes);
+    ~BoundedInputArchive();
+    BoundedInputArchive(const BoundedInputArchive&) = delete;
+    BoundedInputArchive& operator=(const BoundedInputArchive&) = delete;
 
     /// Copies `size` bytes out; throws cereal::Exception when fewer are left.
     void loadBinary(void* const data, std::streamsize size) {
         const auto n = static_cast<std::size_t>(size);
-        if (size < 0 || n > remaining())
-            throw cereal::Exception("Failed to read " + std::to_string(size) +
-                                    " bytes from input stream! Read " +
-                                    std::to_string(remaining()));
+        if (size < 0 || n > remaining()) throw_short(size);
         if (n) std::memcpy(data, at_, n);
         at_ += n;
     }
@@ -62,12 +67,13 @@ public:
     }
     /// Throws when a count claims more elements of `element_bytes` each than the bytes left.
     void check_count(std::uint64_t count, std::size_t element_bytes = 1) const {
-        if (count > remaining() / (element_bytes ? element_bytes : 1))
-            throw cereal::Exception("a size of " + std::to_string(count) + " does not fit in the " +
-                                    std::to_string(remaining()) + " bytes left");
+        if (count > remaining() / (element_bytes ? element_bytes : 1)) throw_too_many(count);
     }
 
 private:
+    [[noreturn]] void throw_short(std::streamsize size) const;
+    [[noreturn]] void throw_too_many(std::uint64_t count) const;
+
     const std::byte* at_;
     const std::byte* end_;
 };
@@ -77,12 +83,13 @@ template <class T>
 std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, T& t) {
     ar.loadBinary(std::addressof(t), sizeof(t));
 }
+[[noreturn]] void throw_bad_bool(std::uint8_t v);
 /// A bool is one byte, 0 or 1; another value is refused (read as a bool it would be undefined
 /// behaviour: found by fuzz_frames in an std::optional's flag).
 inline void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, bool& b) {
     std::uint8_t v = 0;
     ar.loadBinary(&v, 1);
-    if (v > 1) throw cereal::Exception("a bool of value " + std::to_string(v));
+    if (v > 1) throw_bad_bool(v);
     b = v != 0;
 }
 /// Names are not on the wire.
@@ -163,22 +170,74 @@ struct get_output_from_input<sky::detail::BoundedInputArchive> {
 
 namespace sky {
 
+namespace detail {
+
+/// A std::vector of numbers: cereal writes it as a 64-bit count and the raw elements.
+template <class T>
+struct is_flat_vector : std::false_type {};
+template <class T, class A>
+struct is_flat_vector<std::vector<T, A>>
+    : std::bool_constant<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>> {};
+
+/// The types sky writes and reads itself, byte for byte as cereal's binary archive does (a
+/// number: its bytes; a vector of numbers or a std::string: a 64-bit count, then the raw
+/// elements): a call whose arguments and result are all of them instantiates none of cereal's
+/// machinery, which is most of what a call costs to compile. (bool stays with cereal, whose
+/// bounded loader refuses a byte other than 0 or 1.)
+template <class T>
+inline constexpr bool is_plain_number = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+template <class T>
+inline constexpr bool is_direct =
+    is_plain_number<T> || is_flat_vector<T>::value || std::is_same_v<T, std::string>;
+
+}  // namespace detail
+
 /// A type that can be an argument or a result of a remote function: cereal can save and load it.
 template <class T>
-concept serializable = std::is_same_v<T, void> ||
+concept serializable = std::is_same_v<T, void> || detail::is_direct<T> ||
     (cereal::traits::is_output_serializable<T, cereal::BinaryOutputArchive>::value&&
          cereal::traits::is_input_serializable<T, detail::BoundedInputArchive>::value&&
              std::is_default_constructible_v<T>);
 
 namespace detail {
 
+/// A cereal binary output archive that appends to a Buffer. Made and destroyed in libsky (the
+/// stream behind it too), so a translation unit instantiates only the saving of its own types.
+class Encoder {
+public:
+    explicit Encoder(Buffer& out);
+    ~Encoder();
+    Encoder(const Encoder&) = delete;
+    Encoder& operator=(const Encoder&) = delete;
+    [[nodiscard]] cereal::BinaryOutputArchive& archive() noexcept { return *archive_; }
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+    cereal::BinaryOutputArchive* archive_;
+};
+
+/// Appends one value of a direct type (is_direct) as cereal's binary archive would.
+template <class T>
+void save_direct(Buffer& out, const T& value) {
+    if constexpr (is_plain_number<T>) {
+        out.append(&value, sizeof value);
+    } else {
+        const std::uint64_t n = value.size();
+        out.append(&n, sizeof n);
+        if (n) out.append(value.data(), value.size() * sizeof(typename T::value_type));
+    }
+}
+
 /// Appends the cereal binary form of each value to `out`.
 template <class... Ts>
 void save_to(Buffer& out, const Ts&... values) {
-    BufferWriter sb(out);
-    std::ostream os(&sb);
-    cereal::BinaryOutputArchive ar(os);
-    ar(values...);
+    if constexpr ((is_direct<Ts> && ...)) {
+        (save_direct(out, values), ...);
+    } else {
+        Encoder e(out);
+        e.archive()(values...);
+    }
 }
 
 /// Reads values saved by save_to with a BoundedInputArchive; throws cereal::Exception when the
@@ -189,28 +248,34 @@ void load_from(std::span<const std::byte> bytes, Ts&... values) {
     ar(values...);
 }
 
-/// A std::vector of numbers: cereal writes it as a 64-bit count and the raw elements.
-template <class T>
-struct is_flat_vector : std::false_type {};
-template <class T, class A>
-struct is_flat_vector<std::vector<T, A>>
-    : std::bool_constant<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>> {};
+[[noreturn]] void throw_vector_too_long(std::uint64_t count, std::size_t bytes);
+[[noreturn]] void throw_string_too_long(std::uint64_t count, std::size_t bytes);
+[[noreturn]] void throw_short_read(std::size_t wanted, std::size_t left);
 
-/// Loads one value from the front of `bytes` and returns how many bytes it took. A vector of
-/// numbers whose elements are aligned in `bytes` is built straight from them: one pass, where
-/// cereal would zero-fill the vector first and then copy into it.
+/// Loads one value from the front of `bytes` and returns how many bytes it took. A direct type
+/// is read here, checked against the bytes left; a vector of numbers whose elements are aligned
+/// in `bytes` is built straight from them: one pass, where cereal would zero-fill the vector
+/// first and then copy into it.
 template <class T>
 std::size_t load_one(std::span<const std::byte> bytes, T& value) {
-    if constexpr (is_flat_vector<T>::value) {
+    if constexpr (is_plain_number<T>) {
+        if (bytes.size() < sizeof(T)) throw_short_read(sizeof(T), bytes.size());
+        std::memcpy(&value, bytes.data(), sizeof(T));
+        return sizeof(T);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        std::uint64_t n = 0;
+        if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
+        if (bytes.size() < 8 || bytes.size() - 8 < n) throw_string_too_long(n, bytes.size());
+        value.assign(reinterpret_cast<const char*>(bytes.data()) + 8, static_cast<std::size_t>(n));
+        return 8 + static_cast<std::size_t>(n);
+    } else if constexpr (is_flat_vector<T>::value) {
         using E = typename T::value_type;
         std::uint64_t n = 0;
         if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
         // A count the bytes cannot hold is refused before anything is allocated (and before any
         // pointer arithmetic: an empty span's data() may be null).
         if (bytes.size() < 8 || (bytes.size() - 8) / sizeof(E) < n)
-            throw cereal::Exception("a vector of " + std::to_string(n) +
-                                    " elements does not fit in the " +
-                                    std::to_string(bytes.size()) + " bytes left");
+            throw_vector_too_long(n, bytes.size());
         const std::byte* first = bytes.data() + 8;
         if (reinterpret_cast<std::uintptr_t>(first) % alignof(E) == 0) {
             const E* p = reinterpret_cast<const E*>(first);
@@ -221,18 +286,24 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
                 prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
             }
             value.assign(p, p + n);
-            return 8 + static_cast<std::size_t>(n) * sizeof(E);
+        } else {
+            value.resize(static_cast<std::size_t>(n));
+            if (n) std::memcpy(value.data(), first, static_cast<std::size_t>(n) * sizeof(E));
         }
+        return 8 + static_cast<std::size_t>(n) * sizeof(E);
+    } else {
+        BoundedInputArchive ar(bytes);
+        ar(value);
+        return bytes.size() - ar.remaining();
     }
-    BoundedInputArchive ar(bytes);
-    ar(value);
-    return bytes.size() - ar.remaining();
 }
 
-/// Like load_from, taking the fast path of load_one for vectors of numbers.
+/// Like load_from, taking the direct path of load_one for numbers, strings and vectors of
+/// numbers (one archive for all values otherwise: cereal writes a versioned type's version once
+/// per archive).
 template <class... Ts>
 void load_each(std::span<const std::byte> bytes, Ts&... values) {
-    if constexpr ((is_flat_vector<Ts>::value || ...)) {
+    if constexpr ((is_direct<Ts> && ...) || (is_flat_vector<Ts>::value || ...)) {
         ((bytes = bytes.subspan(load_one(bytes, values))), ...);
     } else {
         load_from(bytes, values...);
@@ -241,3 +312,5 @@ void load_each(std::span<const std::byte> bytes, Ts&... values) {
 
 }  // namespace detail
 }  // namespace sky
+
+SKY_PUBLIC_END

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cereal/types/memory.hpp>  // std::unique_ptr below: sky.hpp leaves smart pointers out
 #include <chrono>
 #include <random>
 #include <set>
