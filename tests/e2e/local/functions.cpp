@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/proc_file.hpp"
+
 namespace e2e {
 
 // Live child processes of this test process (the pools' workers); zombies do not count.
@@ -25,8 +27,7 @@ int live_children() {
     while (dirent* e = ::readdir(d)) {
         const std::string name = e->d_name;
         if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream in("/proc/" + name + "/stat");
-        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string stat = sky::test::read_proc_file("/proc/" + name + "/stat");
         const auto close = stat.rfind(')');
         if (close == std::string::npos) continue;
         std::istringstream rest(stat.substr(close + 1));

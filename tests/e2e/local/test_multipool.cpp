@@ -13,6 +13,7 @@
 
 #include "e2e/local/functions.hpp"
 #include "e2e/local/recorder.hpp"
+#include "support/proc_file.hpp"
 
 using namespace e2e;
 using namespace std::chrono_literals;
@@ -30,8 +31,7 @@ std::vector<int> workers_of(const std::string& pool_id) {
         if (++seen > 100000) break;
         const std::string name = e->d_name;
         if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream stat("/proc/" + name + "/stat");
-        std::string text((std::istreambuf_iterator<char>(stat)), {});
+        std::string text = sky::test::read_proc_file("/proc/" + name + "/stat");
         const auto close = text.rfind(')');
         if (close == std::string::npos) continue;
         std::istringstream rest(text.substr(close + 1));
@@ -39,8 +39,7 @@ std::vector<int> workers_of(const std::string& pool_id) {
         long ppid = 0;
         rest >> state >> ppid;
         if (ppid != ::getpid() || state == "Z") continue;
-        std::ifstream env("/proc/" + name + "/environ", std::ios::binary);
-        std::string block((std::istreambuf_iterator<char>(env)), {});
+        std::string block = sky::test::read_proc_file("/proc/" + name + "/environ");
         std::istringstream entries(block);
         for (std::string entry; std::getline(entries, entry, '\0');)
             if (entry == want) out.push_back(std::stoi(name));

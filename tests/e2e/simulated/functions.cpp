@@ -8,6 +8,8 @@
 #include <sstream>
 #include <thread>
 
+#include "support/proc_file.hpp"
+
 namespace simtest {
 
 int add(int a, int b) { return a + b; }
@@ -57,8 +59,7 @@ int children() {
     while (dirent* e = ::readdir(d)) {
         const std::string name = e->d_name;
         if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream in("/proc/" + name + "/stat");
-        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string stat = sky::test::read_proc_file("/proc/" + name + "/stat");
         const auto close = stat.rfind(')');
         if (close == std::string::npos) continue;
         std::istringstream rest(stat.substr(close + 1));

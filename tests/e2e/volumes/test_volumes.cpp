@@ -25,6 +25,7 @@
 #include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
+#include "support/proc_file.hpp"
 
 extern char** environ;
 using sky::test::TestHosts;
@@ -127,8 +128,7 @@ std::vector<std::string> command_lines() {
     for (const auto& e : fs::directory_iterator("/proc", ec)) {
         const std::string name = e.path().filename().string();
         if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream in(e.path() / "cmdline", std::ios::binary);
-        std::string c(std::istreambuf_iterator<char>(in), {});
+        std::string c = sky::test::read_proc_file(e.path() / "cmdline");
         for (char& ch : c)
             if (ch == '\0') ch = ' ';
         if (!c.empty()) out.push_back(c);
@@ -149,13 +149,11 @@ std::vector<std::string> s3fs_environments(const std::string& endpoint) {
     std::vector<std::string> out;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator("/proc", ec)) {
-        std::ifstream cmd(e.path() / "cmdline", std::ios::binary);
-        std::string c(std::istreambuf_iterator<char>(cmd), {});
+        std::string c = sky::test::read_proc_file(e.path() / "cmdline");
         if (c.rfind(std::string("s3fs\0", 5), 0) != 0 ||
             c.find("url=" + endpoint) == std::string::npos)
             continue;
-        std::ifstream env(e.path() / "environ", std::ios::binary);
-        out.emplace_back(std::istreambuf_iterator<char>(env), std::istreambuf_iterator<char>());
+        out.push_back(sky::test::read_proc_file(e.path() / "environ"));
     }
     return out;
 }

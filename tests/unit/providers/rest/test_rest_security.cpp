@@ -16,6 +16,7 @@
 
 #include "providers/rest/container_boot.hpp"
 #include "providers/rest/json_api.hpp"
+#include "support/proc_file.hpp"
 #include "util/shell.hpp"
 
 using nlohmann::json;
@@ -98,8 +99,7 @@ TEST_CASE("container start: the boot script is in no file and in no process's en
             std::string name;
             comm >> name;
             if (name != "sleep") continue;
-            std::ifstream env_file(e.path() / "environ", std::ios::binary);
-            std::string text(std::istreambuf_iterator<char>(env_file), {});
+            std::string text = sky::test::read_proc_file(e.path() / "environ");
             if (text.find(mark) == std::string::npos) continue;
             environ_text = text;
             slept = true;
