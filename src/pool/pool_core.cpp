@@ -158,7 +158,8 @@ void PoolCore::prepare() {
         throw ConfigError(
             "sky::init(argc, argv) was not called: make it the first line of main() so that "
             "worker processes of this program can serve calls");
-    spec_.validate();
+    // The spec was validated where the pool was made (the composition root, which knows every
+    // provider's checks): the engine names no provider.
     bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event, [this] {
         std::vector<int> running;
         std::lock_guard lk(m_);

@@ -16,6 +16,7 @@ void start_pool(PoolSpec spec, std::function<void(std::exception_ptr, ComputePoo
     std::shared_ptr<PoolCore> core;
     try {
         install_registry();
+        spec.validate();
         core = std::make_shared<PoolCore>(std::move(spec));
     } catch (...) {
         boost::asio::post(io::executor(), [e = std::current_exception(), done] {
@@ -30,7 +31,8 @@ void start_pool(PoolSpec spec, std::function<void(std::exception_ptr, ComputePoo
 }  // namespace detail
 
 ComputePool::ComputePool(PoolSpec spec)
-    : core_((detail::install_registry(), std::make_shared<detail::PoolCore>(std::move(spec)))) {
+    : core_((detail::install_registry(), spec.validate(),
+             std::make_shared<detail::PoolCore>(std::move(spec)))) {
     core_->start();
 }
 

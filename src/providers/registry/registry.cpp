@@ -57,8 +57,8 @@ void install_registry() {
 }
 
 namespace {
-// Also at start-up: this object is linked wherever a pool is (PoolSpec::validate, which PoolCore
-// calls, is in this folder and uses descriptor_for), so the pool finds the factory installed.
+// Also at start-up, for pools made without ComputePool (tests that build a PoolCore themselves):
+// this object is linked wherever PoolSpec::validate or descriptor_for is.
 [[maybe_unused]] const bool installed_at_start = (install_registry(), true);
 }  // namespace
 
