@@ -19,26 +19,7 @@
 namespace e2e {
 
 // Live child processes of this test process (the pools' workers); zombies do not count.
-int live_children() {
-    const long me = ::getpid();
-    int count = 0;
-    DIR* d = ::opendir("/proc");
-    if (!d) return -1;
-    while (dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
-        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::string stat = sky::test::read_proc_file("/proc/" + name + "/stat");
-        const auto close = stat.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(stat.substr(close + 1));
-        std::string state;
-        long ppid = 0;
-        rest >> state >> ppid;
-        if (ppid == me && state != "Z") ++count;
-    }
-    ::closedir(d);
-    return count;
-}
+int live_children() { return sky::test::count_children(/*zombies=*/false); }
 
 int add(int a, int b) { return a + b; }
 double mean(std::vector<double> xs) {

@@ -51,26 +51,7 @@ sky::PoolSpec simulated(sky::Simulated cloud, int nodes, Recorder& rec, sky::Spo
             .collect_metrics = false};
 }
 
-int children() {
-    const long me = ::getpid();
-    int count = 0;
-    DIR* d = ::opendir("/proc");
-    if (!d) return -1;
-    while (dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
-        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::string stat = sky::test::read_proc_file("/proc/" + name + "/stat");
-        const auto close = stat.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(stat.substr(close + 1));
-        std::string state;
-        long ppid = 0;
-        rest >> state >> ppid;
-        if (ppid == me) ++count;
-    }
-    ::closedir(d);
-    return count;
-}
+int children() { return sky::test::count_children(/*zombies=*/true); }
 
 bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds limit) {
     const auto until = std::chrono::steady_clock::now() + limit;
