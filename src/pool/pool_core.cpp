@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <cstdlib>
 #include <future>
 #include <tuple>
 
@@ -13,6 +12,7 @@
 #include "pool/backend_factory.hpp"
 #include "pool/exposure.hpp"
 #include "pool/lost_call.hpp"
+#include "pool/node_hello.hpp"
 #include "pool/signals.hpp"
 #include "runtime/worker.hpp"
 #include "sky/detail/serialize.hpp"
@@ -313,30 +313,16 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
     h.on_log = [this, i, id = instance.id](LogMsg m) {
         emit(LogLine{i, id, std::move(m.line), m.timestamp});
     };
-    auto& ch = h.hello;
-    ch.pool_id = id_;
-    ch.instance_id = instance.id;
-    ch.node = i;
-    ch.total_nodes = spec_.nodes;
-    ch.concurrency = spec_.concurrency;
-    ch.head_addr = backend_->head_address();
-    ch.head_port = 0;  // the head's port comes with the layout, once every node is ready
-    ch.private_addr = instance.private_ip.value_or(instance.public_ip.value_or(""));
-    if (spec_.accelerator) {
-        ch.accelerator = spec_.accelerator->to_string();
-        for (int k = 0; k < spec_.accelerator->count; ++k)
-            ch.accelerators.push_back(spec_.accelerator->name);
-    }
-    ch.idle_timeout_s = spec_.idle_timeout.count();
-    ch.hard_timeout_s = spec_.timeout.count();
-    ch.collect_metrics = spec_.collect_metrics;
-    ch.session = session;
-    ch.resume = resume;
     // 0: a worker that cannot be reached again does not wait for its client after a drop.
-    ch.reconnect_bound_s = resumable ? (reconnect_bound + worker_wait_margin).count() : 0;
-    // SKY_METRICS_INTERVAL_MS shortens the sampling interval (tests, dashboards).
-    if (const char* iv = std::getenv("SKY_METRICS_INTERVAL_MS"))
-        ch.metrics_interval_ms = std::atoll(iv);
+    h.hello = node_hello(
+        spec_, NodeHelloFacts{.pool_id = id_,
+                              .node = i,
+                              .instance = instance,
+                              .head_addr = backend_->head_address(),
+                              .session = session,
+                              .resume = resume,
+                              .reconnect_wait = resumable ? reconnect_bound + worker_wait_margin
+                                                          : std::chrono::seconds(0)});
     std::weak_ptr<PoolCore> weak = weak_from_this();
     conn->start(
         std::move(h),

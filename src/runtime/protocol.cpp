@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "runtime/build_id.hpp"
+#include "sky/detail/registry.hpp"
 #include "sky/detail/serialize.hpp"
 #include "sky/errors.hpp"
 
@@ -251,13 +252,10 @@ const std::string& self_build_id() {
         if (s.empty()) {
             // No build-id note: hash the executable's bytes instead.
             std::ifstream f("/proc/self/exe", std::ios::binary);
-            std::uint64_t h = 1469598103934665603ull;
+            std::uint64_t h = fnv1a_basis;
             char buf[65536];
             while (f.read(buf, sizeof buf) || f.gcount() > 0) {
-                for (std::streamsize i = 0; i < f.gcount(); ++i) {
-                    h ^= static_cast<unsigned char>(buf[i]);
-                    h *= 1099511628211ull;
-                }
+                h = fnv1a({buf, static_cast<std::size_t>(f.gcount())}, h);
                 if (!f) break;
             }
             s = fmt::format("fnv-{:016x}", h);

@@ -38,8 +38,12 @@ Lookup find_function(std::string_view name, std::uint64_t signature) noexcept;
 /// Every registered entry, sorted by name.
 std::vector<FunctionEntry> all_functions();
 
-constexpr std::uint64_t fnv1a(std::string_view s) noexcept {
-    std::uint64_t h = 1469598103934665603ull;
+/// FNV-1a's offset basis: the hash of nothing.
+inline constexpr std::uint64_t fnv1a_basis = 1469598103934665603ull;
+
+/// FNV-1a of `s`, continuing from `h` (a hash of bytes before `s`, or a seeded basis): the one
+/// copy of the hash for function signatures, build ids and the simulated cloud's prices.
+constexpr std::uint64_t fnv1a(std::string_view s, std::uint64_t h = fnv1a_basis) noexcept {
     for (char c : s) {
         h ^= static_cast<unsigned char>(c);
         h *= 1099511628211ull;

@@ -40,6 +40,7 @@
 #include "runtime/protocol.hpp"
 #include "sky/catalog.hpp"
 #include "sky/cloud.hpp"
+#include "sky/detail/registry.hpp"
 #include "util/private_files.hpp"
 
 namespace sky::detail {
@@ -589,8 +590,8 @@ public:
 
 private:
     double spot_fraction(std::string_view instance_type) const {
-        std::uint64_t h = 1469598103934665603ull ^ seed_;  // FNV-1a, then splitmix64
-        for (unsigned char c : instance_type) h = (h ^ c) * 1099511628211ull;
+        // FNV-1a from a seeded basis, then splitmix64.
+        std::uint64_t h = fnv1a(instance_type, fnv1a_basis ^ seed_);
         h += 0x9e3779b97f4a7c15ull;
         h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
         h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
