@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "sky/errors.hpp"
 #include "util/digest.hpp"
 
 namespace sky::detail::ship {
@@ -199,12 +200,21 @@ Manifest make_manifest(const std::filesystem::path& program,
     auto add = [&](std::string name, const std::filesystem::path& path) {
         std::error_code ec;
         auto real = std::filesystem::canonical(path, ec);
-        if (ec) throw std::runtime_error("cannot ship " + path.string() + ": " + ec.message());
+        // A program rebuilt or deleted while it runs is "/path (deleted)" in /proc/self/exe.
+        if (ec)
+            throw Error(
+                fmt::format("cannot ship {} to the nodes: {} (was it deleted or rebuilt "
+                            "while the program ran?)",
+                            path.string(), ec.message()));
         ShippedFile f;
         f.name = std::move(name);
         f.source = real;
-        f.size = std::filesystem::file_size(real);
-        f.sha256 = file_sha256(real);
+        try {
+            f.size = std::filesystem::file_size(real);
+            f.sha256 = file_sha256(real);
+        } catch (const std::exception& e) {
+            throw Error(fmt::format("cannot ship {} to the nodes: {}", real.string(), e.what()));
+        }
         if (auto v = glibc_needed(real); v && m.glibc < *v) m.glibc = *v;
         m.files.push_back(std::move(f));
     };

@@ -11,6 +11,7 @@
 
 #include "ship/closure.hpp"
 #include "ship/elf.hpp"
+#include "sky/errors.hpp"
 #include "util/digest.hpp"
 
 namespace fs = std::filesystem;
@@ -97,6 +98,22 @@ TEST_CASE("ship: a changed file gets a new hash, and a new program directory", "
     CHECK(m2.files[1].sha256 == sha256_hex("version two"));
     CHECK(m2.id != m1.id);
     CHECK(m2.files[0].sha256 == m1.files[0].sha256);
+}
+
+TEST_CASE("ship: a program deleted while it runs is a sky::Error naming the file", "[ship]") {
+    TempDir d;
+    auto prog = d.path / "prog";
+    fs::copy_file("/proc/self/exe", prog);
+    // What /proc/self/exe reads once the running program's file was deleted or rebuilt.
+    const fs::path gone = prog.string() + " (deleted)";
+    fs::remove(prog);
+    try {
+        (void)make_manifest(gone, {});
+        FAIL("a manifest of a deleted program");
+    } catch (const sky::Error& e) {
+        CHECK_THAT(e.what(),
+                   Catch::Contains(gone.string()) && Catch::Contains("deleted or rebuilt"));
+    }
 }
 
 TEST_CASE("ship: glibc needs come from the version section, broken files are refused", "[ship]") {
