@@ -329,13 +329,16 @@ public:
     }
 
     std::vector<CloudInstance> list(std::string_view pool_id) override {
-        json data = graphql(fmt::format("query Pods {{ myself {{ pods {{ {} }} }} }}", kPodFields));
+        // `env` too: the sweep takes a pod for sky's only when its SKY_POOL agrees with its name.
+        json data =
+            graphql(fmt::format("query Pods {{ myself {{ pods {{ {} env }} }} }}", kPodFields));
         std::vector<CloudInstance> out;
         if (!data.contains("myself") || !data["myself"].is_object() ||
             !data["myself"].contains("pods") || !data["myself"]["pods"].is_array())
             return out;
         for (const auto& p : data["myself"]["pods"]) {
             CloudInstance c = instance_from(p);
+            if (!c.pool_id.empty() && !marked_for(p, c.pool_id)) c.pool_id.clear();
             if (c.state == CloudInstance::State::gone || c.pool_id.empty()) continue;
             if (!pool_id.empty() && c.pool_id != pool_id) continue;
             out.push_back(std::move(c));
@@ -388,6 +391,24 @@ private:
             throw ProvisionError("RunPod GraphQL failed: " + err->message);
         json data = answer.value("data", json::object());
         return data.is_object() ? data : json::object();
+    }
+
+    // sky names its pods sky-<pool>-n<node> and sets SKY_POOL=<pool> in their environment: a
+    // pod that someone named like sky's (security review L5) lacks the second marker. RunPod
+    // answers `env` as "KEY=value" strings; {key, value} objects are read too. A pod whose env
+    // is not in the answer at all is judged by its name alone.
+    static bool marked_for(const json& pod, const std::string& pool_id) {
+        const auto it = pod.find("env");
+        if (it == pod.end() || !it->is_array()) return true;
+        for (const auto& e : *it) {
+            if (e.is_string()) {
+                const std::string kv = e.get<std::string>();
+                if (kv.rfind("SKY_POOL=", 0) == 0) return kv.substr(9) == pool_id;
+            } else if (e.is_object() && text_of(e, "key") == "SKY_POOL") {
+                return text_of(e, "value") == pool_id;
+            }
+        }
+        return false;
     }
 
     CloudInstance instance_from(const json& p) {

@@ -278,9 +278,11 @@ HttpReply FakeRunPod::deploy(const std::string& field, const json& input) {
     // The boot script is the container's arguments and environment; PUBLIC_KEY is authorized.
     std::string text = input.value("dockerArgs", "");
     std::vector<std::string> keys;
+    json env = json::array();  // a Pod's env reads back as "KEY=value" strings
     for (const auto& e : input.value("env", json::array())) {
         text += "\n" + e["value"].get<std::string>();
         if (e["key"] == "PUBLIC_KEY") keys = {e["value"].get<std::string>()};
+        env.push_back(e["key"].get<std::string>() + "=" + e["value"].get<std::string>());
     }
     FakeMachine* made =
         add_machine(id, text, keys, "194.68.245.10", 22000 + static_cast<int>(next_));
@@ -300,6 +302,7 @@ HttpReply FakeRunPod::deploy(const std::string& field, const json& input) {
         {"imageName", input.value("imageName", "")},
         {"machineId", "m" + id.substr(0, 6)},
         {"lastStatusChange", "Rented by User: Mon Nov 23 2026 10:00:00 GMT+0000"},
+        {"env", env},
         {"runtime", nullptr}};
     return {200, json{{"data",
                        {{field,

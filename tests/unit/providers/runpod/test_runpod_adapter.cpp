@@ -252,9 +252,18 @@ TEST_CASE("runpod: a pod someone named sky-... by hand is never taken for a sky 
     REQUIRE(listed.size() == 1);
     CHECK(listed[0].id == ours);
     CHECK(listed[0].pool_id == "0123456789abcdef");
+    // Named exactly as sky names pods, but its SKY_POOL says another pool (or none): not sky's.
+    auto look_alike = launch_request(offer);
+    look_alike.name = "sky-00000000";
+    look_alike.pool_id = "someone-elses";
+    const std::string copied = a->launch(look_alike);
+    listed = a->list("");
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].id == ours);
+    CHECK(a->list("00000000").empty());
     CHECK(sky::detail::rest::pool_of_machine_name("sky-deadbeef") == "");
     CHECK(sky::detail::rest::pool_of_machine_name("sky-DEADBEEF-n0") == "");
     CHECK(sky::detail::rest::pool_of_machine_name("sky-deadbeef-n12") == "deadbeef");
-    a->terminate({theirs, ours});
+    a->terminate({theirs, ours, copied});
     CHECK(fake.alive() == 0);
 }
