@@ -36,6 +36,10 @@ struct SlurmClusterOptions {
     std::string gpu_type = "h100";
     bool shared_home = true;  ///< compute hosts see the login host's /root and /home
     std::string partition = "gpu";
+    /// A second partition, `urgent`, on the same nodes with a higher priority tier, whose jobs
+    /// preempt (cancel) the jobs of `partition` (PreemptType=preempt/partition_prio,
+    /// PreemptMode=CANCEL).
+    bool preemption = false;
 };
 
 class SlurmCluster {

@@ -69,8 +69,7 @@ public:
 
     CommandOutcome run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                        std::string_view stdin_data = {}) override {
-        std::string command;
-        for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);
+        const std::string command = shell_command(argv);
         Slot slot(*this);
         CommandOutcome o;
         try {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -568,4 +569,134 @@ TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeo
     // Nobody runs sky gc: the workers hear nothing for idle_timeout, end, and cancel the job.
     CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 60s));
     check_nothing_left(c);
+}
+
+namespace slurm_pool {
+
+// Naps while it runs in job `first` (until Slurm ends that job), then says which job it ran in.
+std::string job_after(std::string first) {
+    if (env_of("SLURM_JOB_ID") == first) std::this_thread::sleep_for(std::chrono::seconds(120));
+    return env_of("SLURM_JOB_ID");
+}
+
+std::string id_of(const std::string& squeue_line) {
+    return squeue_line.substr(0, squeue_line.find(' '));
+}
+
+// A pool's job that Slurm ends while calls run: the call without retries fails with a
+// NodeLostError naming `state` and the job, the events say so, a new job of the pool replaces
+// the nodes, the retried call succeeds there; nothing is left after the pool.
+void ended_by_slurm(SlurmCluster& c, const std::function<void(const std::string&)>& end_job,
+                    const std::string& state, sky::NodeLostError::Reason reason,
+                    std::chrono::seconds within, const std::function<void()>& after = {}) {
+    Events ev;
+    std::string pool_id, first, second;
+    {
+        sky::ComputePool pool{spec_for(c, 2, ev)};
+        pool_id = pool.id();
+        auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        first = id_of(jobs[0]);
+        auto plain = pool.submit(sky::compute<nap>(120));
+        auto retried = pool.submit(sky::compute<job_after>(first).retries(1));
+        std::this_thread::sleep_for(1s);  // both run, one on each node
+        const auto t0 = Clock::now();
+        end_job(first);
+        INFO(c.on_login("squeue -t all; sinfo -N").output << ev.dump());
+        REQUIRE(plain.wait_for(within));
+        try {
+            (void)plain.get();
+            FAIL("the call returned although its job ended");
+        } catch (const sky::NodeLostError& e) {
+            INFO(e.what());
+            const std::string what = e.what();
+            CHECK(what.find("job " + first + " ended: " + state) != std::string::npos);
+            CHECK(e.reason() == reason);
+        }
+        // The retried call runs again on a node of the replacement job.
+        REQUIRE(retried.wait_for(within + 90s));
+        second = retried.get();
+        CHECK(second != first);
+        CHECK(second != "-");
+        CHECK(Clock::now() - t0 < within + 90s);
+        if (after) after();
+        // One job of the pool in the queue: the replacement, running; the first one ended.
+        jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        CHECK(id_of(jobs[0]) == second);
+        CHECK(jobs[0].find("RUNNING") != std::string::npos);
+        CHECK(sky::test::wait_until([&] { return pool.instance_count() == 2; }, 30s));
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+        const auto in_job = sky::compute<env_of>("SLURM_JOB_ID") | pool;
+        CHECK(in_job == std::vector<std::string>{second, second});
+        const std::string log = ev.dump();
+        CHECK(log.find("lost: the Slurm job " + first + " ended: " + state) != std::string::npos);
+        CHECK(log.find("submitted as job " + second + " to replace job " + first) !=
+              std::string::npos);
+        CHECK(log.find("replaced by slurm-" + second + "-") != std::string::npos);
+        if (reason == sky::NodeLostError::Reason::preempted)
+            CHECK(log.find("preempted (the Slurm job " + first) != std::string::npos);
+    }
+    INFO(ev.dump());
+    if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
+    check_nothing_left(c);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE("slurm pool: a job past its time limit (TIMEOUT) is replaced by a new job",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    // An administrator shortens the job's time limit to nothing: slurmctld ends it at its next
+    // time-limit check (every 30 s).
+    ended_by_slurm(
+        c,
+        [&](const std::string& job) {
+            REQUIRE(c.on_login("scontrol update jobid=" + job + " timelimit=0").status == 0);
+        },
+        "TIMEOUT", sky::NodeLostError::Reason::unreachable, 60s);
+}
+
+TEST_CASE("slurm pool: a node that fails (NODE_FAIL) ends the job; a new job replaces it",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    // The node goes down; its slurmd answers again at once, so it returns to service
+    // (ReturnToService=2) and the new job may get it back.
+    ended_by_slurm(
+        c,
+        [&](const std::string&) {
+            REQUIRE(c.on_login("scontrol update nodename=" + c.node_name(1) +
+                               " state=down reason=sky-test-node-down")
+                        .status == 0);
+        },
+        "NODE_FAIL", sky::NodeLostError::Reason::unreachable, 30s);
+}
+
+TEST_CASE("slurm pool: a preempted job (PREEMPTED) is replaced once the nodes are free again",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true, .preemption = true});
+    std::string urgent;
+    // A job of a partition of a higher priority tier wants both nodes whole: Slurm cancels the
+    // pool's job for it. The replacement waits in the queue until the urgent job ends.
+    ended_by_slurm(
+        c,
+        [&](const std::string&) {
+            auto r = c.on_login(
+                "sbatch --parsable --partition=urgent --exclusive --nodes=" +
+                std::to_string(c.size()) +
+                " --job-name=urgent --output=/dev/null --chdir=/tmp --wrap 'exec sleep 8'");
+            REQUIRE(r.status == 0);
+            urgent = r.output.substr(0, r.output.find_first_of(";\n"));
+        },
+        "PREEMPTED", sky::NodeLostError::Reason::preempted, 30s,
+        [&] {
+            // The urgent job ran (and ended) before the replacement started.
+            INFO(c.on_login("squeue -t all").output);
+            CHECK(c.on_login("squeue -h -t all -o %T -j " + urgent).output.find("COMPLETED") !=
+                  std::string::npos);
+        });
 }
