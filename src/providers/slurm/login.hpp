@@ -53,9 +53,21 @@ public:
     /// The user sky runs as there.
     [[nodiscard]] virtual const std::string& user() const = 0;
     /// A byte stream to host:port as the login node reaches it (compute nodes are reachable
-    /// from there, maybe not from the client). Throws sky::Error when nothing answers.
-    virtual std::unique_ptr<io::Stream> open_channel(const std::string& host,
-                                                     std::uint16_t port) = 0;
+    /// from there, maybe not from the client), within `timeout`. Throws ssh::ChannelError when
+    /// the login node answers that nothing listens there, another sky::Error when nothing
+    /// answers.
+    virtual std::unique_ptr<io::Stream> open_channel(
+        const std::string& host, std::uint16_t port,
+        std::chrono::milliseconds timeout = std::chrono::seconds(30)) = 0;
+    /// After the connection to the login node was lost: a new one (one attempt, within
+    /// `within`), which later commands and channels use. True when it made one; false when the
+    /// connection was alive (another caller reconnected first) or there is none to lose (this
+    /// machine). Throws ssh::SshError when the login node cannot be reached, sky::Error after
+    /// close().
+    virtual bool reconnect(std::chrono::milliseconds within) {
+        (void)within;
+        return false;
+    }
     /// Puts this program and its libraries into the store there (~/.sky/prog/<id>, each file
     /// sent once) and returns the program's directory. `run_dir` is a private directory of the
     /// pool there. Emits BootstrapProgress for `event_id`. Throws BootstrapError-free failures

@@ -76,6 +76,7 @@ struct Node {
     bool announced = false;  // InstanceProvisioned and its bootstrap events sent
     int generation = 0;      // worker steps started on it
     std::string token;
+    std::uint16_t port = 0;  // where its worker listens (0: none started yet)
 };
 
 class SlurmBackend final : public Backend {
@@ -247,7 +248,40 @@ public:
         kept.announced = true;
         kept.generation = n.generation;
         kept.token = n.token;
+        kept.port = port;
         return s;
+    }
+
+    bool can_reconnect(int i) const override {
+        // A worker listens for its client after a drop while its job runs (its step, and its
+        // kept calls, outlive the client's connection; the login node's srun is detached).
+        std::lock_guard lk(m_);
+        const auto& n = nodes_.at(static_cast<std::size_t>(i));
+        return !stopping_ && n.port != 0 && !ended_.count(n.job);
+    }
+
+    std::unique_ptr<io::Stream> reconnect(int i, milliseconds within) override {
+        Node n;
+        {
+            std::lock_guard lk(m_);
+            n = nodes_.at(static_cast<std::size_t>(i));
+        }
+        const auto deadline = Clock::now() + within;
+        const auto left = [&] {
+            return std::max(milliseconds(500),
+                            std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+        };
+        // The connection to the login node carried every node's channel: the first node to
+        // notice opens a new one, and moves the watchdog over to it (the old one watches the
+        // sshd process of the dead connection, and would cancel the job).
+        if (!login_->alive() && login_->reconnect(left())) start_watchdog(*login_);
+        try {
+            // A live login node answers a channel request within a round trip.
+            return login_->open_channel(n.address, n.port, std::min(left(), milliseconds(2000)));
+        } catch (const ssh::ChannelError& e) {
+            throw WorkerGone(fmt::format("no worker listens on {} ({}:{}) any more: {}", n.name,
+                                         n.address, n.port, e.what()));
+        }
     }
 
     NodeExit exit_reason(int i) override {
@@ -454,7 +488,8 @@ private:
     // The job must not outlive a client that dies without its teardown (kill -9, a crash, a
     // lost link) by more than idle_timeout: a small process on the login node watches this
     // client's connection there (the sshd process that serves it; here, the client itself) and
-    // cancels the job idle_timeout after it is gone. Teardown ends it.
+    // cancels the pool's jobs (by name: a replacement job too) idle_timeout after it is gone.
+    // Teardown ends it; a reconnect to the login node moves it to the new connection.
     void start_watchdog(LoginShell& login) {
         const std::string who =
             cfg_.login.empty()
@@ -466,6 +501,8 @@ private:
         auto r = login.script(
             fmt::format(
                 "umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
+                // The watchdog of a connection before this one (a reconnect) ends first.
+                "o=$(cat watchdog.pid 2>/dev/null); [ -n \"$o\" ] && kill -- \"-$o\" 2>/dev/null; "
                 "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
                 "done; sleep \"$2\"; shift 2; exec \"$@\"' sky-watchdog \"$w\" {idle} "
                 "{cancel} > watchdog.log 2>&1 < /dev/null & echo $! > watchdog.pid",
@@ -852,7 +889,7 @@ private:
     std::string job_name_;
     Ledger* ledger_ = nullptr;
     std::string instance_type_;
-    std::string event_id_;  // job-level events: "slurm-<pool>", then "slurm-job-<id>"
+    std::string event_id_;  // events before a job exists; each job's are "slurm-job-<id>"
 
     mutable std::mutex m_;
     std::unique_ptr<LoginShell> login_;

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -659,7 +660,7 @@ TEST_CASE("slurm pool: a job past its time limit (TIMEOUT) is replaced by a new 
         "TIMEOUT", sky::NodeLostError::Reason::unreachable, 60s);
 }
 
-TEST_CASE("slurm pool: a node that fails (NODE_FAIL) ends the job; a new job replaces it",
+TEST_CASE("slurm pool: a node that fails (NODE_FAIL) ends the job, and a new job replaces it",
           "[slurm_pool]") {
     SKIP_WITHOUT_SLURM();
     SlurmCluster c({.shared_home = false});
@@ -699,4 +700,83 @@ TEST_CASE("slurm pool: a preempted job (PREEMPTED) is replaced once the nodes ar
             CHECK(c.on_login("squeue -h -t all -o %T -j " + urgent).output.find("COMPLETED") !=
                   std::string::npos);
         });
+}
+
+namespace slurm_pool {
+
+constexpr const char* kRunsFile = "/tmp/sky-slurm-runs";
+
+// Runs once per call: says so in the node's own /tmp (one O_APPEND write), then naps `ms`.
+int record_nap(int id, int ms) {
+    const int fd = ::open(kRunsFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        const std::string line = std::to_string(id) + "\n";
+        (void)!::write(fd, line.data(), line.size());
+        ::close(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return id;
+}
+
+// The ids record_nap wrote on this node.
+std::vector<int> runs_here() {
+    std::vector<int> runs;
+    std::ifstream f(kRunsFile);
+    for (int id; f >> id;) runs.push_back(id);
+    return runs;
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: a dropped connection to the login node is resumed, each result once, the job "
+    "kept",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    spec.concurrency = 2;
+    {
+        sky::ComputePool pool{spec};
+        const auto job = c.queue();
+        REQUIRE(job.size() == 1);
+        // Six 3-second calls on four slots: four run through the reset, two wait.
+        std::vector<sky::Future<int>> calls;
+        for (int i = 0; i < 6; ++i) calls.push_back(pool.submit(sky::compute<record_nap>(i, 3000)));
+        std::this_thread::sleep_for(1s);
+        // The client's SSH connection to the login node is reset (as a NAT or a flaky link
+        // does): every worker's channel and the command channel go with it.
+        auto r =
+            sky::test::run_command({"ss", "-K", "dst", c.login_address(), "dport", "=", ":22"});
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        for (int i = 0; i < 6; ++i) {
+            INFO(ev.dump());
+            REQUIRE(calls[static_cast<std::size_t>(i)].wait_for(90s));
+            CHECK(calls[static_cast<std::size_t>(i)].get() == i);
+        }
+        INFO(ev.dump());
+        CHECK(ev.dump().find("reconnected to its worker") != std::string::npos);
+        CHECK(ev.dump().find(" lost: ") == std::string::npos);
+        CHECK(ev.dump().find("replaced by") == std::string::npos);
+        // Each function ran once (no call was sent twice), in the same job.
+        std::map<int, int> runs;
+        for (const auto& node : sky::compute<runs_here>() | pool)
+            for (int id : node) ++runs[id];
+        CHECK(runs.size() == 6);
+        for (auto [id, count] : runs) {
+            INFO("call " << id);
+            CHECK(count == 1);
+        }
+        CHECK(c.queue() == job);
+        // The watchdog moved to the new connection: one is left, and it watches a live sshd.
+        const auto w = c.on_login("pgrep -f -c '^bash -c while kill -0'");
+        CHECK(w.output == "1\n");
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+    }
+    INFO(ev.dump());
+    if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
+    check_nothing_left(c);
 }
