@@ -702,6 +702,59 @@ TEST_CASE("slurm pool: a preempted job (PREEMPTED) is replaced once the nodes ar
         });
 }
 
+TEST_CASE(
+    "slurm pool: a replacement job that waits out queue_timeout is cancelled, and the nodes are "
+    "lost",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true, .preemption = true});
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    auto slurm = sky::test::slurm_provider(c);
+    slurm.queue_timeout = std::chrono::seconds(3);
+    spec.provider = slurm;
+    std::string urgent, pool_id;
+    {
+        sky::ComputePool pool{spec};
+        pool_id = pool.id();
+        const auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        const std::string first = id_of(jobs[0]);
+        auto retried = pool.submit(sky::compute<job_after>(first).retries(1));
+        std::this_thread::sleep_for(1s);
+        // A job of the higher tier takes both nodes for longer than the replacement may wait.
+        auto r = c.on_login(
+            "sbatch --parsable --partition=urgent --exclusive --nodes=" + std::to_string(c.size()) +
+            " --job-name=urgent --output=/dev/null --chdir=/tmp --wrap 'exec "
+            "sleep 300'");
+        REQUIRE(r.status == 0);
+        urgent = r.output.substr(0, r.output.find_first_of(";\n"));
+        // Each node tries three times (a job each, cancelled after 3 s in the queue); then the
+        // retried call fails with why.
+        REQUIRE(retried.wait_for(150s));
+        try {
+            (void)retried.get();
+            FAIL("the call returned although no node could be replaced");
+        } catch (const sky::NodeLostError& e) {
+            INFO(e.what() << "\n" << ev.dump());
+            const std::string what = e.what();
+            CHECK(what.find("replacement failed") != std::string::npos);
+            CHECK(what.find("queue_timeout 3 s") != std::string::npos);
+            CHECK(what.find("cancelled") != std::string::npos);
+        }
+        CHECK(sky::test::wait_until([&] { return pool.instance_count() == 0; }, 30s));
+        INFO(ev.dump());
+        CHECK(ev.dump().find("to replace job " + first) != std::string::npos);
+        CHECK(ev.has_step("pending: "));
+        // None of the replacement jobs is left: only the urgent job runs.
+        CHECK(jobs_of(c, pool_id).empty());
+        CHECK(c.queue() == std::vector<std::string>{urgent});
+    }
+    c.on_login("scancel " + urgent);
+    INFO(ev.dump());
+    check_nothing_left(c);
+}
+
 namespace slurm_pool {
 
 constexpr const char* kRunsFile = "/tmp/sky-slurm-runs";
