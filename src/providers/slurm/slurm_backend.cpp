@@ -255,9 +255,12 @@ public:
     bool can_reconnect(int i) const override {
         // A worker listens for its client after a drop while its job runs (its step, and its
         // kept calls, outlive the client's connection; the login node's srun is detached).
+        // Through the login node only: there a refused channel tells a gone worker from a
+        // broken link at once. A client on the login node itself connects to the workers
+        // directly, and a drop loses the node at once, as before.
         std::lock_guard lk(m_);
         const auto& n = nodes_.at(static_cast<std::size_t>(i));
-        return !stopping_ && n.port != 0 && !ended_.count(n.job);
+        return !cfg_.login.empty() && !stopping_ && n.port != 0 && !ended_.count(n.job);
     }
 
     std::unique_ptr<io::Stream> reconnect(int i, milliseconds within) override {
@@ -438,10 +441,8 @@ private:
                 // nodes meanwhile.
                 try {
                     (void)cancel_job(*login_, job, job_name_);
-                } catch (...) {
+                } catch (...) {  // the pool's teardown cancels it by name
                 }
-                std::lock_guard lk(m_);
-                ended_[job] = true;
                 throw;
             }
         }
@@ -576,8 +577,7 @@ private:
                     give_up(
                         job,
                         fmt::format("job {} waited {} s in the queue{} (queue_timeout {} s), {} "
-                                    "with reason "
-                                    "{} ({})",
+                                    "with reason {} ({})",
                                     job, waited.count(),
                                     cfg_.partition.empty() ? "" : " of partition " + cfg_.partition,
                                     cfg_.queue_timeout.count(), to_lower(j->state), j->reason,
