@@ -755,6 +755,48 @@ TEST_CASE(
     check_nothing_left(c);
 }
 
+TEST_CASE("slurm pool: kill -9 after a replacement job, then sky gc cancels that job too",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.shared_home = false});
+    Child driver(driver_args(c));
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    auto jobs = jobs_of(c, pool_id);
+    REQUIRE(jobs.size() == 1);
+    const std::string first = id_of(jobs[0]);
+    std::this_thread::sleep_for(1s);  // the long call runs
+    REQUIRE(c.on_login("scontrol update nodename=" + c.node_name(0) +
+                       " state=down reason=sky-test-node-down")
+                .status == 0);
+    const auto lost = driver.line("lost ", 60s);
+    REQUIRE(lost);
+    CHECK(lost->find("job " + first + " ended: NODE_FAIL") != std::string::npos);
+    // The replacement job runs (the driver calls again there); then the client dies.
+    std::string second;
+    REQUIRE(sky::test::wait_until(
+        [&] {
+            jobs = jobs_of(c, pool_id);
+            for (const auto& j : jobs)
+                if (id_of(j) != first && j.find("RUNNING") != std::string::npos) second = id_of(j);
+            return !second.empty();
+        },
+        90s));
+    std::this_thread::sleep_for(2s);  // its workers start
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    REQUIRE(jobs_of(c, pool_id).size() == 1);
+    // The ledger named the second job (and the job name covers it): gc finds and cancels it.
+    auto gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 240s);
+    INFO("sky gc: " << gc.output);
+    CHECK(gc.status == 0);
+    CHECK(jobs_of(c, pool_id).empty());
+    check_nothing_left(c);
+}
+
 namespace slurm_pool {
 
 constexpr const char* kRunsFile = "/tmp/sky-slurm-runs";
