@@ -106,7 +106,23 @@ public:
         auto fresh = std::make_shared<ssh::Session>(o);
         std::lock_guard lk(session_m_);
         session_ = std::move(fresh);
+        ++connection_;
         return true;
+    }
+
+    std::uint64_t connection() const override {
+        std::lock_guard lk(session_m_);
+        return connection_;
+    }
+
+    void drop(std::uint64_t connection) noexcept override {
+        std::shared_ptr<ssh::Session> s;
+        {
+            std::lock_guard lk(session_m_);
+            if (connection != connection_) return;  // already replaced
+            s = session_;
+        }
+        if (s) s->close();
     }
 
     std::string ship_program(const std::string& event_id, const std::string& run_dir,
@@ -174,6 +190,7 @@ private:
     ssh::SessionOptions options_;
     mutable std::mutex session_m_;
     std::shared_ptr<ssh::Session> session_;
+    std::uint64_t connection_ = 0;
     std::mutex reconnect_m_;
     bool closed_ = false;
     std::string home_, user_;

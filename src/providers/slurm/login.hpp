@@ -4,6 +4,7 @@
 // `sky gc` do on the cluster goes through this one interface: commands, small files, the
 // program's store, and the byte stream to a worker on a compute node.
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -68,6 +69,12 @@ public:
         (void)within;
         return false;
     }
+    /// Which connection is in use: a new number after each reconnect().
+    [[nodiscard]] virtual std::uint64_t connection() const { return 0; }
+    /// Ends connection `connection` when it is still the one in use: it looks alive but does
+    /// not answer (half-open, after a cut that no reset announced), and the next reconnect()
+    /// replaces it. Never throws.
+    virtual void drop(std::uint64_t connection) noexcept { (void)connection; }
     /// Puts this program and its libraries into the store there (~/.sky/prog/<id>, each file
     /// sent once) and returns the program's directory. `run_dir` is a private directory of the
     /// pool there. Emits BootstrapProgress for `event_id`. Throws BootstrapError-free failures

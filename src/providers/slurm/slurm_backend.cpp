@@ -278,12 +278,18 @@ public:
         // notice opens a new one, and moves the watchdog over to it (the old one watches the
         // sshd process of the dead connection, and would cancel the job).
         if (!login_->alive() && login_->reconnect(left())) start_watchdog(*login_);
+        const auto connection = login_->connection();
         try {
             // A live login node answers a channel request within a round trip.
             return login_->open_channel(n.address, n.port, std::min(left(), milliseconds(2000)));
         } catch (const ssh::ChannelError& e) {
             throw WorkerGone(fmt::format("no worker listens on {} ({}:{}) any more: {}", n.name,
                                          n.address, n.port, e.what()));
+        } catch (...) {
+            // No answer within 2 s: the connection is as dead as a closed one (half-open); the
+            // next attempt makes a new one.
+            login_->drop(connection);
+            throw;
         }
     }
 

@@ -823,12 +823,12 @@ std::vector<int> runs_here() {
 
 }  // namespace slurm_pool
 
-TEST_CASE(
-    "slurm pool: a dropped connection to the login node is resumed, each result once, the job "
-    "kept",
-    "[slurm_pool][reconnect]") {
-    SKIP_WITHOUT_SLURM();
-    SlurmCluster c({.shared_home = false});
+namespace slurm_pool {
+
+// Six 3-second calls on four slots run through `cut` (four run, two wait): each result arrives
+// once, each function runs once, in the same job; the pool resumed its connections, lost and
+// replaced nothing, and one watchdog is left on the login node.
+void calls_survive(const SlurmCluster& c, const std::function<void()>& cut) {
     Events ev;
     auto spec = spec_for(c, 2, ev);
     spec.concurrency = 2;
@@ -836,16 +836,10 @@ TEST_CASE(
         sky::ComputePool pool{spec};
         const auto job = c.queue();
         REQUIRE(job.size() == 1);
-        // Six 3-second calls on four slots: four run through the reset, two wait.
         std::vector<sky::Future<int>> calls;
         for (int i = 0; i < 6; ++i) calls.push_back(pool.submit(sky::compute<record_nap>(i, 3000)));
         std::this_thread::sleep_for(1s);
-        // The client's SSH connection to the login node is reset (as a NAT or a flaky link
-        // does): every worker's channel and the command channel go with it.
-        auto r =
-            sky::test::run_command({"ss", "-K", "dst", c.login_address(), "dport", "=", ":22"});
-        INFO(r.output);
-        REQUIRE(r.status == 0);
+        cut();
         for (int i = 0; i < 6; ++i) {
             INFO(ev.dump());
             REQUIRE(calls[static_cast<std::size_t>(i)].wait_for(90s));
@@ -855,7 +849,6 @@ TEST_CASE(
         CHECK(ev.dump().find("reconnected to its worker") != std::string::npos);
         CHECK(ev.dump().find(" lost: ") == std::string::npos);
         CHECK(ev.dump().find("replaced by") == std::string::npos);
-        // Each function ran once (no call was sent twice), in the same job.
         std::map<int, int> runs;
         for (const auto& node : sky::compute<runs_here>() | pool)
             for (int id : node) ++runs[id];
@@ -865,13 +858,50 @@ TEST_CASE(
             CHECK(count == 1);
         }
         CHECK(c.queue() == job);
-        // The watchdog moved to the new connection: one is left, and it watches a live sshd.
-        const auto w = c.on_login("pgrep -f -c '^bash -c while kill -0'");
-        CHECK(w.output == "1\n");
+        // The watchdog moved to the new connection: one is left.
+        CHECK(c.on_login("pgrep -f -c '^bash -c while kill -0'").output == "1\n");
         const auto hosts = sky::compute<host_name>() | pool;
         CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
     }
     INFO(ev.dump());
     if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
     check_nothing_left(c);
+}
+
+// Resets the client's TCP connections to the login node's sshd (as a NAT or a flaky link
+// does): every worker's channel and the command channel go with them.
+void reset_login_connection(const SlurmCluster& c) {
+    auto r = sky::test::run_command({"ss", "-K", "dst", c.login_address(), "dport", "=", ":22"});
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: a dropped connection to the login node is resumed, each result once, the job "
+    "kept",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    calls_survive(c, [&] { reset_login_connection(c); });
+}
+
+TEST_CASE(
+    "slurm pool: a dropped connection with the login node unreachable for 4 s is resumed once "
+    "it answers",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    const std::string link = c.client_link();
+    struct LinkUp {
+        std::string link;
+        ~LinkUp() { sky::test::run_command({"ip", "link", "set", link, "up"}); }
+    } up{link};
+    calls_survive(c, [&] {
+        REQUIRE(sky::test::run_command({"ip", "link", "set", link, "down"}).status == 0);
+        reset_login_connection(c);
+        std::this_thread::sleep_for(4s);  // reconnect attempts fail meanwhile
+        REQUIRE(sky::test::run_command({"ip", "link", "set", link, "up"}).status == 0);
+    });
 }
