@@ -631,6 +631,21 @@ void ended_by_slurm(SlurmCluster& c, const std::function<void(const std::string&
         CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
         const auto in_job = sky::compute<env_of>("SLURM_JOB_ID") | pool;
         CHECK(in_job == std::vector<std::string>{second, second});
+        // The distributed variables follow the new nodes: the head is node 0's new address.
+        const auto dist =
+            sky::compute<rendezvous>().with(sky::distributed::torch{.backend = "gloo"}) | pool;
+        REQUIRE(dist.size() == 2);
+        const auto field = [](const std::string& text, const std::string& key) {
+            const auto at = text.find(key + "=");
+            return at == std::string::npos
+                       ? std::string()
+                       : text.substr(at + key.size() + 1, text.find(' ', at) - at - key.size() - 1);
+        };
+        INFO(dist[0] << "\n" << dist[1]);
+        CHECK(field(dist[0], "rank") == "0");
+        CHECK(!field(dist[0], "master").empty());
+        CHECK(field(dist[0], "master") == field(dist[0], "private"));
+        CHECK(field(dist[1], "master") == field(dist[0], "private"));
         const std::string log = ev.dump();
         CHECK(log.find("lost: the Slurm job " + first + " ended: " + state) != std::string::npos);
         CHECK(log.find("submitted as job " + second + " to replace job " + first) !=
