@@ -296,10 +296,12 @@ void SlurmCluster::setup() {
     if (!wait_until(
             [&] {
                 auto r = on_login("sinfo --noheader --Node --format='%N %T'", seconds(10));
-                int idle = 0;
+                // One line per node and partition (a node may be in two).
+                std::set<std::string> idle;
                 std::istringstream is(r.output);
-                for (std::string name, state; is >> name >> state;) idle += state == "idle";
-                return idle == options_.compute_nodes;
+                for (std::string name, state; is >> name >> state;)
+                    if (state == "idle") idle.insert(name);
+                return static_cast<int>(idle.size()) == options_.compute_nodes;
             },
             seconds(60)))
         throw std::runtime_error("slurm cluster: the nodes did not become idle: " +
@@ -434,13 +436,19 @@ void SlurmCluster::write_config() {
         "SelectTypeParameters=CR_Core\n"
         "ReturnToService=2\n"
         "SlurmdParameters=config_overrides\n" +
-        std::string(gres.empty() ? "" : "GresTypes=gpu\n");
+        std::string(gres.empty() ? "" : "GresTypes=gpu\n") +
+        std::string(options_.preemption ? "PreemptType=preempt/partition_prio\nPreemptMode=CANCEL\n"
+                                        : "");
     for (const auto& n : nodes_)
         conf += "NodeName=" + n.name + " NodeAddr=" + n.address +
                 " CPUs=4 RealMemory=1000 State=UNKNOWN" + (gres.empty() ? "" : " Gres=" + gres) +
                 "\n";
     conf += "PartitionName=" + options_.partition + " Nodes=c[0-" + last +
-            "] Default=YES MaxTime=INFINITE State=UP\n";
+            "] Default=YES MaxTime=INFINITE State=UP" +
+            (options_.preemption ? " PriorityTier=1" : "") + "\n";
+    if (options_.preemption)
+        conf += "PartitionName=urgent Nodes=c[0-" + last +
+                "] Default=NO MaxTime=INFINITE State=UP PriorityTier=2\n";
     write_file(dir_ / "etc-slurm/slurm.conf", conf);
     if (!gres.empty())
         write_file(dir_ / "etc-slurm/gres.conf",

@@ -36,6 +36,10 @@ struct SlurmClusterOptions {
     std::string gpu_type = "h100";
     bool shared_home = true;  ///< compute hosts see the login host's /root and /home
     std::string partition = "gpu";
+    /// A second partition, `urgent`, on the same nodes with a higher priority tier, whose jobs
+    /// preempt (cancel) the jobs of `partition` (PreemptType=preempt/partition_prio,
+    /// PreemptMode=CANCEL).
+    bool preemption = false;
 };
 
 class SlurmCluster {
@@ -53,6 +57,9 @@ public:
     /// "root@<login address>:22", for sky::Slurm::login.
     [[nodiscard]] std::string login() const;
     [[nodiscard]] const std::string& login_address() const { return login_address_; }
+    /// The link in this (the client's) namespace that leads to the login host: down, the
+    /// login host cannot be reached (`ip link set <it> down`).
+    [[nodiscard]] const std::string& client_link() const { return veth_; }
     [[nodiscard]] std::filesystem::path client_key_path() const;
     [[nodiscard]] std::filesystem::path known_hosts_file() const;
     [[nodiscard]] const SlurmClusterOptions& options() const { return options_; }

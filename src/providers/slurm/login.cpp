@@ -56,7 +56,8 @@ public:
         so.connect_timeout = o.connect_timeout;
         so.connect_attempts = o.connect_attempts;
         address_.user = so.user;
-        session_ = std::make_unique<ssh::Session>(so);
+        options_ = so;
+        session_ = std::make_shared<ssh::Session>(so);
         auto r = run({"sh", "-c", "echo \"$HOME\"; id -un"}, std::chrono::seconds(30));
         std::istringstream is(r.out);
         std::getline(is, home_);
@@ -69,13 +70,13 @@ public:
 
     CommandOutcome run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                        std::string_view stdin_data = {}) override {
-        std::string command;
-        for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);
+        const std::string command = shell_command(argv);
+        const auto session = current();
         Slot slot(*this);
         CommandOutcome o;
         try {
-            auto r = session_->exec(command,
-                                    {.stdin_data = std::string(stdin_data), .timeout = timeout});
+            auto r =
+                session->exec(command, {.stdin_data = std::string(stdin_data), .timeout = timeout});
             o.status = r.exit_status;
             o.out = std::move(r.out);
             o.err = std::move(r.err);
@@ -87,8 +88,41 @@ public:
     const std::string& home() const override { return home_; }
     const std::string& user() const override { return user_; }
 
-    std::unique_ptr<io::Stream> open_channel(const std::string& host, std::uint16_t port) override {
-        return session_->open_tunnel(host, port, std::chrono::seconds(30));
+    std::unique_ptr<io::Stream> open_channel(const std::string& host, std::uint16_t port,
+                                             std::chrono::milliseconds timeout) override {
+        return current()->open_tunnel(host, port, timeout);
+    }
+
+    bool reconnect(std::chrono::milliseconds within) override {
+        std::lock_guard rl(reconnect_m_);
+        if (closed_) throw Error("slurm: the connection to " + describe() + " was closed");
+        if (alive()) return false;
+        auto o = options_;
+        o.connect_attempts = 1;
+        // At most 5 s: a connect begun while the link was down must not hold the next attempt
+        // back long after it is up again (SYN retries back off).
+        o.connect_timeout =
+            std::min({within, options_.connect_timeout, std::chrono::milliseconds(5000)});
+        auto fresh = std::make_shared<ssh::Session>(o);
+        std::lock_guard lk(session_m_);
+        session_ = std::move(fresh);
+        ++connection_;
+        return true;
+    }
+
+    std::uint64_t connection() const override {
+        std::lock_guard lk(session_m_);
+        return connection_;
+    }
+
+    void drop(std::uint64_t connection) noexcept override {
+        std::shared_ptr<ssh::Session> s;
+        {
+            std::lock_guard lk(session_m_);
+            if (connection != connection_) return;  // already replaced
+            s = session_;
+        }
+        if (s) s->close();
     }
 
     std::string ship_program(const std::string& event_id, const std::string& run_dir,
@@ -97,7 +131,8 @@ public:
         ship::NodeSite site;
         site.node = 0;
         site.instance_id = event_id;
-        site.session = session_.get();
+        const auto session = current();
+        site.session = session.get();
         site.home = home_;
         site.run_dir = run_dir;
         site.peer_address = address_.host;
@@ -108,12 +143,22 @@ public:
     }
 
     std::string describe() const override { return address_.to_string(); }
-    bool alive() const override { return session_ && session_->alive(); }
+    bool alive() const override {
+        const auto s = current();
+        return s && s->alive();
+    }
     void close() noexcept override {
-        if (session_) session_->close();
+        std::lock_guard rl(reconnect_m_);
+        closed_ = true;
+        if (const auto s = current()) s->close();
     }
 
 private:
+    // The session in use; a reconnect replaces it while commands on the old one still end.
+    std::shared_ptr<ssh::Session> current() const {
+        std::lock_guard lk(session_m_);
+        return session_;
+    }
     static std::string local_user() {
         if (const passwd* p = ::getpwuid(::geteuid())) return p->pw_name;
         return env_or("USER", "root");
@@ -142,7 +187,12 @@ private:
     static constexpr int kMaxExec = 8;
 
     LoginAddress address_;
-    std::unique_ptr<ssh::Session> session_;
+    ssh::SessionOptions options_;
+    mutable std::mutex session_m_;
+    std::shared_ptr<ssh::Session> session_;
+    std::uint64_t connection_ = 0;
+    std::mutex reconnect_m_;
+    bool closed_ = false;
     std::string home_, user_;
     std::mutex m_;
     std::condition_variable cv_;
@@ -169,8 +219,9 @@ public:
     const std::string& home() const override { return home_; }
     const std::string& user() const override { return user_; }
 
-    std::unique_ptr<io::Stream> open_channel(const std::string& host, std::uint16_t port) override {
-        const int fd = connect_tcp(host, port, std::chrono::seconds(30));
+    std::unique_ptr<io::Stream> open_channel(const std::string& host, std::uint16_t port,
+                                             std::chrono::milliseconds timeout) override {
+        const int fd = connect_tcp(host, port, timeout);
         return std::make_unique<io::FdStream>(fd, fmt::format("tcp to {}:{}", host, port));
     }
 

@@ -4,6 +4,7 @@
 // `sky gc` do on the cluster goes through this one interface: commands, small files, the
 // program's store, and the byte stream to a worker on a compute node.
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,9 +54,27 @@ public:
     /// The user sky runs as there.
     [[nodiscard]] virtual const std::string& user() const = 0;
     /// A byte stream to host:port as the login node reaches it (compute nodes are reachable
-    /// from there, maybe not from the client). Throws sky::Error when nothing answers.
-    virtual std::unique_ptr<io::Stream> open_channel(const std::string& host,
-                                                     std::uint16_t port) = 0;
+    /// from there, maybe not from the client), within `timeout`. Throws ssh::ChannelError when
+    /// the login node answers that nothing listens there, another sky::Error when nothing
+    /// answers.
+    virtual std::unique_ptr<io::Stream> open_channel(
+        const std::string& host, std::uint16_t port,
+        std::chrono::milliseconds timeout = std::chrono::seconds(30)) = 0;
+    /// After the connection to the login node was lost: a new one (one attempt, within
+    /// `within`), which later commands and channels use. True when it made one; false when the
+    /// connection was alive (another caller reconnected first) or there is none to lose (this
+    /// machine). Throws ssh::SshError when the login node cannot be reached, sky::Error after
+    /// close().
+    virtual bool reconnect(std::chrono::milliseconds within) {
+        (void)within;
+        return false;
+    }
+    /// Which connection is in use: a new number after each reconnect().
+    [[nodiscard]] virtual std::uint64_t connection() const { return 0; }
+    /// Ends connection `connection` when it is still the one in use: it looks alive but does
+    /// not answer (half-open, after a cut that no reset announced), and the next reconnect()
+    /// replaces it. Never throws.
+    virtual void drop(std::uint64_t connection) noexcept { (void)connection; }
     /// Puts this program and its libraries into the store there (~/.sky/prog/<id>, each file
     /// sent once) and returns the program's directory. `run_dir` is a private directory of the
     /// pool there. Emits BootstrapProgress for `event_id`. Throws BootstrapError-free failures

@@ -72,9 +72,11 @@ struct Node {
     std::string home;     // $HOME there
     std::string prog;     // the program's directory there
     std::string instance_id;
+    std::string job;         // the Slurm job that holds it
     bool announced = false;  // InstanceProvisioned and its bootstrap events sent
     int generation = 0;      // worker steps started on it
     std::string token;
+    std::uint16_t port = 0;  // where its worker listens (0: none started yet)
 };
 
 class SlurmBackend final : public Backend {
@@ -123,7 +125,7 @@ public:
             throw ProvisionError(fmt::format("slurm: cannot make {} on {}: {}", pool_dir_,
                                              login.describe(), mk.summary()));
 
-        BatchRequest req;
+        BatchRequest& req = request_;
         req.job_name = job_name_;
         req.nodes = count;
         req.time_limit = spec_.timeout;
@@ -162,25 +164,43 @@ public:
         }
 
         // In the ledger before sbatch runs: how to reach the cluster and the job's name, so
-        // that `sky gc` finds the job even when this client dies before sbatch answers.
+        // that `sky gc` finds the job (and any replacement job, which has the same name) even
+        // when this client dies before sbatch answers.
         record(ref(""));
         submitted_ = true;
+        started_at_ = Clock::now();
+        const std::string id = submit(count, spec_.timeout, "", emit);
+        start_watchdog(login);
+        const JobState running = wait_running(id, emit);
+        auto placed = place_nodes(id, running, count, emit);
+        std::lock_guard lk(m_);
+        nodes_ = std::move(placed);
+    }
+
+    // sbatch for `count` nodes of the pool's request, holding them for `limit`; the job's id,
+    // in the ledger and in jobs_ before this returns. `why`: what the job replaces, for the
+    // event ("" for the pool's first job).
+    std::string submit(int count, std::chrono::seconds limit, const std::string& why,
+                       const std::function<void(Event)>& emit) {
+        auto& login = *login_;
+        BatchRequest req = request_;
+        req.nodes = count;
+        req.time_limit = limit;
         auto sb = login.run(sbatch_argv(req), kCommandLimit, batch_script(pool_id_));
         const std::string id = parse_sbatch(sb.out);
         if (sb.status != 0 || id.empty())
-            throw ProvisionError(fmt::format("slurm: sbatch refused the pool's job on {}: {}",
-                                             login.describe(), sb.summary()));
+            throw ProvisionError(fmt::format("slurm: sbatch refused the pool's {}job on {}: {}",
+                                             why.empty() ? "" : "replacement ", login.describe(),
+                                             sb.summary()));
         {
             std::lock_guard lk(m_);
-            job_id_ = id;
+            jobs_.push_back(id);
         }
         record(ref(id));
-        start_watchdog(login);
-        event_id_ = "slurm-job-" + id;
-        emit(BootstrapProgress{event_id_, fmt::format("submitted as job {} ({})", id,
-                                                      fmt::join(sbatch_argv(req), " "))});
-        const JobState running = wait_running(emit);
-        place_nodes(running, count, emit);
+        emit(BootstrapProgress{"slurm-job-" + id, fmt::format("submitted as job {}{} ({})", id,
+                                                              why.empty() ? "" : " " + why,
+                                                              fmt::join(sbatch_argv(req), " "))});
+        return id;
     }
 
     std::string head_address() const override {
@@ -190,10 +210,14 @@ public:
 
     NodeStart connect(int i, const std::function<void(Event)>& emit) override {
         Node n;
+        bool job_ended = false;
         {
             std::lock_guard lk(m_);
             n = nodes_.at(static_cast<std::size_t>(i));
+            job_ended = ended_.count(n.job) > 0;
         }
+        // The job that held the node ended: a node of a new job takes its place.
+        if (job_ended) n = replacement(i, n.job, emit);
         if (!n.announced) {
             emit(InstanceProvisioned{n.instance_id, i, false, "slurm", n.address, instance_type_,
                                      0.0, std::nullopt});
@@ -224,7 +248,49 @@ public:
         kept.announced = true;
         kept.generation = n.generation;
         kept.token = n.token;
+        kept.port = port;
         return s;
+    }
+
+    bool can_reconnect(int i) const override {
+        // A worker listens for its client after a drop while its job runs (its step, and its
+        // kept calls, outlive the client's connection; the login node's srun is detached).
+        // Through the login node only: there a refused channel tells a gone worker from a
+        // broken link at once. A client on the login node itself connects to the workers
+        // directly, and a drop loses the node at once, as before.
+        std::lock_guard lk(m_);
+        const auto& n = nodes_.at(static_cast<std::size_t>(i));
+        return !cfg_.login.empty() && !stopping_ && n.port != 0 && !ended_.count(n.job);
+    }
+
+    std::unique_ptr<io::Stream> reconnect(int i, milliseconds within) override {
+        Node n;
+        {
+            std::lock_guard lk(m_);
+            n = nodes_.at(static_cast<std::size_t>(i));
+        }
+        const auto deadline = Clock::now() + within;
+        const auto left = [&] {
+            return std::max(milliseconds(500),
+                            std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+        };
+        // The connection to the login node carried every node's channel: the first node to
+        // notice opens a new one, and moves the watchdog over to it (the old one watches the
+        // sshd process of the dead connection, and would cancel the job).
+        if (!login_->alive() && login_->reconnect(left())) start_watchdog(*login_);
+        const auto connection = login_->connection();
+        try {
+            // A live login node answers a channel request within a round trip.
+            return login_->open_channel(n.address, n.port, std::min(left(), milliseconds(2000)));
+        } catch (const ssh::ChannelError& e) {
+            throw WorkerGone(fmt::format("no worker listens on {} ({}:{}) any more: {}", n.name,
+                                         n.address, n.port, e.what()));
+        } catch (...) {
+            // No answer within 2 s: the connection is as dead as a closed one (half-open); the
+            // next attempt makes a new one.
+            login_->drop(connection);
+            throw;
+        }
     }
 
     NodeExit exit_reason(int i) override {
@@ -233,17 +299,23 @@ public:
             std::lock_guard lk(m_);
             n = nodes_.at(static_cast<std::size_t>(i));
         }
-        job_running_ = false;
         if (!login_ || !login_->alive())
             return {NodeLostError::Reason::unreachable,
                     fmt::format("the SSH connection to the login node {} was lost", cfg_.login)};
         try {
-            auto j = settled_state();
-            if (!j)
-                return {NodeLostError::Reason::unreachable,
-                        fmt::format("the Slurm job {} is no longer known to the cluster", job_id_)};
-            if (j->phase != JobPhase::running) return {loss_kind(*j), end_words(*j)};
-            job_running_ = true;
+            auto j = settled_state(n.job);
+            if (!j || j->phase != JobPhase::running) {
+                NodeExit ex{
+                    NodeLostError::Reason::unreachable,
+                    fmt::format("the Slurm job {} is no longer known to the cluster", n.job)};
+                if (j) ex = {loss_kind(*j), end_words(*j)};
+                std::lock_guard lk(m_);
+                // A job its user or an administrator cancelled stays ended: the pool does not
+                // submit another behind their back. Time limits, node failures and preemption
+                // are the scheduler's doing: a new job may replace the nodes.
+                ended_[n.job] = !(j && j->state == "CANCELLED");
+                return ex;
+            }
             // The job runs: the worker's step ended. Its launcher's last words are in the
             // srun output on the login node.
             auto r = login_->script(
@@ -257,7 +329,7 @@ public:
                 else if (l.rfind("::sky-", 0) != 0)
                     before.push_back(l);
             }
-            const std::string where = fmt::format("node {} of job {}", n.name, job_id_);
+            const std::string where = fmt::format("node {} of job {}", n.name, n.job);
             if (code.empty())
                 return {NodeLostError::Reason::unreachable,
                         fmt::format("the channel to the worker on {} closed", where)};
@@ -275,10 +347,12 @@ public:
         }
     }
 
-    bool can_restart(int) const override {
-        // A fresh worker step needs the job's allocation: a job Slurm ended is not replaced (a
-        // new one would wait in the queue again).
-        return job_running_ && !stopping_ && login_ && login_->alive();
+    bool can_restart(int i) const override {
+        // A fresh worker step in the job's allocation while the job runs; a node of a new job
+        // when Slurm ended it (connect() submits one), unless it was cancelled on purpose.
+        std::lock_guard lk(m_);
+        const auto e = ended_.find(nodes_.at(static_cast<std::size_t>(i)).job);
+        return !stopping_ && login_ && login_->alive() && (e == ended_.end() || e->second);
     }
 
     void begin_stop() noexcept override { stopping_ = true; }
@@ -292,10 +366,10 @@ public:
             if (login_) login_->close();
             return;
         }
-        std::string id;
+        std::string ids;
         {
             std::lock_guard lk(m_);
-            id = job_id_;
+            ids = fmt::format("{}", fmt::join(jobs_, ","));
         }
         std::string trouble;
         std::unique_ptr<LoginShell> fresh;
@@ -306,8 +380,10 @@ public:
                 fresh = open_login(login_options());
                 login = fresh.get();
             }
-            trouble = cancel_job(*login, id, job_name_);
-            const auto left = wait_gone(*login, id, job_name_, kCancelLimit);
+            // By name: every job of the pool (a replacement too, even one whose sbatch answer
+            // was lost).
+            trouble = cancel_job(*login, "", job_name_);
+            const auto left = wait_gone(*login, "", job_name_, kCancelLimit);
             if (left)
                 trouble = fmt::format("job {} is still {} after {} s", left->id, left->state,
                                       kCancelLimit.count());
@@ -322,7 +398,7 @@ public:
         if (fresh) fresh->close();
         if (!trouble.empty()) {
             leftovers_.push_back(
-                fmt::format("slurm job {} of pool {} on {}: {}", id.empty() ? job_name_ : id,
+                fmt::format("slurm job {} of pool {} on {}: {}", ids.empty() ? job_name_ : ids,
                             pool_id_, cfg_.login.empty() ? "this machine" : cfg_.login, trouble));
         } else if (ledger_) {
             for (const auto& r : recorded_) ledger_->instance_gone(r);
@@ -333,6 +409,56 @@ public:
     std::vector<std::string> leftovers() const override { return leftovers_; }
 
 private:
+    // A node of a new job in place of node i, whose job `ended` ended. The first lost node of
+    // that job submits one job for all the pool's nodes it held (they all went with it); the
+    // others take the rest of its nodes. Throws (and cancels the new job) when it cannot run.
+    Node replacement(int i, const std::string& ended, const std::function<void(Event)>& emit) {
+        std::lock_guard rl(replace_m_);
+        if (stopping_) throw ProvisionError("slurm: the pool is closing; no replacement job");
+        auto& spare = spares_[ended];
+        if (!spare.count(i)) {
+            // The pool's nodes the job held, in order: they take the new job's nodes in order
+            // (the head stays the first node of a job).
+            std::vector<int> held;
+            {
+                std::lock_guard lk(m_);
+                for (std::size_t k = 0; k < nodes_.size(); ++k)
+                    if (nodes_[k].job == ended) held.push_back(static_cast<int>(k));
+            }
+            const int count = static_cast<int>(held.size());
+            // What it asks for is what is left of the pool's time (Slurm counts whole minutes).
+            const auto left =
+                std::chrono::duration_cast<seconds>(spec_.timeout - (Clock::now() - started_at_));
+            if (left.count() <= 0)
+                throw ProvisionError(fmt::format(
+                    "slurm: job {} ended after the pool's timeout of {} s; no replacement job",
+                    ended, spec_.timeout.count()));
+            // A job that is not quite gone (suspended, completing) gives its nodes back first.
+            (void)cancel_job(*login_, ended, job_name_);
+            const std::string job =
+                submit(count, left, fmt::format("to replace job {}, which ended", ended), emit);
+            try {
+                const JobState running = wait_running(job, emit);
+                auto placed = place_nodes(job, running, count, emit);
+                spare.clear();
+                for (std::size_t k = 0; k < held.size(); ++k) spare[held[k]] = std::move(placed[k]);
+            } catch (...) {
+                // The pool may ask again (another attempt submits anew); this job must not hold
+                // nodes meanwhile.
+                try {
+                    (void)cancel_job(*login_, job, job_name_);
+                } catch (...) {  // the pool's teardown cancels it by name
+                }
+                throw;
+            }
+        }
+        Node n = std::move(spare.at(i));
+        spare.erase(i);
+        std::lock_guard lk(m_);
+        nodes_.at(static_cast<std::size_t>(i)) = n;
+        return n;
+    }
+
     LoginOptions login_options() const {
         LoginOptions lo;
         lo.login = cfg_.login;
@@ -369,7 +495,8 @@ private:
     // The job must not outlive a client that dies without its teardown (kill -9, a crash, a
     // lost link) by more than idle_timeout: a small process on the login node watches this
     // client's connection there (the sshd process that serves it; here, the client itself) and
-    // cancels the job idle_timeout after it is gone. Teardown ends it.
+    // cancels the pool's jobs (by name: a replacement job too) idle_timeout after it is gone.
+    // Teardown ends it; a reconnect to the login node moves it to the new connection.
     void start_watchdog(LoginShell& login) {
         const std::string who =
             cfg_.login.empty()
@@ -379,13 +506,16 @@ private:
                       "!= sshd ]; do p=$(ps -o ppid= -p \"$p\" | tr -d ' '); done; "
                       "echo \"$p\")");
         auto r = login.script(
-            fmt::format("umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
-                        "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
-                        "done; sleep \"$2\"; scancel \"$3\"' sky-watchdog \"$w\" {idle} {job} "
-                        "> watchdog.log 2>&1 < /dev/null & echo $! > watchdog.pid",
-                        fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("who", who),
-                        fmt::arg("idle", spec_.idle_timeout.count()),
-                        fmt::arg("job", shell_quote(job_id_))),
+            fmt::format(
+                "umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
+                // The watchdog of a connection before this one (a reconnect) ends first.
+                "o=$(cat watchdog.pid 2>/dev/null); [ -n \"$o\" ] && kill -- \"-$o\" 2>/dev/null; "
+                "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
+                "done; sleep \"$2\"; shift 2; exec \"$@\"' sky-watchdog \"$w\" {idle} "
+                "{cancel} > watchdog.log 2>&1 < /dev/null & echo $! > watchdog.pid",
+                fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("who", who),
+                fmt::arg("idle", spec_.idle_timeout.count()),
+                fmt::arg("cancel", shell_command(scancel_name_argv(job_name_, login.user())))),
             kCommandLimit);
         if (r.status != 0)
             throw ProvisionError(fmt::format(
@@ -408,29 +538,30 @@ private:
 
     // The job's state; a job that is completing is given a few seconds to end, so that the
     // state says why it ended (CANCELLED, TIMEOUT, NODE_FAIL...).
-    std::optional<JobState> settled_state() {
+    std::optional<JobState> settled_state(const std::string& job) {
         std::optional<JobState> j;
         for (int i = 0; i < 20; ++i) {
-            j = query_job(*login_, job_id_);
+            j = query_job(*login_, job);
             if (!j || j->phase != JobPhase::completing) return j;
             std::this_thread::sleep_for(milliseconds(250));
         }
         return j;
     }
 
-    JobState wait_running(const std::function<void(Event)>& emit) {
+    JobState wait_running(const std::string& job, const std::function<void(Event)>& emit) {
+        const std::string event_id = "slurm-job-" + job;
         const auto start = Clock::now();
         std::string last;
         auto delay = milliseconds(300);
         int unknown = 0;
         for (;;) {
             if (stopping_) throw ProvisionError("slurm: the pool was closed while its job waited");
-            auto j = query_job(*login_, job_id_);
+            auto j = query_job(*login_, job);
             if (!j) {
                 // Just submitted: squeue may not list it for a moment.
                 if (++unknown > 10)
                     throw ProvisionError(fmt::format(
-                        "slurm: job {} vanished from the queue before it started", job_id_));
+                        "slurm: job {} vanished from the queue before it started", job));
             } else if (j->phase == JobPhase::running) {
                 return *j;
             } else if (j->phase == JobPhase::ended || j->phase == JobPhase::completing) {
@@ -439,22 +570,24 @@ private:
                 const std::string now = fmt::format("{} {}", j->state, j->reason);
                 if (now != last) {
                     last = now;
-                    emit(BootstrapProgress{event_id_,
+                    emit(BootstrapProgress{event_id,
                                            fmt::format("{}: {} ({})", to_lower(j->state), j->reason,
                                                        explain_reason(j->reason))});
                 }
                 if (j->phase == JobPhase::pending && reason_never_clears(j->reason))
-                    give_up(fmt::format("job {} cannot start: it is pending with reason {} ({})",
-                                        job_id_, j->reason, explain_reason(j->reason)));
+                    give_up(job,
+                            fmt::format("job {} cannot start: it is pending with reason {} ({})",
+                                        job, j->reason, explain_reason(j->reason)));
                 const auto waited = std::chrono::duration_cast<seconds>(Clock::now() - start);
                 if (waited >= cfg_.queue_timeout)
-                    give_up(fmt::format(
-                        "job {} waited {} s in the queue{} (queue_timeout {} s), {} with reason "
-                        "{} ({})",
-                        job_id_, waited.count(),
-                        cfg_.partition.empty() ? "" : " of partition " + cfg_.partition,
-                        cfg_.queue_timeout.count(), to_lower(j->state), j->reason,
-                        explain_reason(j->reason)));
+                    give_up(
+                        job,
+                        fmt::format("job {} waited {} s in the queue{} (queue_timeout {} s), {} "
+                                    "with reason {} ({})",
+                                    job, waited.count(),
+                                    cfg_.partition.empty() ? "" : " of partition " + cfg_.partition,
+                                    cfg_.queue_timeout.count(), to_lower(j->state), j->reason,
+                                    explain_reason(j->reason)));
             }
             const auto until = Clock::now() + delay;
             while (Clock::now() < until && !stopping_)
@@ -464,13 +597,13 @@ private:
     }
 
     // Cancels the job, confirms it is gone, and fails provisioning with `why`.
-    [[noreturn]] void give_up(const std::string& why) {
+    [[noreturn]] void give_up(const std::string& job, const std::string& why) {
         std::string after = "; the job was cancelled";
         try {
-            const std::string e = cancel_job(*login_, job_id_, job_name_);
+            const std::string e = cancel_job(*login_, job, job_name_);
             if (!e.empty())
                 after = "; cancelling it failed: " + e;
-            else if (auto left = wait_gone(*login_, job_id_, job_name_, kCancelLimit))
+            else if (auto left = wait_gone(*login_, job, job_name_, kCancelLimit))
                 after = fmt::format("; cancelled, but it is still {}", left->state);
         } catch (const std::exception& e) {
             after = std::string("; cancelling it failed: ") + e.what();
@@ -479,12 +612,13 @@ private:
     }
 
     // The running job's nodes: names, addresses, homes, and the program placed on each.
-    void place_nodes(const JobState& job, int count, const std::function<void(Event)>& emit) {
+    std::vector<Node> place_nodes(const std::string& job, const JobState& running, int count,
+                                  const std::function<void(Event)>& emit) {
         auto& login = *login_;
-        const auto names = expand_hostlist(job.nodes);
+        const auto names = expand_hostlist(running.nodes);
         if (static_cast<int>(names.size()) != count)
-            give_up(fmt::format("job {} runs on {} node(s) ({}), the pool asked for {}", job_id_,
-                                names.size(), job.nodes, count));
+            give_up(job, fmt::format("job {} runs on {} node(s) ({}), the pool asked for {}", job,
+                                     names.size(), running.nodes, count));
         auto sc = login.run(scontrol_nodes_argv(names), kCommandLimit);
         std::map<std::string, NodeInfo> info;
         for (auto& n : parse_scontrol_nodes(sc.out)) info[n.name] = n;
@@ -492,7 +626,8 @@ private:
         for (std::size_t k = 0; k < names.size(); ++k) {
             nodes[k].name = names[k];
             nodes[k].address = info.count(names[k]) ? info[names[k]].address : names[k];
-            nodes[k].instance_id = fmt::format("slurm-{}-{}", job_id_, names[k]);
+            nodes[k].instance_id = fmt::format("slurm-{}-{}", job, names[k]);
+            nodes[k].job = job;
         }
         resolve_addresses(login, nodes);
 
@@ -510,7 +645,7 @@ private:
             "[ -f \"$HOME/.sky/prog/{id}/.complete\" ] && c=cached; "
             "echo \"::sky-probe $n $a ${{g:--}} $s $c $HOME\"",
             fmt::arg("probe", shell_quote(probe_file)), fmt::arg("id", prog.id));
-        auto p = login.run(srun_argv(job_id_, names, {"bash", "-c", probe}), kCommandLimit * 2);
+        auto p = login.run(srun_argv(job, names, {"bash", "-c", probe}), kCommandLimit * 2);
         struct Seen {
             std::string arch, glibc, nonce, cached, home;
         };
@@ -533,7 +668,7 @@ private:
             if (!seen.count(n.name))
                 throw BootstrapError(node, n.instance_id, "check",
                                      fmt::format("could not run a step on {} of job {}: {}", n.name,
-                                                 job_id_, p.summary()),
+                                                 job, p.summary()),
                                      last_lines(p));
             const Seen& s = seen[n.name];
             if (s.arch != u.machine)
@@ -559,12 +694,11 @@ private:
             placement_ = "on the cluster's shared file system (" + prog_on_login_ + ")";
             for (auto& n : nodes) n.prog = prog_on_login_;
         } else {
-            if (!cached) broadcast_program(names, nodes, emit);
+            if (!cached) broadcast_program(job, names, nodes, emit);
             placement_ = cached ? "cached in each node's store" : "copied to each node by sbcast";
             for (auto& n : nodes) n.prog = ship::program_dir(n.home, prog);
         }
-        std::lock_guard lk(m_);
-        nodes_ = std::move(nodes);
+        return nodes;
     }
 
     // Names that are not IPv4 addresses, resolved as the login node resolves them (the worker
@@ -598,8 +732,8 @@ private:
 
     // Nodes that see neither the login node's files nor the program in their own store get it
     // by sbcast: one archive of the program's directory, unpacked into each node's store.
-    void broadcast_program(const std::vector<std::string>& names, const std::vector<Node>& nodes,
-                           const std::function<void(Event)>& emit) {
+    void broadcast_program(const std::string& job, const std::vector<std::string>& names,
+                           const std::vector<Node>& nodes, const std::function<void(Event)>& emit) {
         auto& login = *login_;
         const auto& prog = ship::this_program();
         const std::string tar = pool_dir_ + "/program.tar";
@@ -614,7 +748,7 @@ private:
                                  fmt::format("{}: {}", what, r.summary()), last_lines(r));
         };
         if (t.status != 0) fail("cannot archive the program on the login node", t);
-        auto b = login.run(sbcast_argv(job_id_, tar, dest), seconds(600));
+        auto b = login.run(sbcast_argv(job, tar, dest), seconds(600));
         if (b.status != 0) fail("sbcast could not copy the program to the job's nodes", b);
         const std::string unpack = fmt::format(
             "umask 077; d=\"$HOME/.sky/prog/{id}\"; t={tar}; "
@@ -624,7 +758,7 @@ private:
             "{{ mv -T \"$x\" \"$d\" 2>/dev/null || rm -rf \"$x\"; }}; fi; rm -f \"$t\"; "
             "[ -f \"$d/.complete\" ] && echo \"::sky-placed ${{SLURMD_NODENAME:-$(hostname -s)}}\"",
             fmt::arg("id", prog.id), fmt::arg("tar", shell_quote(dest)));
-        auto u = login.run(srun_argv(job_id_, names, {"bash", "-c", unpack}), seconds(300));
+        auto u = login.run(srun_argv(job, names, {"bash", "-c", unpack}), seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
         for (std::size_t k = 0; k < nodes.size(); ++k)
             if (u.out.find("::sky-placed " + nodes[k].name + "\n") == std::string::npos)
@@ -650,7 +784,7 @@ private:
             hash);
         std::deque<std::string> tail;
         std::string phase = "bootstrap";
-        auto r = login_->run(srun_argv(job_id_, {n.name}, {"bash", "-c", wrapper}),
+        auto r = login_->run(srun_argv(n.job, {n.name}, {"bash", "-c", wrapper}),
                              std::chrono::minutes(30), spec_.image.bootstrap(spec_.timeout));
         for (const auto& l : lines_of(r.out)) {
             if (l.rfind("::sky-phase ", 0) == 0) {
@@ -723,9 +857,8 @@ private:
             fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)));
         const std::string out = out_file(i, n.generation);
         const std::string pid = fmt::format("{}/node-{}.srun-pid", pool_dir_, i);
-        std::string srun;
-        for (const auto& a : srun_argv(job_id_, {n.name}, {"bash", "-c", launcher}))
-            srun += shell_quote(a) + " ";
+        const std::string srun =
+            shell_command(srun_argv(n.job, {n.name}, {"bash", "-c", launcher})) + " ";
         // srun runs detached on the login node (its own session, immune to hangups): the
         // worker does not depend on this client's connection. Its stdin is a file opened and
         // removed before srun starts.
@@ -762,12 +895,21 @@ private:
     std::string job_name_;
     Ledger* ledger_ = nullptr;
     std::string instance_type_;
-    std::string event_id_;  // job-level events: "slurm-<pool>", then "slurm-job-<id>"
+    std::string event_id_;  // events before a job exists; each job's are "slurm-job-<id>"
 
     mutable std::mutex m_;
     std::unique_ptr<LoginShell> login_;
-    std::string job_id_;
+    std::vector<std::string> jobs_;  // every job submitted, in order
     std::vector<Node> nodes_;
+    // Jobs whose nodes were lost because the job ended: whether a new job may replace them
+    // (false for a job cancelled by its user or an administrator).
+    std::map<std::string, bool> ended_;
+    BatchRequest request_;  // what the pool's first job asked for
+    Clock::time_point started_at_{};
+    // Replacement jobs: one at a time; the nodes of a new job that no lost node has taken yet,
+    // by the ended job they replace and the pool's node each is for.
+    std::mutex replace_m_;
+    std::map<std::string, std::map<int, Node>> spares_;
     std::string pool_dir_;               // the pool's private directory on the login node
     std::string prog_on_login_;          // the program's directory in the login node's store
     std::string placement_;              // how the program reached the nodes, for events
@@ -775,7 +917,6 @@ private:
     std::vector<std::string> leftovers_;
     std::atomic<bool> submitted_{false};
     std::atomic<bool> stopping_{false};
-    std::atomic<bool> job_running_{false};
     std::mutex stop_m_;
     bool stopped_ = false;
 };

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "util/encoding.hpp"
+#include "util/shell.hpp"
 #include "util/text.hpp"
 
 namespace sky::detail::slurm {
@@ -362,6 +363,12 @@ std::vector<NodeInfo> parse_scontrol_nodes(std::string_view text) {
         out.push_back(std::move(n));
     });
     return out;
+}
+
+std::string shell_command(const std::vector<std::string>& argv) {
+    std::string command;
+    for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);
+    return command;
 }
 
 std::vector<std::string> srun_argv(const std::string& job_id, const std::vector<std::string>& nodes,

@@ -2,7 +2,8 @@
 //   sky_slurm_driver LOGIN KEY KNOWN_HOSTS PARTITION NODES [IDLE_SECONDS]
 // LOGIN "-" means this machine is the login node (sbatch and friends run here). It prints
 // "ready <pool id>" once the pool runs, then blocks in a long remote call on every node until
-// a signal ends it.
+// a signal ends it. When Slurm ends the pool's job, it prints "lost <what>" and calls again
+// (on the nodes of the job that replaces it), three times at most.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +37,15 @@ int main(int argc, char** argv) {
     }};
     std::printf("ready %s\n", pool.id().c_str());
     std::fflush(stdout);
-    const auto r = sky::compute<nap>(600) | pool;
-    std::printf("finished %zu\n", r.size());
-    return 0;
+    for (int lost = 0; lost < 3; ++lost) {
+        try {
+            const auto r = sky::compute<nap>(600) | pool;
+            std::printf("finished %zu\n", r.size());
+            return 0;
+        } catch (const sky::NodeLostError& e) {
+            std::printf("lost %s\n", e.what());
+            std::fflush(stdout);
+        }
+    }
+    return 1;
 }

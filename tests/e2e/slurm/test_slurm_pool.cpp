@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -568,4 +570,353 @@ TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeo
     // Nobody runs sky gc: the workers hear nothing for idle_timeout, end, and cancel the job.
     CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 60s));
     check_nothing_left(c);
+}
+
+namespace slurm_pool {
+
+// Naps while it runs in job `first` (until Slurm ends that job), then says which job it ran in.
+std::string job_after(std::string first) {
+    if (env_of("SLURM_JOB_ID") == first) std::this_thread::sleep_for(std::chrono::seconds(120));
+    return env_of("SLURM_JOB_ID");
+}
+
+std::string id_of(const std::string& squeue_line) {
+    return squeue_line.substr(0, squeue_line.find(' '));
+}
+
+// A pool's job that Slurm ends while calls run: the call without retries fails with a
+// NodeLostError naming `state` and the job, the events say so, a new job of the pool replaces
+// the nodes, the retried call succeeds there; nothing is left after the pool.
+void ended_by_slurm(SlurmCluster& c, const std::function<void(const std::string&)>& end_job,
+                    const std::string& state, sky::NodeLostError::Reason reason,
+                    std::chrono::seconds within, const std::function<void()>& after = {}) {
+    Events ev;
+    std::string pool_id, first, second;
+    {
+        sky::ComputePool pool{spec_for(c, 2, ev)};
+        pool_id = pool.id();
+        auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        first = id_of(jobs[0]);
+        auto plain = pool.submit(sky::compute<nap>(120));
+        auto retried = pool.submit(sky::compute<job_after>(first).retries(1));
+        std::this_thread::sleep_for(1s);  // both run, one on each node
+        const auto t0 = Clock::now();
+        end_job(first);
+        INFO(c.on_login("squeue -t all; sinfo -N").output << ev.dump());
+        REQUIRE(plain.wait_for(within));
+        try {
+            (void)plain.get();
+            FAIL("the call returned although its job ended");
+        } catch (const sky::NodeLostError& e) {
+            INFO(e.what());
+            const std::string what = e.what();
+            CHECK(what.find("job " + first + " ended: " + state) != std::string::npos);
+            CHECK(e.reason() == reason);
+        }
+        // The retried call runs again on a node of the replacement job.
+        REQUIRE(retried.wait_for(within + 90s));
+        second = retried.get();
+        CHECK(second != first);
+        CHECK(second != "-");
+        CHECK(Clock::now() - t0 < within + 90s);
+        if (after) after();
+        // One job of the pool in the queue: the replacement, running; the first one ended.
+        jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        CHECK(id_of(jobs[0]) == second);
+        CHECK(jobs[0].find("RUNNING") != std::string::npos);
+        CHECK(sky::test::wait_until([&] { return pool.instance_count() == 2; }, 30s));
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+        const auto in_job = sky::compute<env_of>("SLURM_JOB_ID") | pool;
+        CHECK(in_job == std::vector<std::string>{second, second});
+        // The distributed variables follow the new nodes: the head is node 0's new address.
+        const auto dist =
+            sky::compute<rendezvous>().with(sky::distributed::torch{.backend = "gloo"}) | pool;
+        REQUIRE(dist.size() == 2);
+        const auto field = [](const std::string& text, const std::string& key) {
+            const auto at = text.find(key + "=");
+            return at == std::string::npos
+                       ? std::string()
+                       : text.substr(at + key.size() + 1, text.find(' ', at) - at - key.size() - 1);
+        };
+        INFO(dist[0] << "\n" << dist[1]);
+        CHECK(field(dist[0], "rank") == "0");
+        CHECK(!field(dist[0], "master").empty());
+        CHECK(field(dist[0], "master") == field(dist[0], "private"));
+        CHECK(field(dist[1], "master") == field(dist[0], "private"));
+        const std::string log = ev.dump();
+        CHECK(log.find("lost: the Slurm job " + first + " ended: " + state) != std::string::npos);
+        CHECK(log.find("submitted as job " + second + " to replace job " + first) !=
+              std::string::npos);
+        CHECK(log.find("replaced by slurm-" + second + "-") != std::string::npos);
+        if (reason == sky::NodeLostError::Reason::preempted)
+            CHECK(log.find("preempted (the Slurm job " + first) != std::string::npos);
+    }
+    INFO(ev.dump());
+    if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
+    check_nothing_left(c);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE("slurm pool: a job past its time limit (TIMEOUT) is replaced by a new job",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    // An administrator shortens the job's time limit to nothing: slurmctld ends it at its next
+    // time-limit check (every 30 s).
+    ended_by_slurm(
+        c,
+        [&](const std::string& job) {
+            REQUIRE(c.on_login("scontrol update jobid=" + job + " timelimit=0").status == 0);
+        },
+        "TIMEOUT", sky::NodeLostError::Reason::unreachable, 60s);
+}
+
+TEST_CASE("slurm pool: a node that fails (NODE_FAIL) ends the job, and a new job replaces it",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    // The node goes down; its slurmd answers again at once, so it returns to service
+    // (ReturnToService=2) and the new job may get it back.
+    ended_by_slurm(
+        c,
+        [&](const std::string&) {
+            REQUIRE(c.on_login("scontrol update nodename=" + c.node_name(1) +
+                               " state=down reason=sky-test-node-down")
+                        .status == 0);
+        },
+        "NODE_FAIL", sky::NodeLostError::Reason::unreachable, 30s);
+}
+
+TEST_CASE("slurm pool: a preempted job (PREEMPTED) is replaced once the nodes are free again",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true, .preemption = true});
+    std::string urgent;
+    // A job of a partition of a higher priority tier wants both nodes whole: Slurm cancels the
+    // pool's job for it. The replacement waits in the queue until the urgent job ends.
+    ended_by_slurm(
+        c,
+        [&](const std::string&) {
+            auto r = c.on_login(
+                "sbatch --parsable --partition=urgent --exclusive --nodes=" +
+                std::to_string(c.size()) +
+                " --job-name=urgent --output=/dev/null --chdir=/tmp --wrap 'exec sleep 8'");
+            REQUIRE(r.status == 0);
+            urgent = r.output.substr(0, r.output.find_first_of(";\n"));
+        },
+        "PREEMPTED", sky::NodeLostError::Reason::preempted, 30s,
+        [&] {
+            // The urgent job ran (and ended) before the replacement started.
+            INFO(c.on_login("squeue -t all").output);
+            CHECK(c.on_login("squeue -h -t all -o %T -j " + urgent).output.find("COMPLETED") !=
+                  std::string::npos);
+        });
+}
+
+TEST_CASE(
+    "slurm pool: a replacement job that waits out queue_timeout is cancelled, and the nodes are "
+    "lost",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true, .preemption = true});
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    auto slurm = sky::test::slurm_provider(c);
+    slurm.queue_timeout = std::chrono::seconds(3);
+    spec.provider = slurm;
+    std::string urgent, pool_id;
+    {
+        sky::ComputePool pool{spec};
+        pool_id = pool.id();
+        const auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        const std::string first = id_of(jobs[0]);
+        auto retried = pool.submit(sky::compute<job_after>(first).retries(1));
+        std::this_thread::sleep_for(1s);
+        // A job of the higher tier takes both nodes for longer than the replacement may wait.
+        auto r = c.on_login(
+            "sbatch --parsable --partition=urgent --exclusive --nodes=" + std::to_string(c.size()) +
+            " --job-name=urgent --output=/dev/null --chdir=/tmp --wrap 'exec "
+            "sleep 300'");
+        REQUIRE(r.status == 0);
+        urgent = r.output.substr(0, r.output.find_first_of(";\n"));
+        // Each node tries three times (a job each, cancelled after 3 s in the queue); then the
+        // retried call fails with why.
+        REQUIRE(retried.wait_for(150s));
+        try {
+            (void)retried.get();
+            FAIL("the call returned although no node could be replaced");
+        } catch (const sky::NodeLostError& e) {
+            INFO(e.what() << "\n" << ev.dump());
+            const std::string what = e.what();
+            CHECK(what.find("replacement failed") != std::string::npos);
+            CHECK(what.find("queue_timeout 3 s") != std::string::npos);
+            CHECK(what.find("cancelled") != std::string::npos);
+        }
+        CHECK(sky::test::wait_until([&] { return pool.instance_count() == 0; }, 30s));
+        INFO(ev.dump());
+        CHECK(ev.dump().find("to replace job " + first) != std::string::npos);
+        CHECK(ev.has_step("pending: "));
+        // None of the replacement jobs is left: only the urgent job runs.
+        CHECK(jobs_of(c, pool_id).empty());
+        CHECK(c.queue() == std::vector<std::string>{urgent});
+    }
+    c.on_login("scancel " + urgent);
+    INFO(ev.dump());
+    check_nothing_left(c);
+}
+
+TEST_CASE("slurm pool: kill -9 after a replacement job, then sky gc cancels that job too",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.shared_home = false});
+    Child driver(driver_args(c));
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    auto jobs = jobs_of(c, pool_id);
+    REQUIRE(jobs.size() == 1);
+    const std::string first = id_of(jobs[0]);
+    std::this_thread::sleep_for(1s);  // the long call runs
+    REQUIRE(c.on_login("scontrol update nodename=" + c.node_name(0) +
+                       " state=down reason=sky-test-node-down")
+                .status == 0);
+    const auto lost = driver.line("lost ", 60s);
+    REQUIRE(lost);
+    CHECK(lost->find("job " + first + " ended: NODE_FAIL") != std::string::npos);
+    // The replacement job runs (the driver calls again there); then the client dies.
+    std::string second;
+    REQUIRE(sky::test::wait_until(
+        [&] {
+            jobs = jobs_of(c, pool_id);
+            for (const auto& j : jobs)
+                if (id_of(j) != first && j.find("RUNNING") != std::string::npos) second = id_of(j);
+            return !second.empty();
+        },
+        90s));
+    std::this_thread::sleep_for(2s);  // its workers start
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    REQUIRE(jobs_of(c, pool_id).size() == 1);
+    // The ledger named the second job (and the job name covers it): gc finds and cancels it.
+    auto gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 240s);
+    INFO("sky gc: " << gc.output);
+    CHECK(gc.status == 0);
+    CHECK(jobs_of(c, pool_id).empty());
+    check_nothing_left(c);
+}
+
+namespace slurm_pool {
+
+constexpr const char* kRunsFile = "/tmp/sky-slurm-runs";
+
+// Runs once per call: says so in the node's own /tmp (one O_APPEND write), then naps `ms`.
+int record_nap(int id, int ms) {
+    const int fd = ::open(kRunsFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        const std::string line = std::to_string(id) + "\n";
+        (void)!::write(fd, line.data(), line.size());
+        ::close(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return id;
+}
+
+// The ids record_nap wrote on this node.
+std::vector<int> runs_here() {
+    std::vector<int> runs;
+    std::ifstream f(kRunsFile);
+    for (int id; f >> id;) runs.push_back(id);
+    return runs;
+}
+
+}  // namespace slurm_pool
+
+namespace slurm_pool {
+
+// Six 3-second calls on four slots run through `cut` (four run, two wait): each result arrives
+// once, each function runs once, in the same job; the pool resumed its connections, lost and
+// replaced nothing, and one watchdog is left on the login node.
+void calls_survive(const SlurmCluster& c, const std::function<void()>& cut) {
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    spec.concurrency = 2;
+    {
+        sky::ComputePool pool{spec};
+        const auto job = c.queue();
+        REQUIRE(job.size() == 1);
+        std::vector<sky::Future<int>> calls;
+        for (int i = 0; i < 6; ++i) calls.push_back(pool.submit(sky::compute<record_nap>(i, 3000)));
+        std::this_thread::sleep_for(1s);
+        cut();
+        for (int i = 0; i < 6; ++i) {
+            INFO(ev.dump());
+            REQUIRE(calls[static_cast<std::size_t>(i)].wait_for(90s));
+            CHECK(calls[static_cast<std::size_t>(i)].get() == i);
+        }
+        INFO(ev.dump());
+        CHECK(ev.dump().find("reconnected to its worker") != std::string::npos);
+        CHECK(ev.dump().find(" lost: ") == std::string::npos);
+        CHECK(ev.dump().find("replaced by") == std::string::npos);
+        std::map<int, int> runs;
+        for (const auto& node : sky::compute<runs_here>() | pool)
+            for (int id : node) ++runs[id];
+        CHECK(runs.size() == 6);
+        for (auto [id, count] : runs) {
+            INFO("call " << id);
+            CHECK(count == 1);
+        }
+        CHECK(c.queue() == job);
+        // The watchdog moved to the new connection: one is left.
+        CHECK(c.on_login("pgrep -f -c '^bash -c while kill -0'").output == "1\n");
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+    }
+    INFO(ev.dump());
+    if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
+    check_nothing_left(c);
+}
+
+// Resets the client's TCP connections to the login node's sshd (as a NAT or a flaky link
+// does): every worker's channel and the command channel go with them.
+void reset_login_connection(const SlurmCluster& c) {
+    auto r = sky::test::run_command({"ss", "-K", "dst", c.login_address(), "dport", "=", ":22"});
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: a dropped connection to the login node is resumed, each result once, the job "
+    "kept",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = false});
+    calls_survive(c, [&] { reset_login_connection(c); });
+}
+
+TEST_CASE(
+    "slurm pool: a dropped connection with the login node unreachable for 4 s is resumed once "
+    "it answers",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    const std::string link = c.client_link();
+    struct LinkUp {
+        std::string link;
+        ~LinkUp() { sky::test::run_command({"ip", "link", "set", link, "up"}); }
+    } up{link};
+    calls_survive(c, [&] {
+        REQUIRE(sky::test::run_command({"ip", "link", "set", link, "down"}).status == 0);
+        reset_login_connection(c);
+        std::this_thread::sleep_for(4s);  // reconnect attempts fail meanwhile
+        REQUIRE(sky::test::run_command({"ip", "link", "set", link, "up"}).status == 0);
+    });
 }

@@ -94,6 +94,10 @@ TEST_CASE("slurm: the other command lines", "[slurm]") {
                   "--ntasks-per-node=1", "--nodelist=c1", "--chdir=/tmp", "bash", "-c", "true"});
     CHECK(sbcast_argv("12", "/a", "/tmp/b") ==
           Strings{"sbcast", "--jobid=12", "--force", "--preserve", "/a", "/tmp/b"});
+    // One shell line (the watchdog's scancel, a detached srun): every word quoted, quotes too.
+    CHECK(shell_command({"scancel", "--name=sky-p", "--user=o'neil"}) ==
+          "'scancel' '--name=sky-p' '--user=o'\\''neil'");
+    CHECK(shell_command({}).empty());
 }
 
 TEST_CASE("slurm: squeue lines, every state code and odd ones", "[slurm]") {
