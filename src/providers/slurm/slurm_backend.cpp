@@ -498,6 +498,9 @@ private:
     // cancels the pool's jobs (by name: a replacement job too) idle_timeout after it is gone.
     // Teardown ends it; a reconnect to the login node moves it to the new connection.
     void start_watchdog(LoginShell& login) {
+        // Two nodes' reconnects may each make a connection (one dropped as half-open, then
+        // another): one at a time, so that each ends the watchdog before it and one is left.
+        std::lock_guard wl(watchdog_m_);
         const std::string who =
             cfg_.login.empty()
                 ? std::to_string(::getpid())
@@ -898,6 +901,7 @@ private:
     std::string event_id_;  // events before a job exists; each job's are "slurm-job-<id>"
 
     mutable std::mutex m_;
+    std::mutex watchdog_m_;  // start_watchdog, one at a time
     std::unique_ptr<LoginShell> login_;
     std::vector<std::string> jobs_;  // every job submitted, in order
     std::vector<Node> nodes_;
