@@ -83,7 +83,7 @@ Point mid(Point a, Point b) { return {(a.x + b.x) / 2, (a.y + b.y) / 2, a.label 
 
 using sky::detail::Buffer;
 
-TEST_CASE("values round trip through cereal into a Buffer", "[serialize]") {
+TEST_CASE("values round trip through sky's archives into a Buffer", "[serialize]") {
     Buffer b;
     std::vector<float> v(1000);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
@@ -159,7 +159,7 @@ TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable
     CHECK(sky::compute<mid>.local(Point{0, 0, "a"}, Point{2, 4, "b"}) == Point{1, 2, "ab"});
 }
 
-TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwise",
+TEST_CASE("vectors of numbers load in place when aligned, through the archive otherwise",
           "[serialize]") {
     std::vector<double> v(1000);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i) / 3;
@@ -170,7 +170,7 @@ TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwi
     sky::detail::load_each(b.span(), out, tail);  // aligned: the fast path
     CHECK(out == v);
     CHECK(tail == "tail");
-    Buffer shifted;  // the same bytes one byte off alignment: cereal's path
+    Buffer shifted;  // the same bytes one byte off alignment: the archive's path
     shifted.push_back(std::byte{0});
     shifted.append(b.data(), b.size());
     std::vector<double> out2;
