@@ -10,8 +10,6 @@
 /// memory size only (or has a documented default, as H100 = 80 GB); for models sold in several
 /// sizes (A100 40/80 GB, V100 16/32 GB) it stays empty, meaning "any size", unless asked for or
 /// implied by a MIG profile.
-#include <cereal/types/optional.hpp>
-#include <cereal/types/string.hpp>
 #include <optional>
 #include <string>
 #include <string_view>

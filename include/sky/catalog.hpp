@@ -22,8 +22,6 @@
 ///
 /// Memory units: "GB" and "GiB" both mean 2^30 bytes (see sky::parse_memory_gb); instance memory
 /// is in GiB as providers report it; accelerator memory is the marketed per-device size.
-#include <cereal/types/optional.hpp>
-#include <cereal/types/string.hpp>
 #include <optional>
 #include <sky/accelerator.hpp>
 #include <sky/spot.hpp>

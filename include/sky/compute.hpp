@@ -40,11 +40,10 @@ struct function_traits<R(A...) noexcept> : function_traits<R (*)(A...)> {};
 template <class T>
 struct argument_must_be_serializable {
     static_assert(serializable<T>,
-                  "sky::compute: this argument or result type cannot be serialized by cereal; "
-                  "give it a serialize() member or free function, or include cereal's header "
-                  "for it (<cereal/types/memory.hpp> for smart pointers, "
-                  "<cereal/types/complex.hpp> for std::complex; see the type in the "
-                  "'required from' lines below)");
+                  "sky::compute: this argument or result type cannot be serialized; give it "
+                  "a serialize() member or free function, as for cereal: template <class "
+                  "Archive> void serialize(Archive& ar) { ar(a, b); } (see the type in the "
+                  "'required from' lines below; docs/concepts.md)");
     static constexpr bool value = true;
 };
 
@@ -83,9 +82,12 @@ void invoke(std::span<const std::byte> in, Buffer& out) {
 
 template <auto F>
 struct Registration {
-    static inline const bool done = register_function(
-        FunctionEntry{function_name<F>(), fnv1a(type_name<std::remove_pointer_t<decltype(F)>>()),
-                      type_name<std::remove_pointer_t<decltype(F)>>(), &invoke<F>});
+    // Constants: the name parsing runs in the compiler, not in the program (nor is it emitted).
+    static constexpr std::string_view name = function_name<F>();
+    static constexpr std::string_view signature_text = type_name<std::remove_pointer_t<decltype(F)>>();
+    static constexpr std::uint64_t signature = fnv1a(signature_text);
+    static inline const bool done =
+        register_function(FunctionEntry{name, signature, signature_text, &invoke<F>});
 };
 
 template <class Tuple>
@@ -115,7 +117,7 @@ public:
         static_assert(detail::all_serializable<typename traits::args>::value);
         static_assert(detail::argument_must_be_serializable<result_type>::value);
         (void)detail::Registration<F>::done;  // instantiates the static registration
-        auto args = std::make_shared<detail::Buffer>();
+        auto args = detail::make_shared_buffer();
         if constexpr (sizeof...(A) > 0) {
             encode(*args, std::forward<A>(a)...);
         }
@@ -132,10 +134,10 @@ public:
     decltype(auto) local(A&&... a) const { return std::invoke(F, std::forward<A>(a)...); }
 
     /// Qualified name under which F is registered, e.g. "stats::mean".
-    static constexpr std::string_view name() noexcept { return detail::function_name<F>(); }
+    static constexpr std::string_view name() noexcept { return detail::Registration<F>::name; }
     /// Hash of F's signature; a worker refuses a call whose hash differs.
     static constexpr std::uint64_t signature_hash() noexcept {
-        return detail::fnv1a(detail::type_name<std::remove_pointer_t<decltype(F)>>());
+        return detail::Registration<F>::signature;
     }
 
 private:

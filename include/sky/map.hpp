@@ -215,7 +215,7 @@ ChunkOutput<R> decode_chunk(const Outcome& o, const MapRun& run, std::size_t k) 
             load_each(o.result.span(), c.errors);
         else
             load_each(o.result.span(), c.values, c.errors);
-    } catch (const cereal::Exception& e) {
+    } catch (const std::runtime_error& e) {  // cereal::Exception, or a user type's load()
         throw_undecodable("a map chunk's result", e);
     }
     bool ok = true;
@@ -322,7 +322,7 @@ public:
         for (const detail::Buffer* b : {&d.elements, &d.fixed}) {
             std::uint64_t n = b->size();
             ar(n);
-            if (n) ar(cereal::binary_data(b->data(), n));
+            if (n) ar.saveBinary(b->data(), n);
         }
     }
     /// Throws cereal::Exception when the bytes do not describe a consistent map.
@@ -339,7 +339,7 @@ public:
             ar(n);
             if constexpr (std::is_same_v<Archive, detail::BoundedInputArchive>) ar.check_count(n);
             b->resize(static_cast<std::size_t>(n));
-            if (n) ar(cereal::binary_data(b->data(), n));
+            if (n) ar.loadBinary(b->data(), static_cast<std::size_t>(n));
         }
         const std::uint64_t bytes = d->elements.size();
         bool ok = stride ? d->offsets.empty() && count <= bytes / stride && count * stride == bytes
@@ -347,9 +347,9 @@ public:
                                d->offsets.front() == 0 && d->offsets.back() == bytes;
         for (std::size_t i = 1; ok && !stride && i < d->offsets.size(); ++i)
             ok = d->offsets[i - 1] <= d->offsets[i];
-        if (!ok) throw cereal::Exception("a PendingMap whose element offsets do not fit its bytes");
+        if (!ok) detail::throw_decode_error("a PendingMap whose element offsets do not fit its bytes");
         if (detail::mapped_function(name) == name)
-            throw cereal::Exception("a PendingMap whose function is not a map's chunk runner");
+            detail::throw_decode_error("a PendingMap whose function is not a map's chunk runner");
         d->count = static_cast<std::size_t>(count);
         d->stride = static_cast<std::size_t>(stride);
         chunk_ = static_cast<std::size_t>(chunk);
@@ -406,8 +406,7 @@ public:
         } else {
             d->offsets.reserve(size + 1);
             d->offsets.push_back(0);
-            detail::Encoder enc(d->elements);
-            auto& ar = enc.archive();
+            detail::OutputArchive ar(d->elements);
             for (auto&& e : range) {
                 ar(detail::as_param<E>(std::forward<decltype(e)>(e)));
                 d->offsets.push_back(d->elements.size());

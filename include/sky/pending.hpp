@@ -113,7 +113,7 @@ public:
            desc_.options.plugin.kind, desc_.options.plugin.backend, desc_.options.at_most_once);
         std::uint64_t n = desc_.args ? desc_.args->size() : 0;
         ar(n);
-        if (n) ar(cereal::binary_data(desc_.args->data(), n));
+        if (n) ar.saveBinary(desc_.args->data(), n);
     }
     template <class Archive>
     void load(Archive& ar) {
@@ -123,14 +123,14 @@ public:
            desc_.options.plugin.backend, desc_.options.at_most_once);
         if (timeout_ms >= 0) desc_.options.timeout = std::chrono::milliseconds{timeout_ms};
         if (desc_.options.plugin.kind > detail::PluginSpec::transformers)
-            throw cereal::Exception("unknown distributed plugin in a PendingCompute");
+            detail::throw_decode_error("unknown distributed plugin in a PendingCompute");
         desc_.owned_name = std::make_shared<const std::string>(std::move(name));
         desc_.function = *desc_.owned_name;
         std::uint64_t n = 0;
         ar(n);
-        auto args = std::make_shared<detail::Buffer>();
+        auto args = detail::make_shared_buffer();
         args->resize(n);
-        if (n) ar(cereal::binary_data(args->data(), n));
+        if (n) ar.loadBinary(args->data(), n);
         desc_.args = std::move(args);
     }
 

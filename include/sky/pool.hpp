@@ -60,6 +60,10 @@ struct PoolSpec {
 
     /// Throws sky::ConfigError naming the first bad field and its value.
     void validate() const;
+    /// In libsky: destroying the sixteen fields is not compiled in every program that makes a
+    /// pool. (A declared destructor leaves PoolSpec an aggregate; it is copied where it would
+    /// have been moved, which only the pool's construction does.)
+    ~PoolSpec();
 };
 
 namespace detail {
@@ -109,7 +113,7 @@ public:
     /// Runs one call on one worker.
     template <class R>
     R run(const PendingCompute<R>& p) {
-        auto st = start({&p.desc()}, false);
+        auto st = start_one(p.desc(), false);
         st->wait();
         return detail::take<R>(st->outcomes[0]);
     }
@@ -130,7 +134,7 @@ public:
     /// Runs once on every node; results in node order.
     template <class R>
     auto broadcast(const PendingCompute<R>& p) {
-        auto st = start({&p.desc()}, true);
+        auto st = start_one(p.desc(), true);
         st->wait();
         return take_vector<R>(*st);
     }
@@ -138,7 +142,7 @@ public:
     /// Starts a call and returns at once.
     template <class R>
     Future<R> submit(const PendingCompute<R>& p) {
-        return Future<R>(start({&p.desc()}, false),
+        return Future<R>(start_one(p.desc(), false),
                          [](detail::BatchState& s) { return detail::take<R>(s.outcomes[0]); });
     }
     template <class... Rs>
@@ -240,6 +244,8 @@ private:
     std::shared_ptr<detail::BatchState> start(std::vector<const detail::CallDesc*> calls,
                                               bool broadcast);
     std::shared_ptr<detail::BatchState> start_all(const std::vector<detail::CallDesc>& calls);
+    /// One call (run, broadcast, submit): no vector of calls is built in the caller's code.
+    std::shared_ptr<detail::BatchState> start_one(const detail::CallDesc& call, bool broadcast);
     template <class R>
     std::shared_ptr<detail::BatchState> start_gather(const PendingGather<R>& g) {
         std::vector<const detail::CallDesc*> calls;

@@ -15,6 +15,8 @@ boost::asio::io_context& io_context() { return io::context(); }
 
 }  // namespace detail
 
+PoolSpec::~PoolSpec() = default;
+
 ComputePool::~ComputePool() {
     if (core_) core_->close(false);
 }
@@ -33,6 +35,10 @@ std::shared_ptr<detail::BatchState> ComputePool::start(std::vector<const detail:
                                                        bool broadcast) {
     if (!core_) throw Error("this ComputePool was moved from: it runs nothing");
     return core_->submit(calls, broadcast);
+}
+std::shared_ptr<detail::BatchState> ComputePool::start_one(const detail::CallDesc& call,
+                                                           bool broadcast) {
+    return start({&call}, broadcast);
 }
 std::shared_ptr<detail::BatchState> ComputePool::start_all(
     const std::vector<detail::CallDesc>& calls) {

@@ -1,4 +1,4 @@
-// An argument type cereal cannot serialize is a compile-time error that names the type.
+// An argument type that cannot be serialized is a compile-time error that names the type.
 #include <sky/sky.hpp>
 
 struct Handle {

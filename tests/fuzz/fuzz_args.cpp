@@ -7,6 +7,7 @@
 // size fields claim (an allocation bomb is a finding even when it stays under libFuzzer's limit).
 #include <malloc.h>
 
+#include <cereal/details/helpers.hpp>  // cereal::Exception: what the bounded decoder throws
 #include <array>
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,6 @@
 #pragma once
-// A byte buffer that grows in place (realloc: large blocks are remapped, not copied). cereal
-// writes into it through detail::Encoder (sky/detail/serialize.hpp).
+// A byte buffer that grows in place (realloc: large blocks are remapped, not copied). sky's
+// archives write into it (sky/detail/serialize.hpp).
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>

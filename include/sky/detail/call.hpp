@@ -102,6 +102,10 @@ private:
     std::unique_ptr<Sync> sync_;
 };
 
+/// A new, empty Buffer for a call's arguments (made in libsky: the shared pointer's control
+/// block is not compiled in every translation unit that makes a call).
+std::shared_ptr<Buffer> make_shared_buffer();
+
 /// Throws ProtocolError("<what> could not be decoded: <e.what()>") (out of line: the message is
 /// built in libsky, not in every call's instantiation).
 [[noreturn]] void throw_undecodable(const char* what, const std::exception& e);
@@ -115,7 +119,7 @@ R take(const Outcome& o) {
         R r{};
         try {
             load_each(o.result.span(), r);
-        } catch (const cereal::Exception& e) {
+        } catch (const std::runtime_error& e) {  // cereal::Exception, or a user type's load()
             throw_undecodable("a result from the worker", e);
         }
         return r;

@@ -1,65 +1,307 @@
 #pragma once
-// cereal binary serialization into sky::detail::Buffer, and the concept that names what can travel.
-// The archives are made and destroyed in libsky (src/runtime/serialize.cpp): a user's translation
-// unit instantiates only the saving and loading of its own types. cereal's support for the
-// standard containers, strings, std::optional, std::variant, std::tuple, std::pair and
-// std::chrono is included here (api.md §1); smart pointers (<cereal/types/memory.hpp>, which
-// brings cereal's polymorphism registry into every translation unit) and std::complex
-// (<cereal/types/complex.hpp>) are included by the programs that send them.
-#include <cereal/archives/binary.hpp>
-#include <cereal/types/array.hpp>
-#include <cereal/types/chrono.hpp>
-#include <cereal/types/deque.hpp>
-#include <cereal/types/list.hpp>
-#include <cereal/types/map.hpp>
-#include <cereal/types/optional.hpp>
-#include <cereal/types/set.hpp>
-#include <cereal/types/string.hpp>
-#include <cereal/types/tuple.hpp>
-#include <cereal/types/unordered_map.hpp>
-#include <cereal/types/unordered_set.hpp>
-#include <cereal/types/utility.hpp>
-#include <cereal/types/variant.hpp>
-#include <cereal/types/vector.hpp>
+// sky's binary archive: what travels (arguments, results, protocol messages) is written into a
+// sky::detail::Buffer by OutputArchive and read back by BoundedInputArchive, byte for byte the
+// format of cereal's binary archive (a number: its bytes; a size: 64 bits; an optional: a
+// "nullopt" bool, then the value; a variant: a 32-bit index, then the value; ...). A user type
+// takes part as it does with cereal: a `serialize` member or free function (or `save`/`load`),
+// written against any archive `ar` and calling `ar(a, b, ...)`. The archives are sky's own so
+// that a program's translation unit includes none of cereal (its core alone cost more to
+// compile than the standard headers a program uses: docs/performance.md); cereal's helper
+// types (cereal::make_nvp, cereal::binary_data, cereal::base_class) still work in a
+// serialize() for programs that include cereal themselves. What the archives read is bounded
+// by the bytes they are given: a hostile or broken peer gets a cereal::Exception (thrown in
+// libsky), never a multi-GiB allocation.
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <deque>
-#include <list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include "sky/detail/buffer.hpp"
 #include "sky/export.hpp"
+
+// cereal's helper types, declared so that a serialize() written with them works with sky's
+// archives (only in a program that includes cereal: nothing here defines them).
+namespace cereal {
+template <class T>
+class NameValuePair;
+template <class T>
+struct BinaryData;
+template <class T>
+class SizeTag;
+template <class Base>
+struct base_class;
+template <class Base>
+struct virtual_base_class;
+}  // namespace cereal
 
 SKY_PUBLIC_BEGIN
 
 namespace sky::detail {
 
-/// A cereal input archive over a span of bytes that never trusts a size read from them: every
-/// size tag (string length, element count) larger than the bytes left is refused before anything
-/// is allocated, and vectors of non-numbers grow as their elements arrive instead of being
-/// resized up front. It reads what cereal::BinaryOutputArchive writes. Every frame from a peer
-/// is decoded with it, so a hostile or broken peer gets a cereal::Exception, never a multi-GiB
-/// allocation. (Every element of a non-empty type takes at least one byte; a vector of more
-/// than "bytes left" elements of an empty type is refused too, which is the price of the bound.)
-class BoundedInputArchive
-    : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
+// The bounded decoder's errors, thrown as cereal::Exception from libsky (out of line: their
+// messages are built there, not in every translation unit).
+[[noreturn]] void throw_short_read(std::size_t wanted, std::size_t left);
+[[noreturn]] void throw_too_many(std::uint64_t count, std::size_t left);
+[[noreturn]] void throw_bad_bool(std::uint8_t v);
+[[noreturn]] void throw_bad_index(std::uint64_t index, std::size_t alternatives);
+[[noreturn]] void throw_decode_error(const char* what);
+[[noreturn]] void throw_vector_too_long(std::uint64_t count, std::size_t bytes);
+
+namespace ser {
+
+template <class T, template <class...> class Tmpl>
+inline constexpr bool is_a = false;
+template <class... A, template <class...> class Tmpl>
+inline constexpr bool is_a<Tmpl<A...>, Tmpl> = true;
+
+template <class T>
+inline constexpr bool is_std_array = false;
+template <class T, std::size_t N>
+inline constexpr bool is_std_array<std::array<T, N>> = true;
+
+template <class T>
+inline constexpr bool is_duration = false;
+template <class R, class P>
+inline constexpr bool is_duration<std::chrono::duration<R, P>> = true;
+template <class T>
+inline constexpr bool is_time_point = false;
+template <class C, class D>
+inline constexpr bool is_time_point<std::chrono::time_point<C, D>> = true;
+
+/// A number stored as its bytes (bool is checked when read: a byte other than 0 or 1 is
+/// refused, it would be undefined behaviour as a bool).
+template <class T>
+inline constexpr bool is_number = std::is_arithmetic_v<T>;
+
+// Containers are recognised by their shape, so that this header needs none of <deque>,
+// <list>, <set>, <unordered_map> ...: a map (key_type and mapped_type), a set (key_type), a
+// sequence that grows at its back (std::deque, std::list).
+template <class T>
+concept map_like = requires(T& m) {
+    typename T::key_type;
+    typename T::mapped_type;
+    m.size();
+    m.clear();
+    m.begin()->second;
+};
+template <class T>
+concept set_like = !map_like<T> && requires(T& s, typename T::key_type k) {
+    s.size();
+    s.clear();
+    s.emplace(std::move(k));
+};
+template <class T>
+concept sequence_like = requires(T& s) {
+    typename T::value_type;
+    s.size();
+    s.clear();
+    s.emplace_back();
+    s.begin();
+};
+template <class T>
+concept complex_like = requires(const T& c) {
+    typename T::value_type;
+    c.real();
+    c.imag();
+    T(c.real(), c.imag());
+};
+
+// The user's serialize/save/load, as members or found by argument-dependent lookup (these
+// declarations keep ordinary lookup from finding anything else).
+void serialize() = delete;
+void save() = delete;
+void load() = delete;
+template <class A, class T>
+concept member_serialize = requires(A& a, T& t) { t.serialize(a); };
+template <class A, class T>
+concept member_save = requires(A& a, const T& t) { t.save(a); };
+template <class A, class T>
+concept member_load = requires(A& a, T& t) { t.load(a); };
+template <class A, class T>
+concept free_serialize = requires(A& a, T& t) { serialize(a, t); };
+template <class A, class T>
+concept free_save = requires(A& a, const T& t) { save(a, t); };
+template <class A, class T>
+concept free_load = requires(A& a, T& t) { load(a, t); };
+
+}  // namespace ser
+
+class OutputArchive;
+class BoundedInputArchive;
+
+/// True when T can be written and read by sky's archives (elements of containers included).
+template <class T>
+constexpr bool can_travel() noexcept;
+
+/// An archive that appends to a Buffer, as cereal's BinaryOutputArchive would write.
+class OutputArchive {
 public:
-    // Made and destroyed in libsky: cereal's archive base is instantiated there, not in every
-    // translation unit that decodes a value.
-    explicit BoundedInputArchive(std::span<const std::byte> bytes);
-    ~BoundedInputArchive();
+    using is_loading = std::false_type;
+    using is_saving = std::true_type;
+
+    explicit OutputArchive(Buffer& out) noexcept : out_(out) {}
+    OutputArchive(const OutputArchive&) = delete;
+    OutputArchive& operator=(const OutputArchive&) = delete;
+
+    /// Writes each value in turn.
+    template <class... Ts>
+    OutputArchive& operator()(const Ts&... values) {
+        (write(values), ...);
+        return *this;
+    }
+    template <class T>
+    OutputArchive& operator&(const T& value) {
+        write(value);
+        return *this;
+    }
+    template <class T>
+    OutputArchive& operator<<(const T& value) {
+        write(value);
+        return *this;
+    }
+    /// Appends raw bytes.
+    void saveBinary(const void* data, std::size_t size) { out_.append(data, size); }
+
+    template <class T>
+    void write(const T& v) {
+        using namespace ser;
+        if constexpr (is_number<T>) {
+            saveBinary(&v, sizeof v);
+        } else if constexpr (std::is_enum_v<T>) {
+            write(static_cast<std::underlying_type_t<T>>(v));
+        } else if constexpr (is_a<T, cereal::NameValuePair>) {
+            write(v.value);
+        } else if constexpr (is_a<T, cereal::BinaryData>) {
+            saveBinary(v.data, static_cast<std::size_t>(v.size));
+        } else if constexpr (is_a<T, cereal::SizeTag>) {
+            write_size(static_cast<std::uint64_t>(v.size));
+        } else if constexpr (is_a<T, cereal::base_class> || is_a<T, cereal::virtual_base_class>) {
+            write_user(*v.base_ptr);
+        } else if constexpr (member_serialize<OutputArchive, T> || member_save<OutputArchive, T> ||
+                             free_serialize<OutputArchive, T> || free_save<OutputArchive, T>) {
+            write_user(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            write_size(v.size());
+            saveBinary(v.data(), v.size());
+        } else if constexpr (is_a<T, std::vector>) {
+            using E = typename T::value_type;
+            write_size(v.size());
+            if constexpr (is_number<E> && !std::is_same_v<E, bool>) {
+                saveBinary(v.data(), v.size() * sizeof(E));
+            } else {
+                for (const auto& e : v) write(static_cast<const E&>(e));
+            }
+        } else if constexpr (std::is_array_v<T> || is_std_array<T>) {
+            using E = std::remove_cvref_t<decltype(v[0])>;
+            if constexpr (is_number<E>)
+                saveBinary(&v[0], sizeof(T));
+            else
+                for (const auto& e : v) write(e);
+        } else if constexpr (is_a<T, std::pair>) {
+            write(v.first);
+            write(v.second);
+        } else if constexpr (is_a<T, std::tuple>) {
+            std::apply([this](const auto&... e) { (write(e), ...); }, v);
+        } else if constexpr (is_a<T, std::optional>) {
+            write(!v.has_value());  // cereal's "nullopt" flag
+            if (v) write(*v);
+        } else if constexpr (is_a<T, std::variant>) {
+            write(static_cast<std::int32_t>(v.index()));
+            std::visit([this](const auto& e) { write(e); }, v);
+        } else if constexpr (std::is_same_v<T, std::monostate>) {
+        } else if constexpr (is_duration<T>) {
+            write(v.count());
+        } else if constexpr (is_time_point<T>) {
+            write(v.time_since_epoch());
+        } else if constexpr (is_a<T, std::unique_ptr>) {
+            write(static_cast<std::uint8_t>(v ? 1 : 0));
+            if (v) write(*v);
+        } else if constexpr (is_a<T, std::shared_ptr>) {
+            // cereal's form of a pointer written once: an id with the high bit set, the value.
+            // (Sharing between pointers is not kept: each is its own copy on the other side.)
+            write(static_cast<std::uint32_t>(v ? 0x80000001u : 0u));
+            if (v) write(*v);
+        } else if constexpr (complex_like<T>) {
+            write(v.real());
+            write(v.imag());
+        } else if constexpr (map_like<T>) {
+            write_size(v.size());
+            for (const auto& kv : v) {
+                write(kv.first);
+                write(kv.second);
+            }
+        } else if constexpr (set_like<T> || sequence_like<T>) {
+            write_size(v.size());
+            for (const auto& e : v) write(e);
+        } else {
+            static_assert(can_travel<T>(), "sky: this type cannot be serialized");
+        }
+    }
+
+private:
+    void write_size(std::uint64_t n) { saveBinary(&n, sizeof n); }
+    template <class T>
+    void write_user(const T& v) {
+        using namespace ser;
+        auto& m = const_cast<T&>(v);
+        if constexpr (member_serialize<OutputArchive, T>)
+            m.serialize(*this);
+        else if constexpr (member_save<OutputArchive, T>)
+            v.save(*this);
+        else if constexpr (free_serialize<OutputArchive, T>)
+            serialize(*this, m);
+        else
+            save(*this, v);
+    }
+
+    Buffer& out_;
+};
+
+/// An archive over a span of bytes that never trusts a size read from them: every size (string
+/// length, element count) larger than the bytes left is refused before anything is allocated,
+/// and containers of non-numbers grow as their elements arrive. It reads what OutputArchive (and
+/// cereal's BinaryOutputArchive) writes; errors are cereal::Exception.
+class BoundedInputArchive {
+public:
+    using is_loading = std::true_type;
+    using is_saving = std::false_type;
+
+    explicit BoundedInputArchive(std::span<const std::byte> bytes) noexcept
+        : at_(bytes.data()), end_(bytes.data() + bytes.size()) {}
     BoundedInputArchive(const BoundedInputArchive&) = delete;
     BoundedInputArchive& operator=(const BoundedInputArchive&) = delete;
 
+    /// Reads each value in turn.
+    template <class... Ts>
+    BoundedInputArchive& operator()(Ts&&... values) {
+        (read(values), ...);
+        return *this;
+    }
+    template <class T>
+    BoundedInputArchive& operator&(T&& value) {
+        read(value);
+        return *this;
+    }
+    template <class T>
+    BoundedInputArchive& operator>>(T&& value) {
+        read(value);
+        return *this;
+    }
+
     /// Copies `size` bytes out; throws cereal::Exception when fewer are left.
-    void loadBinary(void* const data, std::streamsize size) {
-        const auto n = static_cast<std::size_t>(size);
-        if (size < 0 || n > remaining()) throw_short(size);
-        if (n) std::memcpy(data, at_, n);
-        at_ += n;
+    void loadBinary(void* const data, std::size_t size) {
+        if (size > remaining()) throw_short_read(size, remaining());
+        if (size) std::memcpy(data, at_, size);
+        at_ += size;
     }
     /// Bytes not read yet.
     [[nodiscard]] std::size_t remaining() const noexcept {
@@ -67,208 +309,267 @@ public:
     }
     /// Throws when a count claims more elements of `element_bytes` each than the bytes left.
     void check_count(std::uint64_t count, std::size_t element_bytes = 1) const {
-        if (count > remaining() / (element_bytes ? element_bytes : 1)) throw_too_many(count);
+        if (count > remaining() / (element_bytes ? element_bytes : 1))
+            throw_too_many(count, remaining());
+    }
+
+    template <class T>
+    void read(T& v) {
+        using namespace ser;
+        if constexpr (std::is_same_v<T, bool>) {
+            std::uint8_t b = 0;
+            loadBinary(&b, 1);
+            if (b > 1) throw_bad_bool(b);
+            v = b != 0;
+        } else if constexpr (is_number<T>) {
+            loadBinary(&v, sizeof v);
+        } else if constexpr (std::is_enum_v<T>) {
+            std::underlying_type_t<T> u{};
+            read(u);
+            v = static_cast<T>(u);
+        } else if constexpr (is_a<T, cereal::NameValuePair>) {
+            read(v.value);
+        } else if constexpr (is_a<T, cereal::BinaryData>) {
+            loadBinary(const_cast<void*>(static_cast<const void*>(v.data)),
+                       static_cast<std::size_t>(v.size));
+        } else if constexpr (is_a<T, cereal::SizeTag>) {
+            std::uint64_t n = read_size();
+            v.size = static_cast<std::remove_reference_t<decltype(v.size)>>(n);
+        } else if constexpr (is_a<T, cereal::base_class> || is_a<T, cereal::virtual_base_class>) {
+            read_user(*v.base_ptr);
+        } else if constexpr (member_serialize<BoundedInputArchive, T> ||
+                             member_load<BoundedInputArchive, T> ||
+                             free_serialize<BoundedInputArchive, T> ||
+                             free_load<BoundedInputArchive, T>) {
+            read_user(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            const std::uint64_t n = read_size();
+            v.resize(static_cast<std::size_t>(n));
+            loadBinary(v.data(), static_cast<std::size_t>(n));
+        } else if constexpr (is_a<T, std::vector>) {
+            using E = typename T::value_type;
+            const std::uint64_t n = read_size();
+            if constexpr (is_number<E> && !std::is_same_v<E, bool>) {
+                check_count(n, sizeof(E));
+                v.resize(static_cast<std::size_t>(n));
+                loadBinary(v.data(), static_cast<std::size_t>(n) * sizeof(E));
+            } else if constexpr (std::is_same_v<E, bool>) {
+                v.resize(static_cast<std::size_t>(n));
+                for (std::size_t i = 0; i < v.size(); ++i) {
+                    bool b = false;
+                    read(b);
+                    v[i] = b;
+                }
+            } else {
+                // Grows as elements arrive: memory follows the bytes decoded, whatever
+                // sizeof(E) is.
+                v.clear();
+                for (std::uint64_t i = 0; i < n; ++i) read(v.emplace_back());
+            }
+        } else if constexpr (std::is_array_v<T> || is_std_array<T>) {
+            using E = std::remove_cvref_t<decltype(v[0])>;
+            if constexpr (is_number<E> && !std::is_same_v<E, bool>)
+                loadBinary(&v[0], sizeof(T));
+            else
+                for (auto& e : v) read(e);
+        } else if constexpr (is_a<T, std::pair>) {
+            read(const_cast<std::remove_const_t<typename T::first_type>&>(v.first));
+            read(v.second);
+        } else if constexpr (is_a<T, std::tuple>) {
+            std::apply([this](auto&... e) { (read(e), ...); }, v);
+        } else if constexpr (is_a<T, std::optional>) {
+            bool nullopt = true;
+            read(nullopt);
+            if (nullopt) {
+                v.reset();
+            } else {
+                v.emplace();
+                read(*v);
+            }
+        } else if constexpr (is_a<T, std::variant>) {
+            std::int32_t index = -1;
+            read(index);
+            read_variant(v, index, std::make_index_sequence<std::variant_size_v<T>>{});
+        } else if constexpr (std::is_same_v<T, std::monostate>) {
+        } else if constexpr (is_duration<T>) {
+            typename T::rep count{};
+            read(count);
+            v = T(count);
+        } else if constexpr (is_time_point<T>) {
+            typename T::duration d{};
+            read(d);
+            v = T(d);
+        } else if constexpr (is_a<T, std::unique_ptr>) {
+            std::uint8_t valid = 0;
+            read(valid);
+            if (!valid) {
+                v.reset();
+            } else {
+                v = std::make_unique<typename T::element_type>();
+                read(*v);
+            }
+        } else if constexpr (is_a<T, std::shared_ptr>) {
+            std::uint32_t id = 0;
+            read(id);
+            if (id == 0) {
+                v.reset();
+            } else if (!(id & 0x80000000u)) {
+                throw_decode_error("a shared pointer that refers to an earlier one");
+            } else {
+                auto p = std::make_shared<std::remove_const_t<typename T::element_type>>();
+                read(*p);
+                v = std::move(p);
+            }
+        } else if constexpr (complex_like<T>) {
+            typename T::value_type re{}, im{};
+            read(re);
+            read(im);
+            v = T(re, im);
+        } else if constexpr (map_like<T>) {
+            const std::uint64_t n = read_size();
+            v.clear();
+            for (std::uint64_t i = 0; i < n; ++i) {
+                typename T::key_type k{};
+                typename T::mapped_type m{};
+                read(k);
+                read(m);
+                v.emplace(std::move(k), std::move(m));
+            }
+        } else if constexpr (set_like<T>) {
+            const std::uint64_t n = read_size();
+            v.clear();
+            for (std::uint64_t i = 0; i < n; ++i) {
+                typename T::key_type k{};
+                read(k);
+                v.emplace(std::move(k));
+            }
+        } else if constexpr (sequence_like<T>) {
+            const std::uint64_t n = read_size();
+            v.clear();
+            for (std::uint64_t i = 0; i < n; ++i) read(v.emplace_back());
+        } else {
+            static_assert(can_travel<T>(), "sky: this type cannot be serialized");
+        }
     }
 
 private:
-    [[noreturn]] void throw_short(std::streamsize size) const;
-    [[noreturn]] void throw_too_many(std::uint64_t count) const;
+    /// A size: 64 bits, refused when larger than the bytes left (every element of a non-empty
+    /// type takes at least one byte; a container of more than "bytes left" elements of an
+    /// empty type is refused too, which is the price of the bound).
+    std::uint64_t read_size() {
+        std::uint64_t n = 0;
+        loadBinary(&n, sizeof n);
+        check_count(n);
+        return n;
+    }
+    template <class T>
+    void read_user(T& v) {
+        using namespace ser;
+        if constexpr (member_serialize<BoundedInputArchive, T>)
+            v.serialize(*this);
+        else if constexpr (member_load<BoundedInputArchive, T>)
+            v.load(*this);
+        else if constexpr (free_serialize<BoundedInputArchive, T>)
+            serialize(*this, v);
+        else
+            load(*this, v);
+    }
+    template <class V, std::size_t... I>
+    void read_variant(V& v, std::int32_t index, std::index_sequence<I...>) {
+        if (index < 0 || static_cast<std::size_t>(index) >= sizeof...(I))
+            throw_bad_index(static_cast<std::uint64_t>(index), sizeof...(I));
+        (void)((static_cast<std::size_t>(index) == I ? (read(v.template emplace<I>()), true)
+                                                     : false) ||
+               ...);
+    }
 
     const std::byte* at_;
     const std::byte* end_;
 };
 
-/// Numbers: their bytes as they are (little-endian hosts only, as the frame header).
 template <class T>
-std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, T& t) {
-    ar.loadBinary(std::addressof(t), sizeof(t));
-}
-[[noreturn]] void throw_bad_bool(std::uint8_t v);
-/// A bool is one byte, 0 or 1; another value is refused (read as a bool it would be undefined
-/// behaviour: found by fuzz_frames in an std::optional's flag).
-inline void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, bool& b) {
-    std::uint8_t v = 0;
-    ar.loadBinary(&v, 1);
-    if (v > 1) throw_bad_bool(v);
-    b = v != 0;
-}
-/// Names are not on the wire.
-template <class T>
-void CEREAL_SERIALIZE_FUNCTION_NAME(BoundedInputArchive& ar, cereal::NameValuePair<T>& t) {
-    ar(t.value);
-}
-/// The one place sizes come in: checked against the bytes left before anyone allocates.
-template <class T>
-void CEREAL_SERIALIZE_FUNCTION_NAME(BoundedInputArchive& ar, cereal::SizeTag<T>& t) {
-    ar(t.size);
-    ar.check_count(static_cast<std::uint64_t>(t.size));
-}
-/// Raw bytes (strings, vectors of numbers).
-template <class T>
-void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, cereal::BinaryData<T>& bd) {
-    ar.loadBinary(bd.data, static_cast<std::streamsize>(bd.size));
-}
-/// Vectors: numbers are checked against their real size on the wire; other elements are
-/// appended one by one, so memory follows the bytes actually decoded, whatever sizeof(T) is.
-template <class T, class A>
-void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::vector<T, A>& v) {
-    cereal::size_type n = 0;
-    ar(cereal::make_size_tag(n));
-    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
-        ar.check_count(n, sizeof(T));
-        v.resize(static_cast<std::size_t>(n));
-        ar(cereal::binary_data(v.data(), static_cast<std::size_t>(n) * sizeof(T)));
+constexpr bool can_travel() noexcept {
+    using namespace ser;
+    using O = OutputArchive;
+    using I = BoundedInputArchive;
+    if constexpr (std::is_reference_v<T> || std::is_pointer_v<T> || std::is_const_v<T> ||
+                  std::is_void_v<T>) {
+        return false;
+    } else if constexpr (is_number<T> || std::is_enum_v<T> || std::is_same_v<T, std::string> ||
+                         std::is_same_v<T, std::monostate> || is_duration<T> ||
+                         is_time_point<T>) {
+        return true;
+    } else if constexpr ((member_serialize<O, T> || member_save<O, T> || free_serialize<O, T> ||
+                          free_save<O, T>)&&(member_serialize<I, T> || member_load<I, T> ||
+                                             free_serialize<I, T> || free_load<I, T>)) {
+        return true;
+    } else if constexpr (std::is_array_v<T>) {
+        return can_travel<std::remove_extent_t<T>>();
+    } else if constexpr (is_a<T, std::pair>) {
+        return can_travel<std::remove_const_t<typename T::first_type>>() &&
+               can_travel<typename T::second_type>();
+    } else if constexpr (is_a<T, std::tuple> || is_a<T, std::variant>) {
+        return []<template <class...> class L, class... E>(std::type_identity<L<E...>>) {
+            return (can_travel<E>() && ...);
+        }(std::type_identity<T>{});
+    } else if constexpr (is_a<T, std::optional> || is_a<T, std::vector> || is_std_array<T>) {
+        return can_travel<typename T::value_type>();
+    } else if constexpr (is_a<T, std::unique_ptr> || is_a<T, std::shared_ptr>) {
+        return can_travel<std::remove_const_t<typename T::element_type>>() &&
+               std::is_default_constructible_v<typename T::element_type>;
+    } else if constexpr (complex_like<T>) {
+        return can_travel<typename T::value_type>();
+    } else if constexpr (map_like<T>) {
+        return can_travel<typename T::key_type>() && can_travel<typename T::mapped_type>();
+    } else if constexpr (set_like<T>) {
+        return can_travel<typename T::key_type>();
+    } else if constexpr (sequence_like<T>) {
+        return can_travel<typename T::value_type>();
     } else {
-        v.clear();
-        for (cereal::size_type i = 0; i < n; ++i) {
-            v.emplace_back();
-            ar(v.back());
-        }
-    }
-}
-/// std::deque and std::list: cereal resizes them to the count before the first
-/// element is read (the count is bounded by the bytes left, but not by what an element takes in
-/// memory: a 64-byte element per byte of input); here they grow as their elements arrive.
-template <class T, class A>
-void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::deque<T, A>& d) {
-    cereal::size_type n = 0;
-    ar(cereal::make_size_tag(n));
-    d.clear();
-    for (cereal::size_type i = 0; i < n; ++i) ar(d.emplace_back());
-}
-template <class T, class A>
-void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::list<T, A>& l) {
-    cereal::size_type n = 0;
-    ar(cereal::make_size_tag(n));
-    l.clear();
-    for (cereal::size_type i = 0; i < n; ++i) ar(l.emplace_back());
-}
-/// std::vector<bool>: one byte per element.
-template <class A>
-void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::vector<bool, A>& v) {
-    cereal::size_type n = 0;
-    ar(cereal::make_size_tag(n));
-    v.resize(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < v.size(); ++i) {
-        bool b = false;
-        ar(b);
-        v[i] = b;
+        return false;
     }
 }
 
 }  // namespace sky::detail
 
-// Polymorphic types registered with cereal work through the bounded archive too, and cereal's
-// load/save pairing checks find the output archive that writes what it reads.
-CEREAL_REGISTER_ARCHIVE(sky::detail::BoundedInputArchive)
-namespace cereal::traits::detail {
-template <>
-struct get_output_from_input<sky::detail::BoundedInputArchive> {
-    using type = cereal::BinaryOutputArchive;
-};
-}  // namespace cereal::traits::detail
-
 namespace sky {
+
+/// A type that can be an argument or a result of a remote function: sky's archives can write
+/// and read it, and it can be made empty to be read into.
+template <class T>
+concept serializable = std::is_same_v<T, void> ||
+    (detail::can_travel<T>() && std::is_default_constructible_v<T>);
 
 namespace detail {
 
-/// A std::vector of numbers: cereal writes it as a 64-bit count and the raw elements.
+/// A std::vector of numbers: written as a 64-bit count and the raw elements.
 template <class T>
 struct is_flat_vector : std::false_type {};
 template <class T, class A>
 struct is_flat_vector<std::vector<T, A>>
     : std::bool_constant<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>> {};
 
-/// The types sky writes and reads itself, byte for byte as cereal's binary archive does (a
-/// number: its bytes; a vector of numbers or a std::string: a 64-bit count, then the raw
-/// elements): a call whose arguments and result are all of them instantiates none of cereal's
-/// machinery, which is most of what a call costs to compile. (bool stays with cereal, whose
-/// bounded loader refuses a byte other than 0 or 1.)
-template <class T>
-inline constexpr bool is_plain_number = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
-template <class T>
-inline constexpr bool is_direct =
-    is_plain_number<T> || is_flat_vector<T>::value || std::is_same_v<T, std::string>;
-
-}  // namespace detail
-
-/// A type that can be an argument or a result of a remote function: cereal can save and load it.
-template <class T>
-concept serializable = std::is_same_v<T, void> || detail::is_direct<T> ||
-    (cereal::traits::is_output_serializable<T, cereal::BinaryOutputArchive>::value&&
-         cereal::traits::is_input_serializable<T, detail::BoundedInputArchive>::value&&
-             std::is_default_constructible_v<T>);
-
-namespace detail {
-
-/// A cereal binary output archive that appends to a Buffer. Made and destroyed in libsky (the
-/// stream behind it too), so a translation unit instantiates only the saving of its own types.
-class Encoder {
-public:
-    explicit Encoder(Buffer& out);
-    ~Encoder();
-    Encoder(const Encoder&) = delete;
-    Encoder& operator=(const Encoder&) = delete;
-    [[nodiscard]] cereal::BinaryOutputArchive& archive() noexcept { return *archive_; }
-
-private:
-    struct State;
-    std::unique_ptr<State> state_;
-    cereal::BinaryOutputArchive* archive_;
-};
-
-/// Appends one value of a direct type (is_direct) as cereal's binary archive would.
-template <class T>
-void save_direct(Buffer& out, const T& value) {
-    if constexpr (is_plain_number<T>) {
-        out.append(&value, sizeof value);
-    } else {
-        const std::uint64_t n = value.size();
-        out.append(&n, sizeof n);
-        if (n) out.append(value.data(), value.size() * sizeof(typename T::value_type));
-    }
-}
-
-/// Appends the cereal binary form of each value to `out`.
+/// Appends the binary form of each value to `out`.
 template <class... Ts>
 void save_to(Buffer& out, const Ts&... values) {
-    if constexpr ((is_direct<Ts> && ...)) {
-        (save_direct(out, values), ...);
-    } else {
-        Encoder e(out);
-        e.archive()(values...);
-    }
+    OutputArchive ar(out);
+    ar(values...);
 }
 
-/// Reads values saved by save_to with a BoundedInputArchive; throws cereal::Exception when the
-/// bytes run out or a size does not fit in them (never allocates more than they can fill).
+/// Reads values saved by save_to; throws cereal::Exception when the bytes run out or a size does
+/// not fit in them (never allocates more than they can fill).
 template <class... Ts>
 void load_from(std::span<const std::byte> bytes, Ts&... values) {
     BoundedInputArchive ar(bytes);
     ar(values...);
 }
 
-[[noreturn]] void throw_vector_too_long(std::uint64_t count, std::size_t bytes);
-[[noreturn]] void throw_string_too_long(std::uint64_t count, std::size_t bytes);
-[[noreturn]] void throw_short_read(std::size_t wanted, std::size_t left);
-
-/// Loads one value from the front of `bytes` and returns how many bytes it took. A direct type
-/// is read here, checked against the bytes left; a vector of numbers whose elements are aligned
-/// in `bytes` is built straight from them: one pass, where cereal would zero-fill the vector
-/// first and then copy into it.
+/// Loads one value from the front of `bytes` and returns how many bytes it took. A vector of
+/// numbers whose elements are aligned in `bytes` is built straight from them: one pass, where
+/// resizing first would zero-fill the vector and then copy into it.
 template <class T>
 std::size_t load_one(std::span<const std::byte> bytes, T& value) {
-    if constexpr (is_plain_number<T>) {
-        if (bytes.size() < sizeof(T)) throw_short_read(sizeof(T), bytes.size());
-        std::memcpy(&value, bytes.data(), sizeof(T));
-        return sizeof(T);
-    } else if constexpr (std::is_same_v<T, std::string>) {
-        std::uint64_t n = 0;
-        if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
-        if (bytes.size() < 8 || bytes.size() - 8 < n) throw_string_too_long(n, bytes.size());
-        value.assign(reinterpret_cast<const char*>(bytes.data()) + 8, static_cast<std::size_t>(n));
-        return 8 + static_cast<std::size_t>(n);
-    } else if constexpr (is_flat_vector<T>::value) {
+    if constexpr (is_flat_vector<T>::value) {
         using E = typename T::value_type;
         std::uint64_t n = 0;
         if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
@@ -298,12 +599,10 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
     }
 }
 
-/// Like load_from, taking the direct path of load_one for numbers, strings and vectors of
-/// numbers (one archive for all values otherwise: cereal writes a versioned type's version once
-/// per archive).
+/// Like load_from, taking load_one's in-place path for the vectors of numbers among the values.
 template <class... Ts>
 void load_each(std::span<const std::byte> bytes, Ts&... values) {
-    if constexpr ((is_direct<Ts> && ...) || (is_flat_vector<Ts>::value || ...)) {
+    if constexpr ((is_flat_vector<Ts>::value || ...)) {
         ((bytes = bytes.subspan(load_one(bytes, values))), ...);
     } else {
         load_from(bytes, values...);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
+#include <cereal/details/helpers.hpp>  // cereal::Exception: what the bounded decoder throws
 #include <fstream>
 #include <iostream>
 #include <list>

@@ -1,6 +1,30 @@
 // Serialization: what travels comes back equal; the buffer grows in place.
 #include <catch2/catch.hpp>
+// cereal's own archive is the reference the wire format is checked against.
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/array.hpp>
+#include <cereal/types/chrono.hpp>
+#include <cereal/types/complex.hpp>
+#include <cereal/types/deque.hpp>
+#include <cereal/types/list.hpp>
+#include <cereal/types/map.hpp>
+#include <cereal/types/memory.hpp>
+#include <cereal/types/optional.hpp>
+#include <cereal/types/set.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/tuple.hpp>
+#include <cereal/types/unordered_map.hpp>
+#include <cereal/types/utility.hpp>
+#include <cereal/types/variant.hpp>
+#include <cereal/types/vector.hpp>
+#include <complex>
+#include <deque>
+#include <list>
 #include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -20,6 +44,37 @@ struct Point {
     }
     bool operator==(const Point&) const = default;
 };
+/// Written with save/load members, a free serialize, cereal's helpers and a base class.
+struct Split {
+    int a = 0;
+    std::string b;
+    template <class A>
+    void save(A& ar) const {
+        ar(cereal::make_nvp("a", a), b);
+    }
+    template <class A>
+    void load(A& ar) {
+        ar(cereal::make_nvp("a", a), b);
+    }
+    bool operator==(const Split&) const = default;
+};
+struct Derived : Point {
+    std::uint16_t extra = 0;
+    template <class A>
+    void serialize(A& ar) {
+        ar(cereal::base_class<Point>(this), extra);
+    }
+    bool operator==(const Derived&) const = default;
+};
+struct Free {
+    double v = 0;
+    bool operator==(const Free&) const = default;
+};
+template <class A>
+void serialize(A& ar, Free& f) {
+    ar(f.v);
+}
+enum class Colour : std::uint8_t { red = 1, blue = 7 };
 struct NotSerializable {
     int* p = nullptr;
 };
@@ -28,7 +83,7 @@ Point mid(Point a, Point b) { return {(a.x + b.x) / 2, (a.y + b.y) / 2, a.label 
 
 using sky::detail::Buffer;
 
-TEST_CASE("values round trip through cereal into a Buffer", "[serialize]") {
+TEST_CASE("values round trip through sky's archives into a Buffer", "[serialize]") {
     Buffer b;
     std::vector<float> v(1000);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
@@ -104,7 +159,7 @@ TEST_CASE("a PendingCompute carries encoded arguments and is itself serializable
     CHECK(sky::compute<mid>.local(Point{0, 0, "a"}, Point{2, 4, "b"}) == Point{1, 2, "ab"});
 }
 
-TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwise",
+TEST_CASE("vectors of numbers load in place when aligned, through the archive otherwise",
           "[serialize]") {
     std::vector<double> v(1000);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i) / 3;
@@ -115,7 +170,7 @@ TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwi
     sky::detail::load_each(b.span(), out, tail);  // aligned: the fast path
     CHECK(out == v);
     CHECK(tail == "tail");
-    Buffer shifted;  // the same bytes one byte off alignment: cereal's path
+    Buffer shifted;  // the same bytes one byte off alignment: the archive's path
     shifted.push_back(std::byte{0});
     shifted.append(b.data(), b.size());
     std::vector<double> out2;
@@ -130,4 +185,126 @@ TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwi
     lying.append(v.data(), 64);
     std::vector<double> bad;
     CHECK_THROWS(sky::detail::load_each(lying.span(), bad));
+}
+
+TEST_CASE("sky's archives write byte for byte what cereal's binary archive writes, and read it",
+          "[serialize]") {
+    std::vector<bool> vb{true, false, true};
+    std::vector<std::array<int, 3>> va{{1, 2, 3}, {4, 5, 6}};
+    std::vector<std::vector<std::string>> vvs{{"a", "b"}, {}, {"c"}};
+    std::deque<int> dq{1, 2, 3};
+    std::list<std::string> ls{"x", "yz"};
+    std::map<std::string, int> m{{"a", 1}, {"b", 2}};
+    std::unordered_map<int, double> um{{3, 0.5}};
+    std::set<int> st{5, 1, 3};
+    std::optional<int> some = 4, none;
+    std::variant<int, std::string, std::monostate> var = std::string("v");
+    std::tuple<int, double, std::string> tup{1, 2.5, "t"};
+    std::pair<std::string, std::vector<double>> pr{"p", {1, 2}};
+    std::chrono::milliseconds ms{1234};
+    std::chrono::system_clock::time_point tp{std::chrono::seconds{99}};
+    std::unique_ptr<int> up = std::make_unique<int>(7), unull;
+    std::shared_ptr<std::string> sp = std::make_shared<std::string>("shared"), snull;
+    std::complex<double> cx{1.5, -2};
+    std::array<double, 3> ad{0.25, 0.5, 1};
+    Colour c = Colour::blue;
+    Point p{1, 2, "p"};
+    Split sl{9, "split"};
+    Derived dv;
+    dv.x = 3;
+    dv.label = "d";
+    dv.extra = 11;
+    Free fr{6.5};
+    std::ostringstream os;
+    {
+        cereal::BinaryOutputArchive ar(os);
+        ar(vb, va, vvs, dq, ls, m, um, st, some, none, var, tup, pr, ms, tp, up, unull, sp, snull,
+           cx, ad, c, p, sl, dv, fr);
+    }
+    const std::string theirs = os.str();
+    Buffer ours;
+    sky::detail::save_to(ours, vb, va, vvs, dq, ls, m, um, st, some, none, var, tup, pr, ms, tp, up,
+                         unull, sp, snull, cx, ad, c, p, sl, dv, fr);
+    REQUIRE(ours.size() == theirs.size());
+    CHECK(std::memcmp(ours.data(), theirs.data(), theirs.size()) == 0);
+
+    decltype(vb) vb2;
+    decltype(va) va2;
+    decltype(vvs) vvs2;
+    decltype(dq) dq2;
+    decltype(ls) ls2;
+    decltype(m) m2;
+    decltype(um) um2;
+    decltype(st) st2;
+    decltype(some) some2, none2 = 1;
+    decltype(var) var2;
+    decltype(tup) tup2;
+    decltype(pr) pr2;
+    decltype(ms) ms2;
+    decltype(tp) tp2;
+    decltype(up) up2, unull2 = std::make_unique<int>(1);
+    decltype(sp) sp2, snull2 = std::make_shared<std::string>("x");
+    decltype(cx) cx2;
+    decltype(ad) ad2;
+    Colour c2 = Colour::red;
+    Point p2;
+    Split sl2;
+    Derived dv2;
+    Free fr2;
+    sky::detail::load_from(ours.span(), vb2, va2, vvs2, dq2, ls2, m2, um2, st2, some2, none2, var2,
+                           tup2, pr2, ms2, tp2, up2, unull2, sp2, snull2, cx2, ad2, c2, p2, sl2,
+                           dv2, fr2);
+    CHECK(vb2 == vb);
+    CHECK(va2 == va);
+    CHECK(vvs2 == vvs);
+    CHECK(dq2 == dq);
+    CHECK(ls2 == ls);
+    CHECK(m2 == m);
+    CHECK(um2 == um);
+    CHECK(st2 == st);
+    CHECK(some2 == some);
+    CHECK_FALSE(none2.has_value());
+    CHECK(var2 == var);
+    CHECK(tup2 == tup);
+    CHECK(pr2 == pr);
+    CHECK(ms2 == ms);
+    CHECK(tp2 == tp);
+    REQUIRE(up2);
+    CHECK(*up2 == 7);
+    CHECK_FALSE(unull2);
+    REQUIRE(sp2);
+    CHECK(*sp2 == "shared");
+    CHECK_FALSE(snull2);
+    CHECK(cx2 == cx);
+    CHECK(ad2 == ad);
+    CHECK(c2 == c);
+    CHECK(p2 == p);
+    CHECK(sl2 == sl);
+    CHECK(dv2 == dv);
+    CHECK(fr2 == fr);
+}
+
+TEST_CASE("the decoder refuses a variant index, a bool or a pointer it cannot have written",
+          "[serialize]") {
+    Buffer b;
+    const std::int32_t index = 5;
+    b.append(&index, sizeof index);
+    std::variant<int, std::string> v;
+    CHECK_THROWS_AS(sky::detail::load_from(b.span(), v), cereal::Exception);
+    Buffer bad_bool;
+    bad_bool.push_back(std::byte{2});
+    std::optional<int> o;
+    CHECK_THROWS_AS(sky::detail::load_from(bad_bool.span(), o), cereal::Exception);
+    Buffer back_reference;  // cereal's id of a pointer written before: sky never writes one
+    const std::uint32_t id = 1;
+    back_reference.append(&id, sizeof id);
+    std::shared_ptr<int> sp;
+    CHECK_THROWS_AS(sky::detail::load_from(back_reference.span(), sp), cereal::Exception);
+    STATIC_REQUIRE(sky::serializable<Split>);
+    STATIC_REQUIRE(sky::serializable<Derived>);
+    STATIC_REQUIRE(sky::serializable<Free>);
+    STATIC_REQUIRE(sky::serializable<std::unique_ptr<Point>>);
+    STATIC_REQUIRE(sky::serializable<std::list<std::set<int>>>);
+    STATIC_REQUIRE_FALSE(sky::serializable<std::vector<NotSerializable>>);
+    STATIC_REQUIRE_FALSE(sky::serializable<int*>);
 }
