@@ -12,6 +12,7 @@
 // by the bytes they are given: a hostile or broken peer gets a cereal::Exception (thrown in
 // libsky), never a multi-GiB allocation.
 #include <array>
+#include <cereal/access.hpp>  // small: lets a type keep its serialize private (friend cereal::access)
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -94,7 +95,7 @@ concept map_like = requires(T& m) {
     m.begin()->second;
 };
 template <class T>
-concept set_like = !map_like<T> && requires(T& s, typename T::key_type k) {
+concept set_like = !map_like<T> && requires(T & s, typename T::key_type k) {
     s.size();
     s.clear();
     s.emplace(std::move(k));
@@ -115,23 +116,112 @@ concept complex_like = requires(const T& c) {
     T(c.real(), c.imag());
 };
 
-// The user's serialize/save/load, as members or found by argument-dependent lookup (these
-// declarations keep ordinary lookup from finding anything else).
+// The user's serialize/save/load (cereal's forms: with or without a version, as members, which
+// may be private to a type that befriends cereal::access, or found by argument-dependent
+// lookup; these declarations keep ordinary lookup from finding anything else).
 void serialize() = delete;
 void save() = delete;
 void load() = delete;
 template <class A, class T>
-concept member_serialize = requires(A& a, T& t) { t.serialize(a); };
+concept member_serialize = requires(A& a, T& t) {
+    cereal::access::member_serialize(a, t);
+};
 template <class A, class T>
-concept member_save = requires(A& a, const T& t) { t.save(a); };
+concept member_save = requires(A& a, const T& t) {
+    cereal::access::member_save(a, t);
+};
 template <class A, class T>
-concept member_load = requires(A& a, T& t) { t.load(a); };
+concept member_load = requires(A& a, T& t) {
+    cereal::access::member_load(a, t);
+};
 template <class A, class T>
-concept free_serialize = requires(A& a, T& t) { serialize(a, t); };
+concept free_serialize = requires(A& a, T& t) {
+    serialize(a, t);
+};
 template <class A, class T>
-concept free_save = requires(A& a, const T& t) { save(a, t); };
+concept free_save = requires(A& a, const T& t) {
+    save(a, t);
+};
 template <class A, class T>
-concept free_load = requires(A& a, T& t) { load(a, t); };
+concept free_load = requires(A& a, T& t) {
+    load(a, t);
+};
+template <class A, class T>
+concept member_serialize_v = requires(A& a, T& t, std::uint32_t v) {
+    cereal::access::member_serialize(a, t, v);
+};
+template <class A, class T>
+concept member_save_v = requires(A& a, const T& t, std::uint32_t v) {
+    cereal::access::member_save(a, t, v);
+};
+template <class A, class T>
+concept member_load_v = requires(A& a, T& t, std::uint32_t v) {
+    cereal::access::member_load(a, t, v);
+};
+template <class A, class T>
+concept free_serialize_v = requires(A& a, T& t, std::uint32_t v) {
+    serialize(a, t, v);
+};
+template <class A, class T>
+concept free_save_v = requires(A& a, const T& t, std::uint32_t v) {
+    save(a, t, v);
+};
+template <class A, class T>
+concept free_load_v = requires(A& a, T& t, std::uint32_t v) {
+    load(a, t, v);
+};
+
+/// A user type the archive `A` writes (when saving) or reads (when loading), and whether its
+/// function takes cereal's class version.
+template <class A, class T>
+concept unversioned_user = member_serialize<A, T> || free_serialize<A, T> ||
+                           (A::is_saving::value && (member_save<A, T> || free_save<A, T>)) ||
+                           (A::is_loading::value && (member_load<A, T> || free_load<A, T>));
+template <class A, class T>
+concept versioned_user = member_serialize_v<A, T> || free_serialize_v<A, T> ||
+                         (A::is_saving::value && (member_save_v<A, T> || free_save_v<A, T>)) ||
+                         (A::is_loading::value && (member_load_v<A, T> || free_load_v<A, T>));
+template <class A, class T>
+concept user_type = unversioned_user<A, T> || versioned_user<A, T>;
+
+/// Calls the user's function for T with `ar` (and the version, for a versioned one).
+template <class A, class T>
+void call_user(A& ar, T& v, [[maybe_unused]] std::uint32_t version) {
+    if constexpr (member_serialize<A, T>)
+        cereal::access::member_serialize(ar, v);
+    else if constexpr (member_serialize_v<A, T>)
+        cereal::access::member_serialize(ar, v, version);
+    else if constexpr (free_serialize<A, T>)
+        serialize(ar, v);
+    else if constexpr (free_serialize_v<A, T>)
+        serialize(ar, v, version);
+    else if constexpr (A::is_saving::value && member_save<A, T>)
+        cereal::access::member_save(ar, static_cast<const T&>(v));
+    else if constexpr (A::is_saving::value && member_save_v<A, T>)
+        cereal::access::member_save(ar, static_cast<const T&>(v), version);
+    else if constexpr (A::is_saving::value && free_save<A, T>)
+        save(ar, static_cast<const T&>(v));
+    else if constexpr (A::is_saving::value && free_save_v<A, T>)
+        save(ar, static_cast<const T&>(v), version);
+    else if constexpr (!A::is_saving::value && member_load<A, T>)
+        cereal::access::member_load(ar, v);
+    else if constexpr (!A::is_saving::value && member_load_v<A, T>)
+        cereal::access::member_load(ar, v, version);
+    else if constexpr (!A::is_saving::value && free_load<A, T>)
+        load(ar, v);
+    else
+        load(ar, v, version);
+}
+
+/// The class version cereal writes for T (0 unless CEREAL_CLASS_VERSION says otherwise).
+template <class T>
+std::uint32_t class_version() {
+    return cereal::detail::Version<T>::version;
+}
+
+/// A key per type, for the "version written once per archive" rule.
+template <class T>
+inline constexpr char type_key = 0;
 
 }  // namespace ser
 
@@ -186,8 +276,7 @@ public:
             write_size(static_cast<std::uint64_t>(v.size));
         } else if constexpr (is_a<T, cereal::base_class> || is_a<T, cereal::virtual_base_class>) {
             write_user(*v.base_ptr);
-        } else if constexpr (member_serialize<OutputArchive, T> || member_save<OutputArchive, T> ||
-                             free_serialize<OutputArchive, T> || free_save<OutputArchive, T>) {
+        } else if constexpr (user_type<OutputArchive, T>) {
             write_user(v);
         } else if constexpr (std::is_same_v<T, std::string>) {
             write_size(v.size());
@@ -252,18 +341,23 @@ private:
     template <class T>
     void write_user(const T& v) {
         using namespace ser;
-        auto& m = const_cast<T&>(v);
-        if constexpr (member_serialize<OutputArchive, T>)
-            m.serialize(*this);
-        else if constexpr (member_save<OutputArchive, T>)
-            v.save(*this);
-        else if constexpr (free_serialize<OutputArchive, T>)
-            serialize(*this, m);
-        else
-            save(*this, v);
+        std::uint32_t version = 0;
+        if constexpr (!unversioned_user<OutputArchive, T>) {
+            // As cereal: a versioned type's version goes before its first value in the archive.
+            version = class_version<T>();
+            if (first_time(&type_key<T>)) write(version);
+        }
+        call_user(*this, const_cast<T&>(v), version);
+    }
+    bool first_time(const void* key) {
+        for (const void* k : versioned_)
+            if (k == key) return false;
+        versioned_.push_back(key);
+        return true;
     }
 
     Buffer& out_;
+    std::vector<const void*> versioned_;  // the versioned types written so far
 };
 
 /// An archive over a span of bytes that never trusts a size read from them: every size (string
@@ -337,10 +431,7 @@ public:
             v.size = static_cast<std::remove_reference_t<decltype(v.size)>>(n);
         } else if constexpr (is_a<T, cereal::base_class> || is_a<T, cereal::virtual_base_class>) {
             read_user(*v.base_ptr);
-        } else if constexpr (member_serialize<BoundedInputArchive, T> ||
-                             member_load<BoundedInputArchive, T> ||
-                             free_serialize<BoundedInputArchive, T> ||
-                             free_load<BoundedInputArchive, T>) {
+        } else if constexpr (user_type<BoundedInputArchive, T>) {
             read_user(v);
         } else if constexpr (std::is_same_v<T, std::string>) {
             const std::uint64_t n = read_size();
@@ -465,14 +556,21 @@ private:
     template <class T>
     void read_user(T& v) {
         using namespace ser;
-        if constexpr (member_serialize<BoundedInputArchive, T>)
-            v.serialize(*this);
-        else if constexpr (member_load<BoundedInputArchive, T>)
-            v.load(*this);
-        else if constexpr (free_serialize<BoundedInputArchive, T>)
-            serialize(*this, v);
-        else
-            load(*this, v);
+        std::uint32_t version = 0;
+        if constexpr (!unversioned_user<BoundedInputArchive, T>) {
+            // The version the writer put before the type's first value, remembered for the rest.
+            bool found = false;
+            for (const auto& [k, ver] : versions_)
+                if (k == &type_key<T>) {
+                    version = ver;
+                    found = true;
+                }
+            if (!found) {
+                read(version);
+                versions_.emplace_back(&type_key<T>, version);
+            }
+        }
+        call_user(*this, v, version);
     }
     template <class V, std::size_t... I>
     void read_variant(V& v, std::int32_t index, std::index_sequence<I...>) {
@@ -485,6 +583,7 @@ private:
 
     const std::byte* at_;
     const std::byte* end_;
+    std::vector<std::pair<const void*, std::uint32_t>> versions_;  // versioned types read so far
 };
 
 template <class T>
@@ -496,12 +595,9 @@ constexpr bool can_travel() noexcept {
                   std::is_void_v<T>) {
         return false;
     } else if constexpr (is_number<T> || std::is_enum_v<T> || std::is_same_v<T, std::string> ||
-                         std::is_same_v<T, std::monostate> || is_duration<T> ||
-                         is_time_point<T>) {
+                         std::is_same_v<T, std::monostate> || is_duration<T> || is_time_point<T>) {
         return true;
-    } else if constexpr ((member_serialize<O, T> || member_save<O, T> || free_serialize<O, T> ||
-                          free_save<O, T>)&&(member_serialize<I, T> || member_load<I, T> ||
-                                             free_serialize<I, T> || free_load<I, T>)) {
+    } else if constexpr (user_type<O, T> && user_type<I, T>) {
         return true;
     } else if constexpr (std::is_array_v<T>) {
         return can_travel<std::remove_extent_t<T>>();

@@ -22,12 +22,12 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
-#include <unordered_map>
-#include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -74,12 +74,53 @@ template <class A>
 void serialize(A& ar, Free& f) {
     ar(f.v);
 }
+/// serialize kept private, reached by cereal::access as cereal's documentation shows.
+class Private {
+public:
+    Private() = default;
+    explicit Private(int v) : v_(v) {}
+    bool operator==(const Private&) const = default;
+
+private:
+    friend class cereal::access;
+    template <class A>
+    void serialize(A& ar) {
+        ar(v_);
+    }
+    int v_ = 0;
+};
+/// Versioned, as member and as free functions: cereal writes each type's version once.
+struct Versioned {
+    int v = 0;
+    std::uint32_t seen = 99;  // the version its serialize was given (not sent)
+    template <class A>
+    void serialize(A& ar, const std::uint32_t version) {
+        seen = version;
+        ar(v);
+    }
+    bool operator==(const Versioned& o) const { return v == o.v; }
+};
+struct FreeVersioned {
+    std::string s;
+    bool operator==(const FreeVersioned&) const = default;
+};
+template <class A>
+void save(A& ar, const FreeVersioned& f, const std::uint32_t) {
+    ar(f.s);
+}
+template <class A>
+void load(A& ar, FreeVersioned& f, const std::uint32_t version) {
+    ar(f.s);
+    f.s += "@" + std::to_string(version);
+}
 enum class Colour : std::uint8_t { red = 1, blue = 7 };
 struct NotSerializable {
     int* p = nullptr;
 };
 Point mid(Point a, Point b) { return {(a.x + b.x) / 2, (a.y + b.y) / 2, a.label + b.label}; }
 }  // namespace
+
+CEREAL_CLASS_VERSION(Versioned, 3)
 
 using sky::detail::Buffer;
 
@@ -185,6 +226,34 @@ TEST_CASE("vectors of numbers load in place when aligned, through the archive ot
     lying.append(v.data(), 64);
     std::vector<double> bad;
     CHECK_THROWS(sky::detail::load_each(lying.span(), bad));
+}
+
+TEST_CASE("a private serialize (friend cereal::access) and versioned ones travel as with cereal",
+          "[serialize]") {
+    const Private pr{41};
+    const std::vector<Versioned> vs{{1}, {2}};
+    const FreeVersioned fv{"f"};
+    std::ostringstream os;
+    {
+        cereal::BinaryOutputArchive ar(os);
+        ar(pr, vs, fv);
+    }
+    const std::string theirs = os.str();
+    Buffer ours;
+    sky::detail::save_to(ours, pr, vs, fv);
+    REQUIRE(ours.size() == theirs.size());
+    CHECK(std::memcmp(ours.data(), theirs.data(), theirs.size()) == 0);
+    Private pr2;
+    std::vector<Versioned> vs2;
+    FreeVersioned fv2;
+    sky::detail::load_from(ours.span(), pr2, vs2, fv2);
+    CHECK(pr2 == pr);
+    REQUIRE(vs2 == vs);
+    CHECK(vs2[0].seen == 3);  // CEREAL_CLASS_VERSION's, read once, given to every element
+    CHECK(vs2[1].seen == 3);
+    CHECK(fv2.s == "f@0");  // no CEREAL_CLASS_VERSION: 0
+    static_assert(sky::serializable<Private>);
+    static_assert(sky::serializable<Versioned>);
 }
 
 TEST_CASE("sky's archives write byte for byte what cereal's binary archive writes, and read it",
