@@ -927,3 +927,92 @@ TEST_CASE(
         REQUIRE(sky::test::run_command({"ip", "link", "set", link, "up"}).status == 0);
     });
 }
+
+TEST_CASE(
+    "slurm pool: a worker whose connection could not be resumed ends idle after its fresh step "
+    "replaced it, and leaves the job running",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    if (sky::test::run_command({"nft", "--version"}).status != 0) {
+        WARN("skipped: nft is not installed here: the test cannot cut one worker's link");
+        return;
+    }
+    // Private homes: what says which step is node 0's worker lies on node 0 itself.
+    SlurmCluster c({.shared_home = false});
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    // Under the worker's wait for its client (about 40 s): the old worker ends by its idle
+    // watchdog, which cancelled the pool's whole job before.
+    spec.idle_timeout = 8s;
+    struct Unblock {
+        const SlurmCluster& c;
+        ~Unblock() { c.on_node(0, "nft delete table inet skytest 2>/dev/null"); }
+    } unblock{c};
+    std::string pool_id;
+    {
+        sky::ComputePool pool{spec};
+        pool_id = pool.id();
+        const auto job = c.queue();
+        REQUIRE(job.size() == 1);
+        CHECK((sky::compute<add>(2, 3) >> pool) == 5);
+        // Node 0's first worker step: where its launcher's output is, the port it listens on.
+        const std::string old_out = "~/.sky/slurm/" + pool_id + "/node-0-1.out";
+        const std::string first = c.on_login("grep -m1 '^::sky-port ' " + old_out).output;
+        INFO("node 0's first worker: " << first);
+        REQUIRE(first.rfind("::sky-port ", 0) == 0);
+        const std::string port = std::to_string(std::stoi(first.substr(11)));
+        // Its link goes dead: what the client sends it is dropped, and a new connection to it is
+        // refused. It hears nothing, so it ends after idle_timeout; the pool cannot resume its
+        // connection and starts a fresh worker step on node 0, in the same job (a port of its
+        // own, not blocked).
+        auto nft = c.on_node(0,
+                             "nft add table inet skytest && nft add chain inet skytest in "
+                             "'{ type filter hook input priority 0; }' && "
+                             "nft add rule inet skytest in tcp dport " +
+                                 port +
+                                 " 'tcp flags & (syn | ack) == syn' reject with tcp reset && "
+                                 "nft add rule inet skytest in tcp dport " +
+                                 port + " drop");
+        INFO(nft.output);
+        REQUIRE(nft.status == 0);
+        const bool replaced = sky::test::wait_until(
+            [&] {
+                const auto log = ev.dump();
+                return log.find("node 0: ") != std::string::npos &&
+                       log.find(" replaced by ") != std::string::npos;
+            },
+            120s);
+        INFO(ev.dump() << c.logs());
+        REQUIRE(replaced);
+        // The old worker ended by its idle watchdog; its launcher found that a newer step is
+        // node 0's worker and left the job alone.
+        std::string said;
+        CHECK(sky::test::wait_until(
+            [&] {
+                said = c.on_login("cat " + old_out).output;
+                return said.find("::sky-superseded ") != std::string::npos ||
+                       said.find("::sky-idle") != std::string::npos;
+            },
+            60s));
+        INFO("the old worker's step said:\n" << said);
+        CHECK(said.find("idle timeout") != std::string::npos);
+        CHECK(said.find("::sky-superseded ") != std::string::npos);
+        CHECK(said.find("::sky-idle") == std::string::npos);
+        // A cancel would have reached slurmctld by now: the job still runs, calls succeed.
+        std::this_thread::sleep_for(3s);
+        CHECK(c.queue() == job);
+        const auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        CHECK(jobs[0].find("RUNNING") != std::string::npos);
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+        std::vector<sky::PendingCompute<int>> many;
+        for (int i = 0; i < 20; ++i) many.push_back(sky::compute<add>(i, 1));
+        const auto sums = sky::gather(std::move(many)) >> pool;
+        for (int i = 0; i < 20; ++i) CHECK(sums[static_cast<std::size_t>(i)] == i + 1);
+        CHECK(c.queue() == job);
+    }
+    INFO(ev.dump());
+    if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
+    check_nothing_left(c);
+}
