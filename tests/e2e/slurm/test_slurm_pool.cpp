@@ -572,6 +572,38 @@ TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeo
     check_nothing_left(c);
 }
 
+TEST_CASE(
+    "slurm pool: without the login node's watchdog, a killed client's workers still cancel the "
+    "job once idle",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.shared_home = false});
+    auto args = driver_args(c);
+    args.push_back("5");  // idle_timeout
+    Child driver(args);
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    const std::string dir = "~/.sky/slurm/" + pool_id;
+    // The watchdog goes first (as if the login node's sshd kept a dead client's session):
+    // only the workers' launchers can release the job.
+    REQUIRE(c.on_login("kill -- -$(cat " + dir + "/watchdog.pid)").status == 0);
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    REQUIRE(jobs_of(c, pool_id).size() == 1);
+    // Each is still its node's current worker: idle_timeout, then the wait for a fresh step
+    // that never comes (30 s), then scancel.
+    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 90s));
+    const std::string said = c.on_login("cat " + dir + "/node-*-1.out").output;
+    INFO(said);
+    CHECK(said.find("::sky-idle") != std::string::npos);
+    CHECK(said.find("::sky-superseded") == std::string::npos);
+    c.on_login("rm -rf " + dir);
+    check_nothing_left(c);
+}
+
 namespace slurm_pool {
 
 // Naps while it runs in job `first` (until Slurm ends that job), then says which job it ran in.
