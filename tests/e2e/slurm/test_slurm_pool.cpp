@@ -552,33 +552,15 @@ TEST_CASE(
     check_nothing_left(c);
 }
 
-TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
-          "[slurm_pool]") {
-    SKIP_WITHOUT_SLURM();
-    TempHome home;
-    SlurmCluster c({.shared_home = true});
-    auto args = driver_args(c);
-    args.push_back("5");  // idle_timeout
-    Child driver(args);
-    const auto ready = driver.line("ready ", 120s);
-    INFO(driver.seen() << c.logs());
-    REQUIRE(ready);
-    const std::string pool_id = ready->substr(6);
-    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
-    REQUIRE(driver.wait(30s));
-    REQUIRE(jobs_of(c, pool_id).size() == 1);
-    // Nobody runs sky gc: the workers hear nothing for idle_timeout, end, and cancel the job.
-    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 60s));
-    check_nothing_left(c);
-}
+namespace slurm_pool {
 
-TEST_CASE(
-    "slurm pool: without the login node's watchdog, a killed client's workers still cancel the "
-    "job once idle",
-    "[slurm_pool]") {
-    SKIP_WITHOUT_SLURM();
+// A driver whose pool has idle_timeout 5 s is killed (kill -9) and nobody runs sky gc: the job
+// must be gone within `within`. `without_watchdog`: the login node's watchdog is ended first
+// (as if the login node's sshd kept a dead client's session), so only the workers' launchers
+// can release the job, each still its node's current worker.
+void killed_client_released(bool shared_home, bool without_watchdog, std::chrono::seconds within) {
     TempHome home;
-    SlurmCluster c({.shared_home = false});
+    SlurmCluster c({.shared_home = shared_home});
     auto args = driver_args(c);
     args.push_back("5");  // idle_timeout
     Child driver(args);
@@ -587,21 +569,40 @@ TEST_CASE(
     REQUIRE(ready);
     const std::string pool_id = ready->substr(6);
     const std::string dir = "~/.sky/slurm/" + pool_id;
-    // The watchdog goes first (as if the login node's sshd kept a dead client's session):
-    // only the workers' launchers can release the job.
-    REQUIRE(c.on_login("kill -- -$(cat " + dir + "/watchdog.pid)").status == 0);
+    if (without_watchdog)
+        REQUIRE(c.on_login("kill -- -$(cat " + dir + "/watchdog.pid)").status == 0);
     REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
     REQUIRE(driver.wait(30s));
     REQUIRE(jobs_of(c, pool_id).size() == 1);
-    // Each is still its node's current worker: idle_timeout, then the wait for a fresh step
-    // that never comes (30 s), then scancel.
-    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 90s));
-    const std::string said = c.on_login("cat " + dir + "/node-*-1.out").output;
-    INFO(said);
-    CHECK(said.find("::sky-idle") != std::string::npos);
-    CHECK(said.find("::sky-superseded") == std::string::npos);
+    // The workers hear nothing for idle_timeout, end, and (after their wait for a fresh step
+    // that never comes) cancel the job; the watchdog, when it runs, already idle_timeout after
+    // the client's sshd process ended.
+    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, within));
+    if (without_watchdog) {
+        const std::string said = c.on_login("cat " + dir + "/node-*-1.out").output;
+        INFO(said);
+        CHECK(said.find("::sky-idle") != std::string::npos);
+        CHECK(said.find("::sky-superseded") == std::string::npos);
+    }
     c.on_login("rm -rf " + dir);
     check_nothing_left(c);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    killed_client_released(true, false, 60s);
+}
+
+TEST_CASE(
+    "slurm pool: without the login node's watchdog, a killed client's workers still cancel the "
+    "job once idle",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    // idle_timeout, then the launchers' 30 s wait for a fresh step.
+    killed_client_released(false, true, 90s);
 }
 
 namespace slurm_pool {
