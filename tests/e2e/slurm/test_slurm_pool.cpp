@@ -961,17 +961,17 @@ TEST_CASE(
     });
 }
 
-TEST_CASE(
-    "slurm pool: a worker whose connection could not be resumed ends idle after its fresh step "
-    "replaced it, and leaves the job running",
-    "[slurm_pool][reconnect]") {
-    SKIP_WITHOUT_SLURM();
+namespace slurm_pool {
+
+// Node 0's worker's link goes dead (idle_timeout 8 s): the pool replaces it by a fresh step,
+// the old worker ends idle later, and the job runs on. What says which step is node 0's worker
+// lies in node 0's home: the login node's (shared) or its own (private).
+void replaced_worker_ends_idle(bool shared_home) {
     if (sky::test::run_command({"nft", "--version"}).status != 0) {
         WARN("skipped: nft is not installed here: the test cannot cut one worker's link");
         return;
     }
-    // Private homes: what says which step is node 0's worker lies on node 0 itself.
-    SlurmCluster c({.shared_home = false});
+    SlurmCluster c({.shared_home = shared_home});
     Events ev;
     auto spec = spec_for(c, 2, ev);
     // Under the worker's wait for its client (about 40 s): the old worker ends by its idle
@@ -1048,4 +1048,20 @@ TEST_CASE(
     INFO(ev.dump());
     if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
     check_nothing_left(c);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: a worker whose connection could not be resumed ends idle after its fresh step "
+    "replaced it, and leaves the job running",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    replaced_worker_ends_idle(false);
+}
+
+TEST_CASE("slurm pool: shared homes, a replaced worker that ends idle later leaves the job running",
+          "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    replaced_worker_ends_idle(true);
 }
