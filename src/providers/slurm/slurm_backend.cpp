@@ -45,6 +45,10 @@ constexpr auto kCommandLimit = seconds(60);
 // is gone well within this.
 constexpr auto kCancelLimit = seconds(120);
 constexpr std::size_t kTailLines = 20;
+// How long a worker's launcher that ended idle waits for a fresh step of the pool to take its
+// node before it cancels the job: the pool's reconnect window closes with the worker's idle
+// end (at most a heartbeat, 3 s, later), then it asks why and starts the fresh step.
+constexpr auto kSupersededGrace = seconds(30);
 
 std::vector<std::string> lines_of(const std::string& text) {
     std::vector<std::string> out;
@@ -825,6 +829,10 @@ private:
         // of the one before, which removes its own when it ends.
         const std::string run =
             fmt::format("{}/.sky/run/{}/{}.{}", n.home, pool_id_, i, n.generation);
+        // Which step is node i's current worker ("<job>.<step>"), on the node itself: the
+        // launcher of a worker the pool gave up on (a connection it could not resume) reads it
+        // there when its worker ends, even where the client cannot reach that node any more.
+        const std::string current = fmt::format("{}/.sky/run/{}/{}.current", n.home, pool_id_, i);
         // What the worker's environment gets, on the step's stdin with the token (never on a
         // command line that ps shows on the login and compute nodes).
         std::string env;
@@ -839,7 +847,10 @@ private:
                             .accept_timeout = spec_.idle_timeout}
                    .shell_exports();
         const std::string launcher = fmt::format(
-            "umask 077; run={run}; mkdir -p \"$run\" && cd \"$run\" || exit 90; rm -f port; "
+            "umask 077; run={run}; cur={cur}; me=\"$SLURM_JOB_ID.$SLURM_STEP_ID\"; "
+            "mkdir -p \"$run\" && cd \"$run\" || exit 90; rm -f port; "
+            // This step is node i's worker now: one that came before it must not cancel the job.
+            "printf '%s\\n' \"$me\" > \"$cur.$$\" && mv -f \"$cur.$$\" \"$cur\" || exit 90; "
             "IFS= read -r t || exit 91; printf '%s\\n' \"$t\" > token; unset t; "
             "[ -f {img}/env.sh ] && . {img}/env.sh; "
             "eval \"$(cat)\"; touch heartbeat; "
@@ -849,12 +860,22 @@ private:
             "kill -0 $w 2>/dev/null || break; sleep 0.1; done; "
             "wait $w; s=$?; while kill -0 $w 2>/dev/null; do wait $w; s=$?; done; "
             "echo \"::sky-exit $s\"; "
-            // Silent for idle_timeout: the pool's client is gone; the job is released.
+            // Silent for idle_timeout: the pool's client is gone; the job is released. Unless
+            // the pool gave up on this worker and started a fresh step on the node: the client
+            // lives, and the job is its. The pool replaces a worker within a few seconds of
+            // this worker's own idle end (its reconnect window closes with it): a fresh step
+            // may still come for kSupersededGrace (the job's end, SIGTERM, stops the wait).
             "hb=$(stat -c %Y heartbeat 2>/dev/null || echo 0); "
-            "if [ $(( $(date +%s) - hb )) -ge {idle} ]; then echo ::sky-idle; "
-            "scancel \"$SLURM_JOB_ID\"; fi; "
+            "if [ $(( $(date +%s) - hb )) -ge {idle} ]; then q=; trap 'q=1' TERM INT HUP; "
+            "for i in $(seq {grace}); do [ -z \"$q\" ] && "
+            "[ \"$(cat \"$cur\" 2>/dev/null || echo \"$me\")\" = \"$me\" ] || break; sleep 1; "
+            "done; c=$(cat \"$cur\" 2>/dev/null || echo \"$me\"); "
+            "if [ \"$c\" = \"$me\" ]; then echo ::sky-idle; scancel \"$SLURM_JOB_ID\"; "
+            "else echo \"::sky-superseded $c\"; fi; fi; "
+            "[ \"$(cat \"$cur\" 2>/dev/null)\" = \"$me\" ] && rm -f \"$cur\"; "
             "cd /; rm -rf \"$run\"; rmdir \"${{run%/*}}\" 2>/dev/null; exit $s",
-            fmt::arg("run", shell_quote(run)),
+            fmt::arg("run", shell_quote(run)), fmt::arg("cur", shell_quote(current)),
+            fmt::arg("grace", kSupersededGrace.count()),
             fmt::arg("img", shell_quote(n.home + "/.sky/image-" + spec_.image.content_hash())),
             fmt::arg("exe", shell_quote(n.prog + "/" + prog.program().name)),
             fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)));

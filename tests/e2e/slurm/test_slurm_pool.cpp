@@ -552,11 +552,15 @@ TEST_CASE(
     check_nothing_left(c);
 }
 
-TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
-          "[slurm_pool]") {
-    SKIP_WITHOUT_SLURM();
+namespace slurm_pool {
+
+// A driver whose pool has idle_timeout 5 s is killed (kill -9) and nobody runs sky gc: the job
+// must be gone within `within`. `without_watchdog`: the login node's watchdog is ended first
+// (as if the login node's sshd kept a dead client's session), so only the workers' launchers
+// can release the job, each still its node's current worker.
+void killed_client_released(bool shared_home, bool without_watchdog, std::chrono::seconds within) {
     TempHome home;
-    SlurmCluster c({.shared_home = true});
+    SlurmCluster c({.shared_home = shared_home});
     auto args = driver_args(c);
     args.push_back("5");  // idle_timeout
     Child driver(args);
@@ -564,12 +568,41 @@ TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeo
     INFO(driver.seen() << c.logs());
     REQUIRE(ready);
     const std::string pool_id = ready->substr(6);
+    const std::string dir = "~/.sky/slurm/" + pool_id;
+    if (without_watchdog)
+        REQUIRE(c.on_login("kill -- -$(cat " + dir + "/watchdog.pid)").status == 0);
     REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
     REQUIRE(driver.wait(30s));
     REQUIRE(jobs_of(c, pool_id).size() == 1);
-    // Nobody runs sky gc: the workers hear nothing for idle_timeout, end, and cancel the job.
-    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 60s));
+    // The workers hear nothing for idle_timeout, end, and (after their wait for a fresh step
+    // that never comes) cancel the job; the watchdog, when it runs, already idle_timeout after
+    // the client's sshd process ended.
+    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, within));
+    if (without_watchdog) {
+        const std::string said = c.on_login("cat " + dir + "/node-*-1.out").output;
+        INFO(said);
+        CHECK(said.find("::sky-idle") != std::string::npos);
+        CHECK(said.find("::sky-superseded") == std::string::npos);
+    }
+    c.on_login("rm -rf " + dir);
     check_nothing_left(c);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
+          "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    killed_client_released(true, false, 60s);
+}
+
+TEST_CASE(
+    "slurm pool: without the login node's watchdog, a killed client's workers still cancel the "
+    "job once idle",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    // idle_timeout, then the launchers' 30 s wait for a fresh step.
+    killed_client_released(false, true, 90s);
 }
 
 namespace slurm_pool {
@@ -926,4 +959,109 @@ TEST_CASE(
         std::this_thread::sleep_for(4s);  // reconnect attempts fail meanwhile
         REQUIRE(sky::test::run_command({"ip", "link", "set", link, "up"}).status == 0);
     });
+}
+
+namespace slurm_pool {
+
+// Node 0's worker's link goes dead (idle_timeout 8 s): the pool replaces it by a fresh step,
+// the old worker ends idle later, and the job runs on. What says which step is node 0's worker
+// lies in node 0's home: the login node's (shared) or its own (private).
+void replaced_worker_ends_idle(bool shared_home) {
+    if (sky::test::run_command({"nft", "--version"}).status != 0) {
+        WARN("skipped: nft is not installed here: the test cannot cut one worker's link");
+        return;
+    }
+    SlurmCluster c({.shared_home = shared_home});
+    Events ev;
+    auto spec = spec_for(c, 2, ev);
+    // Under the worker's wait for its client (about 40 s): the old worker ends by its idle
+    // watchdog, which cancelled the pool's whole job before.
+    spec.idle_timeout = 8s;
+    struct Unblock {
+        const SlurmCluster& c;
+        ~Unblock() { c.on_node(0, "nft delete table inet skytest 2>/dev/null"); }
+    } unblock{c};
+    std::string pool_id;
+    {
+        sky::ComputePool pool{spec};
+        pool_id = pool.id();
+        const auto job = c.queue();
+        REQUIRE(job.size() == 1);
+        CHECK((sky::compute<add>(2, 3) >> pool) == 5);
+        // Node 0's first worker step: where its launcher's output is, the port it listens on.
+        const std::string old_out = "~/.sky/slurm/" + pool_id + "/node-0-1.out";
+        const std::string first = c.on_login("grep -m1 '^::sky-port ' " + old_out).output;
+        INFO("node 0's first worker: " << first);
+        REQUIRE(first.rfind("::sky-port ", 0) == 0);
+        const std::string port = std::to_string(std::stoi(first.substr(11)));
+        // Its link goes dead: what the client sends it is dropped, and a new connection to it is
+        // refused. It hears nothing, so it ends after idle_timeout; the pool cannot resume its
+        // connection and starts a fresh worker step on node 0, in the same job (a port of its
+        // own, not blocked).
+        auto nft = c.on_node(0,
+                             "nft add table inet skytest && nft add chain inet skytest in "
+                             "'{ type filter hook input priority 0; }' && "
+                             "nft add rule inet skytest in tcp dport " +
+                                 port +
+                                 " 'tcp flags & (syn | ack) == syn' reject with tcp reset && "
+                                 "nft add rule inet skytest in tcp dport " +
+                                 port + " drop");
+        INFO(nft.output);
+        REQUIRE(nft.status == 0);
+        const bool replaced = sky::test::wait_until(
+            [&] {
+                const auto log = ev.dump();
+                return log.find("node 0: ") != std::string::npos &&
+                       log.find(" replaced by ") != std::string::npos;
+            },
+            120s);
+        INFO(ev.dump() << c.logs());
+        REQUIRE(replaced);
+        // The old worker ended by its idle watchdog; its launcher found that a newer step is
+        // node 0's worker and left the job alone.
+        std::string said;
+        CHECK(sky::test::wait_until(
+            [&] {
+                said = c.on_login("cat " + old_out).output;
+                return said.find("::sky-superseded ") != std::string::npos ||
+                       said.find("::sky-idle") != std::string::npos;
+            },
+            60s));
+        INFO("the old worker's step said:\n" << said);
+        CHECK(said.find("idle timeout") != std::string::npos);
+        CHECK(said.find("::sky-superseded ") != std::string::npos);
+        CHECK(said.find("::sky-idle") == std::string::npos);
+        // A cancel would have reached slurmctld by now: the job still runs, calls succeed.
+        std::this_thread::sleep_for(3s);
+        CHECK(c.queue() == job);
+        const auto jobs = jobs_of(c, pool_id);
+        REQUIRE(jobs.size() == 1);
+        CHECK(jobs[0].find("RUNNING") != std::string::npos);
+        const auto hosts = sky::compute<host_name>() | pool;
+        CHECK(hosts == std::vector<std::string>{c.node_name(0), c.node_name(1)});
+        std::vector<sky::PendingCompute<int>> many;
+        for (int i = 0; i < 20; ++i) many.push_back(sky::compute<add>(i, 1));
+        const auto sums = sky::gather(std::move(many)) >> pool;
+        for (int i = 0; i < 20; ++i) CHECK(sums[static_cast<std::size_t>(i)] == i + 1);
+        CHECK(c.queue() == job);
+    }
+    INFO(ev.dump());
+    if (std::getenv("SKY_TEST_EVENTS")) WARN(ev.dump());
+    check_nothing_left(c);
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: a worker whose connection could not be resumed ends idle after its fresh step "
+    "replaced it, and leaves the job running",
+    "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    replaced_worker_ends_idle(false);
+}
+
+TEST_CASE("slurm pool: shared homes, a replaced worker that ends idle later leaves the job running",
+          "[slurm_pool][reconnect]") {
+    SKIP_WITHOUT_SLURM();
+    replaced_worker_ends_idle(true);
 }
