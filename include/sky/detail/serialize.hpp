@@ -240,6 +240,34 @@ void save_to(Buffer& out, const Ts&... values) {
     }
 }
 
+/// Hands bytes that follow `out`'s on the wire to the worker that is encoding a result into
+/// `out`: [data, data + size), kept alive by `owner` until `destroy(owner)`. The worker writes
+/// them from where they are and destroys the owner once the frame is written (or, in a session
+/// that may resume, acknowledged). Defined in libsky (src/runtime/owned_result.cpp).
+void append_owned_result(Buffer& out, const std::byte* data, std::size_t size, void* owner,
+                         void (*destroy)(void*)) noexcept;
+/// Results of numbers at least this large are handed over (moved), not copied into the frame:
+/// the worker's outbox writes frames this large straight to the socket anyway.
+inline constexpr std::size_t owned_result_bytes = std::size_t{256} << 10;
+
+/// Appends a remote function's result `r` (the thunk's last step): save_to, except that a large
+/// vector of numbers is moved out of `r` and handed over (append_owned_result), not copied.
+template <class R>
+void save_result(Buffer& out, R& r) {
+    if constexpr (is_flat_vector<R>::value) {
+        const std::uint64_t n = r.size();
+        if (n * sizeof(typename R::value_type) >= owned_result_bytes) {
+            auto* kept = new R(std::move(r));
+            out.append(&n, sizeof n);
+            append_owned_result(out, reinterpret_cast<const std::byte*>(kept->data()),
+                                n * sizeof(typename R::value_type), kept,
+                                [](void* p) { delete static_cast<R*>(p); });
+            return;
+        }
+    }
+    save_to(out, r);
+}
+
 /// Reads values saved by save_to with a BoundedInputArchive; throws cereal::Exception when the
 /// bytes run out or a size does not fit in them (never allocates more than they can fill).
 template <class... Ts>

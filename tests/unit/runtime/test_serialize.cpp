@@ -2,11 +2,13 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <variant>
 #include <vector>
 
+#include "runtime/owned_result.hpp"
 #include "sky/compute.hpp"
 #include "sky/detail/serialize.hpp"
 
@@ -130,4 +132,48 @@ TEST_CASE("vectors of numbers load in place when aligned, through cereal otherwi
     lying.append(v.data(), 64);
     std::vector<double> bad;
     CHECK_THROWS(sky::detail::load_each(lying.span(), bad));
+}
+
+TEST_CASE("a large result of numbers is handed over to the worker, a small one copied",
+          "[serialize]") {
+    using sky::detail::take_owned_result;
+    // Small: copied into the buffer as save_to writes it, nothing handed over.
+    std::vector<float> small(100, 1.5f);
+    Buffer a;
+    sky::detail::save_result(a, small);
+    CHECK(take_owned_result(a).empty());
+    std::vector<float> back;
+    sky::detail::load_each(a.span(), back);
+    CHECK(back == small);
+    CHECK(small.size() == 100);  // a copy: the caller's vector is untouched
+    // Large: the buffer gets the count; the elements stay in the moved vector, which lives as
+    // long as what take_owned_result returns.
+    std::vector<float> big(sky::detail::owned_result_bytes / sizeof(float) + 1);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i);
+    const std::vector<float> want = big;
+    const float* elements = big.data();
+    Buffer b;
+    b.resize(24);  // a frame header's room, as the executor leaves it
+    sky::detail::save_result(b, big);
+    REQUIRE(b.size() == 24 + 8);
+    auto tail = take_owned_result(b);
+    REQUIRE(tail.size() == want.size() * sizeof(float));
+    CHECK(reinterpret_cast<const float*>(tail.span().data()) == elements);  // not copied
+    Buffer wire;
+    wire.append(b.data() + 24, 8);
+    wire.append(tail.span().data(), tail.size());
+    std::vector<float> got;
+    sky::detail::load_each(wire.span(), got);
+    CHECK(got == want);
+    CHECK(take_owned_result(b).empty());  // taken once
+    // Handed over for another buffer, or with bytes appended after it: never taken silently.
+    Buffer c, other;
+    std::vector<double> big2(sky::detail::owned_result_bytes / sizeof(double));
+    sky::detail::save_result(c, big2);
+    CHECK(take_owned_result(other).empty());
+    CHECK(take_owned_result(c).empty());  // dropped by the look-up for `other`
+    std::vector<double> big3(sky::detail::owned_result_bytes / sizeof(double));
+    sky::detail::save_result(c, big3);
+    c.push_back(std::byte{1});
+    CHECK_THROWS_AS(take_owned_result(c), std::logic_error);
 }
