@@ -250,6 +250,24 @@ void append_owned_result(Buffer& out, const std::byte* data, std::size_t size, v
 /// the worker's outbox writes frames this large straight to the socket anyway.
 inline constexpr std::size_t owned_result_bytes = std::size_t{256} << 10;
 
+/// A large vector of numbers the worker is done with (a result, once written) is kept, one at a
+/// time, for the next large argument of its type, whose memory is then already faulted in: fresh
+/// memory costs more than the copy into it, and glibc maps blocks of 64 MiB or more afresh on
+/// every call of an executor thread (docs/performance.md). `destroy` names the vector's type and
+/// frees one not kept. Defined in libsky (src/runtime/owned_result.cpp).
+void keep_spare_vector(void (*destroy)(void*), void* vector, std::size_t capacity_bytes) noexcept;
+/// The kept vector of the type `destroy` names when its capacity fits `bytes`, else null.
+void* take_spare_vector(void (*destroy)(void*), std::size_t bytes) noexcept;
+template <class V>
+void delete_vector(void* v) {
+    delete static_cast<V*>(v);
+}
+template <class V>
+void retire_vector(void* v) {
+    keep_spare_vector(&delete_vector<V>, v,
+                      static_cast<V*>(v)->capacity() * sizeof(typename V::value_type));
+}
+
 /// Appends a remote function's result `r` (the thunk's last step): save_to, except that a large
 /// vector of numbers is moved out of `r` and handed over (append_owned_result), not copied.
 template <class R>
@@ -260,8 +278,7 @@ void save_result(Buffer& out, R& r) {
             auto* kept = new R(std::move(r));
             out.append(&n, sizeof n);
             append_owned_result(out, reinterpret_cast<const std::byte*>(kept->data()),
-                                n * sizeof(typename R::value_type), kept,
-                                [](void* p) { delete static_cast<R*>(p); });
+                                n * sizeof(typename R::value_type), kept, &retire_vector<R>);
             return;
         }
     }
@@ -309,9 +326,14 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
             const E* p = reinterpret_cast<const E*>(first);
             if (n * sizeof(E) >= (std::size_t{4} << 20)) {
                 // Fresh memory: faulting it in costs more than the copy (docs/performance.md).
-                value.clear();
-                value.reserve(static_cast<std::size_t>(n));
-                prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
+                if (void* spare = take_spare_vector(&delete_vector<T>, n * sizeof(E))) {
+                    value = std::move(*static_cast<T*>(spare));
+                    delete static_cast<T*>(spare);
+                } else {
+                    value.clear();
+                    value.reserve(static_cast<std::size_t>(n));
+                    prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
+                }
             }
             value.assign(p, p + n);
         } else {

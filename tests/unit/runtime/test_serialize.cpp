@@ -177,3 +177,52 @@ TEST_CASE("a large result of numbers is handed over to the worker, a small one c
     c.push_back(std::byte{1});
     CHECK_THROWS_AS(take_owned_result(c), std::logic_error);
 }
+
+TEST_CASE("a large result's vector, once written, serves the next large argument of its type",
+          "[serialize]") {
+    using sky::detail::take_owned_result;
+    const std::size_t n = (std::size_t{4} << 20) / sizeof(float);  // 4 MiB: load_one's fresh path
+    auto hand_over = [](std::vector<float> v) {
+        Buffer b;
+        sky::detail::save_result(b, v);
+        return take_owned_result(b);  // destroying it retires the vector
+    };
+    std::vector<float> result(n, 1.0f);
+    const float* memory = result.data();
+    hand_over(std::move(result));  // written and done with: kept as the spare
+    Buffer arg;
+    std::vector<float> want(n);
+    for (std::size_t i = 0; i < n; ++i) want[i] = static_cast<float>(i);
+    sky::detail::save_to(arg, want);
+    std::vector<float> got;
+    sky::detail::load_each(arg.span(), got);
+    CHECK(got == want);
+    CHECK(got.data() == memory);  // the kept vector's memory, already faulted in
+    // Taken once: the next decode allocates afresh; another element type never takes it.
+    std::vector<float> again;
+    sky::detail::load_each(arg.span(), again);
+    CHECK(again == want);
+    CHECK(again.data() != memory);
+    std::vector<float> other(3 * n);  // 12 MiB
+    const float* other_memory = other.data();
+    hand_over(std::move(other));
+    Buffer doubles;
+    sky::detail::save_to(doubles, std::vector<double>(n, 2.0));  // 8 MiB, another type
+    std::vector<double> d;
+    sky::detail::load_each(doubles.span(), d);
+    CHECK(static_cast<const void*>(d.data()) != static_cast<const void*>(other_memory));
+    // Nor an argument of less than half its size (that memory would stay with the user's code).
+    Buffer small;
+    sky::detail::save_to(small, std::vector<float>(n + 1024, 3.0f));  // 4 MiB and a bit
+    std::vector<float> s;
+    sky::detail::load_each(small.span(), s);
+    CHECK(s.data() != other_memory);
+    CHECK(s.size() == n + 1024);
+    Buffer fits;
+    std::vector<float> eight(2 * n, 4.0f);  // 8 MiB
+    sky::detail::save_to(fits, eight);
+    std::vector<float> f;
+    sky::detail::load_each(fits.span(), f);
+    CHECK(f.data() == other_memory);
+    CHECK(f == eight);
+}
