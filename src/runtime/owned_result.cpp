@@ -1,6 +1,7 @@
 // The hand-over between a function's thunk (save_result, in the user's translation unit) and the
 // worker's executor on the same thread: the thunk's signature (registry.hpp, Invoker) has only
-// the result buffer, so what follows it travels through this thread's slot.
+// the result buffer, so what follows it travels through this thread's slot. And the spare
+// vector: a handed-over result, once written, kept for the next large argument of its type.
 #include "runtime/owned_result.hpp"
 
 #include <mutex>
@@ -37,10 +38,6 @@ OwnedBytes take_owned_result(const Buffer& out) {
         throw std::logic_error("a result's bytes were appended after its handed-over part");
     return b;
 }
-
-}  // namespace sky::detail
-
-namespace sky::detail {
 
 namespace {
 // One vector at most, and not a huge one: what a worker keeps beyond what its calls hold.

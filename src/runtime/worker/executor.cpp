@@ -231,7 +231,10 @@ Executor::Answer Executor::execute(const Job& j) {
         a.tail = take_owned_result(out);
         ok = true;
     } catch (...) {
-        (void)take_owned_result(out);  // nothing may be left for a later call on this thread
+        try {
+            (void)take_owned_result(out);  // nothing may be left for a later call on this thread
+        } catch (...) {
+        }
         auto d = current_exception_description();
         err = {ErrorMsg::exception, std::move(d.type_name), std::move(d.message), {}};
     }
