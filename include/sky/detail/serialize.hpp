@@ -258,10 +258,12 @@ inline constexpr std::size_t owned_result_bytes = std::size_t{256} << 10;
 void keep_spare_vector(void (*destroy)(void*), void* vector, std::size_t capacity_bytes) noexcept;
 /// The kept vector of the type `destroy` names when its capacity fits `bytes`, else null.
 void* take_spare_vector(void (*destroy)(void*), std::size_t bytes) noexcept;
+/// Frees a vector handed around as void* (and names its type to the spare's functions).
 template <class V>
 void delete_vector(void* v) {
     delete static_cast<V*>(v);
 }
+/// What frees a handed-over result vector once it is written: keeps it as the spare, or frees it.
 template <class V>
 void retire_vector(void* v) {
     keep_spare_vector(&delete_vector<V>, v,
