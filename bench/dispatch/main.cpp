@@ -9,10 +9,12 @@
 //   map          sky::map of 100,000 small elements vs the same work as a hand-made gather of
 //                one call per chunk (same chunks), on 2 nodes, interleaved (median of the runs)
 //
-// Usage: dispatch [--quick]   (--quick: fewer iterations, for a smoke run)
+// Usage: dispatch [--quick | --rpc N]   (--quick: fewer iterations, for a smoke run; --rpc N:
+//        only the 64 MiB row, N interleaved rounds, each round's two times printed)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <sky/sky.hpp>
@@ -32,6 +35,13 @@ namespace bench {
 void noop() {}
 int inc(int x) { return x + 1; }
 std::vector<float> echo(std::vector<float> v) { return v; }
+// CPU time this process has used (user + system), in microseconds.
+double cpu_us() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 // What a user writes without sky::map: one call per chunk that loops over its elements.
 std::vector<int> inc_chunk(std::vector<int> xs) {
     for (int& x : xs) x = inc(x);
@@ -188,6 +198,46 @@ int connect_to(int port) {
     return fd;
 }
 
+// 64 MiB through sky and through the hand-written RPC, alternating which goes first; the first
+// round of each warms up (fresh memory on both sides) and is not counted.
+// With `cpu`, also the CPU time of each counted sky echo in the client process and in the worker
+// (milliseconds, two entries per echo): under load it says more than the wall time.
+void compare_echo(sky::ComputePool& pool, HandRpc& rpc, std::size_t floats, int reps,
+                  std::vector<double>& sky_s, std::vector<double>& hand_s,
+                  std::vector<double>* cpu = nullptr) {
+    std::vector<float> w(floats, 2.5f);
+    for (int rep = 0; rep <= reps; ++rep) {
+        auto sky_once = [&] {
+            const double worker0 = cpu ? sky::compute<bench::cpu_us>() >> pool : 0;
+            const double client0 = cpu ? bench::cpu_us() : 0;
+            auto t0 = Clock::now();
+            auto back = sky::compute<bench::echo>(w) >> pool;
+            const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            if (back.size() != w.size() || back.back() != 2.5f) throw std::runtime_error("sky");
+            back = {};  // its free counts in the CPU time
+            if (rep > 0) sky_s.push_back(s);
+            if (cpu && rep > 0) {
+                cpu->push_back((bench::cpu_us() - client0) / 1e3);
+                cpu->push_back(((sky::compute<bench::cpu_us>() >> pool) - worker0) / 1e3);
+            }
+        };
+        auto hand_once = [&] {
+            auto t0 = Clock::now();
+            auto back = rpc.echo(w);
+            const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            if (back.size() != w.size() || back.back() != 2.5f) throw std::runtime_error("rpc");
+            if (rep > 0) hand_s.push_back(s);
+        };
+        if (rep % 2) {
+            hand_once();
+            sky_once();
+        } else {
+            sky_once();
+            hand_once();
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +251,24 @@ int main(int argc, char** argv) {
     const std::size_t rpc_floats = std::size_t{64} << 20 >> 2;  // 64 MiB
     const int rpc_reps = quick ? 5 : 15;
     HandRpc rpc;  // before any pool: its child forks this process while it has one thread
+    if (argc > 2 && std::strcmp(argv[1], "--rpc") == 0) {
+        // Only the 64 MiB row, for measuring the payload path on a busy machine.
+        const int reps = std::max(1, std::atoi(argv[2]));
+        std::vector<double> sky_s, hand_s, cpu;
+        {
+            sky::ComputePool pool{{.nodes = 1, .display = sky::Display::quiet}};
+            compare_echo(pool, rpc, rpc_floats, reps, sky_s, hand_s, &cpu);
+        }
+        const double mb = 2.0 * static_cast<double>(rpc_floats * sizeof(float)) / (1 << 20);
+        for (std::size_t i = 0; i < sky_s.size(); ++i)
+            std::printf(
+                "round %2zu: sky %6.1f ms (CPU: client %5.1f ms, worker %5.1f ms), rpc %6.1f ms\n",
+                i + 1, sky_s[i] * 1e3, cpu[2 * i], cpu[2 * i + 1], hand_s[i] * 1e3);
+        const double sky = mb / stats(sky_s).median, hand = mb / stats(hand_s).median;
+        std::printf("64 MiB echo vs socketpair RPC, median of %d: %.0f MB/s vs %.0f MB/s, %.2fx\n",
+                    reps, sky, hand, sky / hand);
+        return 0;
+    }
 
     // Raw TCP: an echo server in a second process. Round trips alternate between raw TCP and
     // sky in rounds, so both see the same machine load.
@@ -269,32 +337,7 @@ int main(int argc, char** argv) {
             }
         }
         v = {};
-        // 64 MiB through sky and through the hand-written RPC, alternating which goes first;
-        // the first round of each warms up (fresh memory on both sides) and is not counted.
-        std::vector<float> w(rpc_floats, 2.5f);
-        for (int rep = 0; rep <= rpc_reps; ++rep) {
-            auto sky_once = [&] {
-                auto t0 = Clock::now();
-                auto back = sky::compute<bench::echo>(w) >> pool;
-                const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-                if (back.size() != w.size() || back.back() != 2.5f) throw std::runtime_error("sky");
-                if (rep > 0) sky_rpc_s.push_back(s);
-            };
-            auto hand_once = [&] {
-                auto t0 = Clock::now();
-                auto back = rpc.echo(w);
-                const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-                if (back.size() != w.size() || back.back() != 2.5f) throw std::runtime_error("rpc");
-                if (rep > 0) hand_rpc_s.push_back(s);
-            };
-            if (rep % 2) {
-                hand_once();
-                sky_once();
-            } else {
-                sky_once();
-                hand_once();
-            }
-        }
+        compare_echo(pool, rpc, rpc_floats, rpc_reps, sky_rpc_s, hand_rpc_s);
     }
     {
         sky::ComputePool pool{{.nodes = 2, .display = sky::Display::quiet}};

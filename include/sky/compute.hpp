@@ -70,7 +70,7 @@ void invoke_impl(std::span<const std::byte> in, Buffer& out, std::index_sequence
     } else {
         R r = std::invoke(
             F, std::forward<std::tuple_element_t<I, typename T::params>>(std::get<I>(args))...);
-        save_to(out, r);
+        save_result(out, r);
     }
 }
 

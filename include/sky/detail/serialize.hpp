@@ -652,6 +652,53 @@ void save_to(Buffer& out, const Ts&... values) {
     ar(values...);
 }
 
+/// Hands bytes that follow `out`'s on the wire to the worker that is encoding a result into
+/// `out`: [data, data + size), kept alive by `owner` until `destroy(owner)`. The worker writes
+/// them from where they are and destroys the owner once the frame is written (or, in a session
+/// that may resume, acknowledged). Defined in libsky (src/runtime/owned_result.cpp).
+void append_owned_result(Buffer& out, const std::byte* data, std::size_t size, void* owner,
+                         void (*destroy)(void*)) noexcept;
+/// Results of numbers at least this large are handed over (moved), not copied into the frame:
+/// the worker's outbox writes frames this large straight to the socket anyway.
+inline constexpr std::size_t owned_result_bytes = std::size_t{256} << 10;
+
+/// A large vector of numbers the worker is done with (a result, once written) is kept, one at a
+/// time, for the next large argument of its type, whose memory is then already faulted in: fresh
+/// memory costs more than the copy into it, and glibc maps blocks of 64 MiB or more afresh on
+/// every call of an executor thread (docs/performance.md). `destroy` names the vector's type and
+/// frees one not kept. Defined in libsky (src/runtime/owned_result.cpp).
+void keep_spare_vector(void (*destroy)(void*), void* vector, std::size_t capacity_bytes) noexcept;
+/// The kept vector of the type `destroy` names when its capacity fits `bytes`, else null.
+void* take_spare_vector(void (*destroy)(void*), std::size_t bytes) noexcept;
+/// Frees a vector handed around as void* (and names its type to the spare's functions).
+template <class V>
+void delete_vector(void* v) {
+    delete static_cast<V*>(v);
+}
+/// What frees a handed-over result vector once it is written: keeps it as the spare, or frees it.
+template <class V>
+void retire_vector(void* v) {
+    keep_spare_vector(&delete_vector<V>, v,
+                      static_cast<V*>(v)->capacity() * sizeof(typename V::value_type));
+}
+
+/// Appends a remote function's result `r` (the thunk's last step): save_to, except that a large
+/// vector of numbers is moved out of `r` and handed over (append_owned_result), not copied.
+template <class R>
+void save_result(Buffer& out, R& r) {
+    if constexpr (is_flat_vector<R>::value) {
+        const std::uint64_t n = r.size();
+        if (n * sizeof(typename R::value_type) >= owned_result_bytes) {
+            auto* kept = new R(std::move(r));
+            out.append(&n, sizeof n);
+            append_owned_result(out, reinterpret_cast<const std::byte*>(kept->data()),
+                                n * sizeof(typename R::value_type), kept, &retire_vector<R>);
+            return;
+        }
+    }
+    save_to(out, r);
+}
+
 /// Reads values saved by save_to; throws cereal::Exception when the bytes run out or a size does
 /// not fit in them (never allocates more than they can fill).
 template <class... Ts>
@@ -678,9 +725,14 @@ std::size_t load_one(std::span<const std::byte> bytes, T& value) {
             const E* p = reinterpret_cast<const E*>(first);
             if (n * sizeof(E) >= (std::size_t{4} << 20)) {
                 // Fresh memory: faulting it in costs more than the copy (docs/performance.md).
-                value.clear();
-                value.reserve(static_cast<std::size_t>(n));
-                prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
+                if (void* spare = take_spare_vector(&delete_vector<T>, n * sizeof(E))) {
+                    value = std::move(*static_cast<T*>(spare));
+                    delete static_cast<T*>(spare);
+                } else {
+                    value.clear();
+                    value.reserve(static_cast<std::size_t>(n));
+                    prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
+                }
             }
             value.assign(p, p + n);
         } else {

@@ -58,11 +58,11 @@ void Executor::run(int slot) {
             j = std::move(queue_.front());
             queue_.pop_front();
         }
-        Buffer out = execute(j);
+        Answer a = execute(j);
         bool broken = false;
-        if (!out.empty()) {  // empty: dropped before it ran, answered already
+        if (!a.frame.empty()) {  // empty: dropped before it ran, answered already
             try {
-                out_.frame(std::move(out), true);
+                out_.frame(std::move(a.frame), true, std::move(a.tail));
             } catch (...) {
                 broken = true;  // the connection is gone, and the session with it
             }
@@ -173,32 +173,32 @@ void Executor::stop() {
     threads_.clear();
 }
 
-Buffer Executor::execute(const Job& j) {
+Executor::Answer Executor::execute(const Job& j) {
     const std::uint64_t id = j.id;
     CallHeader c;
     CallPlugin plugin;
     try {
         c = decode_call(decode_call_plugin(j.payload.span(), j.flags, plugin));
     } catch (const std::exception& e) {
-        return error_frame(id, {ErrorMsg::bad_arguments, "sky::ProtocolError", e.what(), {}});
+        return {error_frame(id, {ErrorMsg::bad_arguments, "sky::ProtocolError", e.what(), {}})};
     }
     Lookup l = find_function(c.function, c.signature);
     if (!l.entry) {
         if (l.name_known)
-            return error_frame(id, {ErrorMsg::signature_mismatch,
-                                    "sky::RemoteError",
-                                    fmt::format("function '{}' exists on this worker with "
-                                                "another signature (the client and the worker "
-                                                "were built from different sources)",
-                                                c.function),
-                                    {}});
-        return error_frame(id, {ErrorMsg::unknown_function,
-                                "sky::RemoteError",
-                                fmt::format("no function named '{}' is registered on this "
-                                            "worker (is it used with sky::compute in this "
-                                            "program?)",
-                                            c.function),
-                                {}});
+            return {error_frame(id, {ErrorMsg::signature_mismatch,
+                                     "sky::RemoteError",
+                                     fmt::format("function '{}' exists on this worker with "
+                                                 "another signature (the client and the worker "
+                                                 "were built from different sources)",
+                                                 c.function),
+                                     {}})};
+        return {error_frame(id, {ErrorMsg::unknown_function,
+                                 "sky::RemoteError",
+                                 fmt::format("no function named '{}' is registered on this "
+                                             "worker (is it used with sky::compute in this "
+                                             "program?)",
+                                             c.function),
+                                 {}})};
     }
     if (!announce(j)) {
         send_cancelled(id);
@@ -211,7 +211,7 @@ Buffer Executor::execute(const Job& j) {
         try {
             env.emplace(plugin_env_(plugin));
         } catch (const std::exception& e) {
-            return error_frame(id, {ErrorMsg::exception, "sky::Error", e.what(), {}});
+            return {error_frame(id, {ErrorMsg::exception, "sky::Error", e.what(), {}})};
         }
     }
     CallContext ctx;
@@ -219,14 +219,22 @@ Buffer Executor::execute(const Job& j) {
     core_.running.fetch_add(1);
     CrashScope::set_call(id);
     capture_.enter(&ctx);
-    Buffer out;
+    Answer a;
+    Buffer& out = a.frame;
     out.resize(frame_header_size);
     ErrorMsg err;
     bool ok = false;
     try {
         l.entry->invoke(c.args, out);
+        // A large result of numbers was handed over, not copied (save_result): it follows the
+        // frame from where the function returned it.
+        a.tail = take_owned_result(out);
         ok = true;
     } catch (...) {
+        try {
+            (void)take_owned_result(out);  // nothing may be left for a later call on this thread
+        } catch (...) {
+        }
         auto d = current_exception_description();
         err = {ErrorMsg::exception, std::move(d.type_name), std::move(d.message), {}};
     }
@@ -235,14 +243,15 @@ Buffer Executor::execute(const Job& j) {
     env.reset();
     core_.running.fetch_sub(1);
     if (ok) {
-        encode_header(out.data(), MsgType::result, id, out.size() - frame_header_size);
-        return out;
+        encode_header(out.data(), MsgType::result, id,
+                      out.size() - frame_header_size + a.tail.size());
+        return a;
     }
     {
         std::lock_guard lk(ctx.m);
         err.log_tail.assign(ctx.tail.begin(), ctx.tail.end());
     }
-    return error_frame(id, err);
+    return {error_frame(id, err)};
 }
 
 }  // namespace sky::detail

@@ -64,8 +64,13 @@ private:
     /// What waits for its confirm: confirmed, or dropped (cancelled, stopping).
     enum class Confirm { waiting, confirmed, dropped };
 
+    /// A call's answer frame, and the result bytes its function handed over (they follow it).
+    struct Answer {
+        Buffer frame;
+        OwnedBytes tail;
+    };
     void run(int slot);
-    Buffer execute(const Job& j);
+    Answer execute(const Job& j);
     /// Tells the client the call starts; for an at-most-once call, waits for its confirm.
     /// False when the call must not run.
     bool announce(const Job& j);

@@ -78,7 +78,7 @@ void Outbox::set_resumable(bool on) {
     resumable_ = on;
 }
 
-const Buffer& Outbox::keep_locked(std::uint64_t id, Buffer&& f) {
+const Outbox::Parts& Outbox::keep_locked(std::uint64_t id, Parts&& f) {
     if (auto old = kept_by_id_.find(id); old != kept_by_id_.end()) kept_.erase(old->second);
     const std::uint64_t seq = next_seq_++;
     kept_by_id_[id] = seq;
@@ -89,8 +89,8 @@ void Outbox::append(MsgType type, std::uint64_t id, std::span<const std::byte> p
     std::lock_guard lk(m_);
     if (is_answer(type)) answered_locked(id);
     if (resumable_ && is_answer(type)) {
-        Buffer f;
-        append_frame(f, type, id, payload);
+        Parts f;
+        append_frame(f.head, type, id, payload);
         keep_locked(id, std::move(f));
     }
     append_frame(buf_, type, id, payload);
@@ -102,22 +102,28 @@ void Outbox::log(std::uint64_t id, std::uint8_t stream, std::string_view line) {
     flush_locked();
 }
 
-void Outbox::frame(Buffer&& f, bool flush_now) {
+void Outbox::frame(Buffer&& f, bool flush_now, OwnedBytes tail) {
     std::lock_guard lk(m_);
-    if (f.size() >= frame_header_size && is_answer(frame_type(f)))
-        answered_locked(frame_call_id(f));
+    const bool answer = f.size() >= frame_header_size && is_answer(frame_type(f));
+    if (answer) answered_locked(frame_call_id(f));
+    Parts parts{std::move(f), std::move(tail)};
     // A kept answer is written from where it is kept: a large result is not copied.
-    const Buffer& out = f.size() >= frame_header_size && resumable_ && is_answer(frame_type(f))
-                            ? keep_locked(frame_call_id(f), std::move(f))
-                            : f;
-    if (out.size() > direct_write) {
-        flush_locked();
-        std::span<const std::byte> one[] = {out.span()};
-        write_locked(one);
+    const std::uint64_t id = answer ? frame_call_id(parts.head) : 0;
+    const Parts& out = answer && resumable_ ? keep_locked(id, std::move(parts)) : parts;
+    send_locked(out);
+    if (flush_now) flush_locked();
+}
+
+void Outbox::send_locked(const Parts& f) {
+    const std::size_t size = f.head.size() + f.tail.size();
+    if (buf_.size() + size > direct_write) flush_locked();
+    if (size > direct_write) {
+        std::span<const std::byte> both[] = {f.head.span(), f.tail.span()};
+        write_locked(both);
         return;
     }
-    buf_.append(out.data(), out.size());
-    if (flush_now) flush_locked();
+    buf_.append(f.head.data(), f.head.size());
+    buf_.append(f.tail.span().data(), f.tail.size());
 }
 
 void Outbox::flush() {
@@ -168,15 +174,7 @@ void Outbox::attach(Transport& t, const std::function<std::vector<std::uint64_t>
     soon_.clear();
     // Under the lock: a call that starts meanwhile says so after these, on this connection.
     for (auto id : running()) append_frame(buf_, MsgType::started, id, {});
-    for (auto& [seq, kept] : kept_) {
-        if (buf_.size() + kept.second.size() > direct_write) flush_locked();
-        if (kept.second.size() > direct_write) {
-            std::span<const std::byte> one[] = {kept.second.span()};
-            write_locked(one);
-        } else {
-            buf_.append(kept.second.data(), kept.second.size());
-        }
-    }
+    for (auto& [seq, kept] : kept_) send_locked(kept.second);
     flush_locked();
 }
 
@@ -194,8 +192,7 @@ bool Outbox::resend(std::uint64_t id) {
     std::lock_guard lk(m_);
     auto it = kept_by_id_.find(id);
     if (it == kept_by_id_.end()) return false;
-    const Buffer& f = kept_.at(it->second).second;
-    buf_.append(f.data(), f.size());
+    send_locked(kept_.at(it->second).second);
     flush_locked();
     return true;
 }

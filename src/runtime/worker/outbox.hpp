@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/owned_result.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/transport.hpp"
 
@@ -45,8 +46,10 @@ public:
     void started_soon(std::uint64_t id);
     /// A line of output, sent at once.
     void log(std::uint64_t id, std::uint8_t stream, std::string_view line);
-    /// A finished frame (header at the front); large ones are written without a copy.
-    void frame(Buffer&& f, bool flush_now);
+    /// A finished frame (header at the front), followed on the wire by `tail` (a large result
+    /// handed over by its function: the header's length counts it). Large frames are written
+    /// without a copy; `tail` lives until its frame is written, or, when kept, acknowledged.
+    void frame(Buffer&& f, bool flush_now, OwnedBytes tail = {});
     /// Writes the batch.
     void flush();
 
@@ -71,8 +74,16 @@ private:
     void flusher();
     /// Drops call `id` from soon_ (its answer is on its way).
     void answered_locked(std::uint64_t id);
-    /// Keeps the answer `f` of call `id`; returns the kept frame.
-    const Buffer& keep_locked(std::uint64_t id, Buffer&& f);
+    /// A frame's bytes, and what follows them on the wire.
+    struct Parts {
+        Buffer head;
+        OwnedBytes tail;
+    };
+    /// Keeps the answer of call `id`; returns the kept frame.
+    const Parts& keep_locked(std::uint64_t id, Parts&& f);
+    /// Adds a frame to the batch, or, when large, writes the batch and then the frame from
+    /// where it is.
+    void send_locked(const Parts& f);
 
     mutable std::mutex m_;
     std::condition_variable soon_cv_;
@@ -86,7 +97,7 @@ private:
     Buffer buf_;
     /// Kept answers by sequence number (the order written): call id and frame; and the
     /// sequence number of each kept call id.
-    std::map<std::uint64_t, std::pair<std::uint64_t, Buffer>> kept_;
+    std::map<std::uint64_t, std::pair<std::uint64_t, Parts>> kept_;
     std::unordered_map<std::uint64_t, std::uint64_t> kept_by_id_;
     std::uint64_t next_seq_ = 0;
 };

@@ -214,6 +214,52 @@ TEST_CASE("answers that came while the connection was down are kept until acknow
     CHECK(lines_in(runs) == 1);
 }
 
+TEST_CASE(
+    "a large result, written from the vector its function returned, is kept intact until "
+    "acknowledged",
+    "[local][resume]") {
+    ListeningWorker w;
+    // 4 MiB: the worker writes it from the returned vector (save_result), not from a copy.
+    std::vector<float> big(1 << 20);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 9973) + 0.5f;
+    const auto call = sky::compute<echo>(big).desc();
+    const auto result_of = [](const d::Frame& f) {
+        std::vector<float> v;
+        d::load_from(f.payload, v);
+        return v;
+    };
+    d::Frame f;
+    {
+        Client c(w, "s", false, 10);
+        c.call(1, call);
+        bool result = false;
+        while (!result && c.next(f, 5s)) result = f.header.type == d::MsgType::result;
+        REQUIRE(result);
+        CHECK(result_of(f) == big);
+        // Sent again (not acknowledged yet): answered from what is kept, as it was.
+        c.call(1, call);
+        REQUIRE(c.next(f, 5s));
+        REQUIRE(f.header.type == d::MsgType::result);
+        CHECK(result_of(f) == big);
+        c.drop();
+    }
+    {
+        // A resumed connection gets it once more, from the kept frame.
+        Client c(w, "s", true, 10);
+        REQUIRE(c.next(f, 5s));
+        REQUIRE(f.header.type == d::MsgType::result);
+        CHECK(f.header.call_id == 1);
+        CHECK(result_of(f) == big);
+        c.ack({1});
+        std::this_thread::sleep_for(200ms);
+        c.drop();
+    }
+    // Acknowledged: forgotten (its vector freed), nothing comes after the next resume.
+    Client c(w, "s", true, 10);
+    CHECK_FALSE(c.next(f, 500ms));
+    shut_down(c, w);
+}
+
 TEST_CASE("a client that does not come back within its bound finds no worker", "[local][resume]") {
     ListeningWorker w;
     const std::string runs = w.dir.path + "/runs";

@@ -25,12 +25,14 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <variant>
 #include <vector>
 
+#include "runtime/owned_result.hpp"
 #include "sky/compute.hpp"
 #include "sky/detail/serialize.hpp"
 
@@ -376,4 +378,97 @@ TEST_CASE("the decoder refuses a variant index, a bool or a pointer it cannot ha
     STATIC_REQUIRE(sky::serializable<std::list<std::set<int>>>);
     STATIC_REQUIRE_FALSE(sky::serializable<std::vector<NotSerializable>>);
     STATIC_REQUIRE_FALSE(sky::serializable<int*>);
+}
+
+TEST_CASE("a large result of numbers is handed over to the worker, a small one copied",
+          "[serialize]") {
+    using sky::detail::take_owned_result;
+    // Small: copied into the buffer as save_to writes it, nothing handed over.
+    std::vector<float> small(100, 1.5f);
+    Buffer a;
+    sky::detail::save_result(a, small);
+    CHECK(take_owned_result(a).empty());
+    std::vector<float> back;
+    sky::detail::load_each(a.span(), back);
+    CHECK(back == small);
+    CHECK(small.size() == 100);  // a copy: the caller's vector is untouched
+    // Large: the buffer gets the count; the elements stay in the moved vector, which lives as
+    // long as what take_owned_result returns.
+    std::vector<float> big(sky::detail::owned_result_bytes / sizeof(float) + 1);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i);
+    const std::vector<float> want = big;
+    const float* elements = big.data();
+    Buffer b;
+    b.resize(24);  // a frame header's room, as the executor leaves it
+    sky::detail::save_result(b, big);
+    REQUIRE(b.size() == 24 + 8);
+    auto tail = take_owned_result(b);
+    REQUIRE(tail.size() == want.size() * sizeof(float));
+    CHECK(reinterpret_cast<const float*>(tail.span().data()) == elements);  // not copied
+    Buffer wire;
+    wire.append(b.data() + 24, 8);
+    wire.append(tail.span().data(), tail.size());
+    std::vector<float> got;
+    sky::detail::load_each(wire.span(), got);
+    CHECK(got == want);
+    CHECK(take_owned_result(b).empty());  // taken once
+    // Handed over for another buffer, or with bytes appended after it: never taken silently.
+    Buffer c, other;
+    std::vector<double> big2(sky::detail::owned_result_bytes / sizeof(double));
+    sky::detail::save_result(c, big2);
+    CHECK(take_owned_result(other).empty());
+    CHECK(take_owned_result(c).empty());  // dropped by the look-up for `other`
+    std::vector<double> big3(sky::detail::owned_result_bytes / sizeof(double));
+    sky::detail::save_result(c, big3);
+    c.push_back(std::byte{1});
+    CHECK_THROWS_AS(take_owned_result(c), std::logic_error);
+}
+
+TEST_CASE("a large result's vector, once written, serves the next large argument of its type",
+          "[serialize]") {
+    using sky::detail::take_owned_result;
+    const std::size_t n = (std::size_t{4} << 20) / sizeof(float);  // 4 MiB: load_one's fresh path
+    auto hand_over = [](std::vector<float> v) {
+        Buffer b;
+        sky::detail::save_result(b, v);
+        return take_owned_result(b);  // destroying it retires the vector
+    };
+    std::vector<float> result(n, 1.0f);
+    const float* memory = result.data();
+    hand_over(std::move(result));  // written and done with: kept as the spare
+    Buffer arg;
+    std::vector<float> want(n);
+    for (std::size_t i = 0; i < n; ++i) want[i] = static_cast<float>(i);
+    sky::detail::save_to(arg, want);
+    std::vector<float> got;
+    sky::detail::load_each(arg.span(), got);
+    CHECK(got == want);
+    CHECK(got.data() == memory);  // the kept vector's memory, already faulted in
+    // Taken once: the next decode allocates afresh; another element type never takes it.
+    std::vector<float> again;
+    sky::detail::load_each(arg.span(), again);
+    CHECK(again == want);
+    CHECK(again.data() != memory);
+    std::vector<float> other(3 * n);  // 12 MiB
+    const float* other_memory = other.data();
+    hand_over(std::move(other));
+    Buffer doubles;
+    sky::detail::save_to(doubles, std::vector<double>(n, 2.0));  // 8 MiB, another type
+    std::vector<double> d;
+    sky::detail::load_each(doubles.span(), d);
+    CHECK(static_cast<const void*>(d.data()) != static_cast<const void*>(other_memory));
+    // Nor an argument of less than half its size (that memory would stay with the user's code).
+    Buffer small;
+    sky::detail::save_to(small, std::vector<float>(n + 1024, 3.0f));  // 4 MiB and a bit
+    std::vector<float> s;
+    sky::detail::load_each(small.span(), s);
+    CHECK(s.data() != other_memory);
+    CHECK(s.size() == n + 1024);
+    Buffer fits;
+    std::vector<float> eight(2 * n, 4.0f);  // 8 MiB
+    sky::detail::save_to(fits, eight);
+    std::vector<float> f;
+    sky::detail::load_each(fits.span(), f);
+    CHECK(f.data() == other_memory);
+    CHECK(f == eight);
 }
