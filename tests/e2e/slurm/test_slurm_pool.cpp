@@ -907,10 +907,13 @@ void calls_survive(const SlurmCluster& c, const std::function<void()>& cut) {
         }
         CHECK(c.queue() == job);
         // The watchdog moved to the new connection: one is left (the one it replaced may take
-        // a moment to go).
+        // a moment to go). Counted by this pool's job name: the test hosts share the machine's
+        // process table with the other Slurm tests' login nodes.
         std::string watchdogs;
+        const std::string count_ours =
+            "pgrep -f -c '^bash -c while kill -0.*sky-" + pool.id() + "'";
         for (int k = 0; k < 20; ++k) {
-            watchdogs = c.on_login("pgrep -f -c '^bash -c while kill -0'").output;
+            watchdogs = c.on_login(count_ours).output;
             if (watchdogs == "1\n") break;
             std::this_thread::sleep_for(250ms);
         }
