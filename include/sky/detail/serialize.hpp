@@ -276,8 +276,6 @@ public:
             write_size(static_cast<std::uint64_t>(v.size));
         } else if constexpr (is_a<T, cereal::base_class> || is_a<T, cereal::virtual_base_class>) {
             write_user(*v.base_ptr);
-        } else if constexpr (user_type<OutputArchive, T>) {
-            write_user(v);
         } else if constexpr (std::is_same_v<T, std::string>) {
             write_size(v.size());
             saveBinary(v.data(), v.size());
@@ -319,6 +317,10 @@ public:
             // (Sharing between pointers is not kept: each is its own copy on the other side.)
             write(static_cast<std::uint32_t>(v ? 0x80000001u : 0u));
             if (v) write(*v);
+        } else if constexpr (user_type<OutputArchive, T>) {
+            // After the standard types (whose checks are cheap), before the shapes a user's
+            // container may also have: a std type never pays for the dozen user-function checks.
+            write_user(v);
         } else if constexpr (complex_like<T>) {
             write(v.real());
             write(v.imag());
@@ -431,8 +433,6 @@ public:
             v.size = static_cast<std::remove_reference_t<decltype(v.size)>>(n);
         } else if constexpr (is_a<T, cereal::base_class> || is_a<T, cereal::virtual_base_class>) {
             read_user(*v.base_ptr);
-        } else if constexpr (user_type<BoundedInputArchive, T>) {
-            read_user(v);
         } else if constexpr (std::is_same_v<T, std::string>) {
             const std::uint64_t n = read_size();
             v.resize(static_cast<std::size_t>(n));
@@ -511,6 +511,8 @@ public:
                 read(*p);
                 v = std::move(p);
             }
+        } else if constexpr (user_type<BoundedInputArchive, T>) {
+            read_user(v);
         } else if constexpr (complex_like<T>) {
             typename T::value_type re{}, im{};
             read(re);
@@ -597,8 +599,6 @@ constexpr bool can_travel() noexcept {
     } else if constexpr (is_number<T> || std::is_enum_v<T> || std::is_same_v<T, std::string> ||
                          std::is_same_v<T, std::monostate> || is_duration<T> || is_time_point<T>) {
         return true;
-    } else if constexpr (user_type<O, T> && user_type<I, T>) {
-        return true;
     } else if constexpr (std::is_array_v<T>) {
         return can_travel<std::remove_extent_t<T>>();
     } else if constexpr (is_a<T, std::pair>) {
@@ -613,6 +613,8 @@ constexpr bool can_travel() noexcept {
     } else if constexpr (is_a<T, std::unique_ptr> || is_a<T, std::shared_ptr>) {
         return can_travel<std::remove_const_t<typename T::element_type>>() &&
                std::is_default_constructible_v<typename T::element_type>;
+    } else if constexpr (user_type<O, T> && user_type<I, T>) {
+        return true;
     } else if constexpr (complex_like<T>) {
         return can_travel<typename T::value_type>();
     } else if constexpr (map_like<T>) {
