@@ -136,9 +136,16 @@ TEST_CASE(
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         CHECK(WIFSIGNALED(status));
         CHECK(sky::test::wait_until([&] { return nothing_left(h); }, std::chrono::seconds(30)));
-        // The reaper did it (not another test run's sweep of what dead runs left).
-        std::ifstream in(log);
-        std::string said((std::istreambuf_iterator<char>(in)), {});
+        // The reaper did it (not only another test run's sweep of what dead runs left, which
+        // may finish first while tests run side by side: the reaper says so when it is done).
+        std::string said;
+        CHECK(sky::test::wait_until(
+            [&] {
+                std::ifstream in(log);
+                said.assign(std::istreambuf_iterator<char>(in), {});
+                return !said.empty();
+            },
+            std::chrono::seconds(30)));
         CHECK(said == "reaped " + h.bridge + "\n");
         if (alive(h.stray)) ::kill(h.stray, SIGKILL);
     }
