@@ -844,7 +844,11 @@ private:
                             .token_file = run + "/token",
                             .port_file = run + "/port",
                             .heartbeat_file = run + "/heartbeat",
-                            .accept_timeout = spec_.idle_timeout}
+                            // At least 30 s for the client's first connection: its channel
+                            // comes through the login node after the step starts, which on a
+                            // busy client took over a 5 s idle_timeout (the worker had left).
+                            .accept_timeout = std::max<std::chrono::seconds>(
+                                spec_.idle_timeout, std::chrono::seconds(30))}
                    .shell_exports();
         const std::string launcher = fmt::format(
             "umask 077; run={run}; cur={cur}; me=\"$SLURM_JOB_ID.$SLURM_STEP_ID\"; "
