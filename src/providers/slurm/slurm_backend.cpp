@@ -547,7 +547,10 @@ private:
     // state says why it ended (CANCELLED, TIMEOUT, NODE_FAIL...).
     std::optional<JobState> settled_state(const std::string& job) {
         std::optional<JobState> j;
-        for (int i = 0; i < 20; ++i) {
+        // Up to 15 s: a job stays COMPLETING until its steps' processes are gone, which on a
+        // busy node took longer than 5 s; its final state (TIMEOUT, NODE_FAIL, PREEMPTED) is
+        // what the user must read.
+        for (int i = 0; i < 60; ++i) {
             j = query_job(*login_, job);
             if (!j || j->phase != JobPhase::completing) return j;
             std::this_thread::sleep_for(milliseconds(250));
