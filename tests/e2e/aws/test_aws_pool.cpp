@@ -25,6 +25,7 @@
 #include "ssh/session.hpp"
 #include "support/adapter_test.hpp"
 #include "support/capture_stderr.hpp"
+#include "support/run_log.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_home.hpp"
 
@@ -1107,23 +1108,12 @@ namespace aws_pool {
 
 // Runs once per call: says so in the instance's own /tmp (one O_APPEND write), then sleeps.
 int record_run(int id, int ms) {
-    const int fd = ::open("/tmp/sky-aws-reconnect-runs", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                          0644);
-    if (fd >= 0) {
-        const std::string line = std::to_string(id) + "\n";
-        (void)!::write(fd, line.data(), line.size());
-        ::close(fd);
-    }
+    sky::test::append_run("/tmp/sky-aws-reconnect-runs", id);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return id;
 }
 
-std::vector<int> runs_here() {
-    std::vector<int> runs;
-    std::ifstream f("/tmp/sky-aws-reconnect-runs");
-    for (int id; f >> id;) runs.push_back(id);
-    return runs;
-}
+std::vector<int> runs_here() { return sky::test::runs_in("/tmp/sky-aws-reconnect-runs"); }
 
 }  // namespace aws_pool
 

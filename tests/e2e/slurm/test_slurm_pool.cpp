@@ -25,6 +25,7 @@
 
 #include "hosts/slurm_cluster.hpp"
 #include "sky/sky.hpp"
+#include "support/run_log.hpp"
 #include "support/scoped_env.hpp"
 
 extern char** environ;
@@ -851,23 +852,13 @@ constexpr const char* kRunsFile = "/tmp/sky-slurm-runs";
 
 // Runs once per call: says so in the node's own /tmp (one O_APPEND write), then naps `ms`.
 int record_nap(int id, int ms) {
-    const int fd = ::open(kRunsFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        const std::string line = std::to_string(id) + "\n";
-        (void)!::write(fd, line.data(), line.size());
-        ::close(fd);
-    }
+    sky::test::append_run(kRunsFile, id);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return id;
 }
 
 // The ids record_nap wrote on this node.
-std::vector<int> runs_here() {
-    std::vector<int> runs;
-    std::ifstream f(kRunsFile);
-    for (int id; f >> id;) runs.push_back(id);
-    return runs;
-}
+std::vector<int> runs_here() { return sky::test::runs_in(kRunsFile); }
 
 }  // namespace slurm_pool
 

@@ -17,6 +17,7 @@
 #include "hosts/ssh_provider.hpp"
 #include "hosts/test_hosts.hpp"
 #include "sky/sky.hpp"
+#include "support/run_log.hpp"
 
 using sky::test::TestHosts;
 using namespace std::chrono_literals;
@@ -27,23 +28,13 @@ constexpr const char* kRunsFile = "/tmp/sky-reconnect-runs";
 
 // Runs once per call: says so in the host's /tmp (one write, O_APPEND), then works for `ms`.
 int record_run(int id, int ms) {
-    const int fd = ::open(kRunsFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        const std::string line = std::to_string(id) + "\n";
-        (void)!::write(fd, line.data(), line.size());
-        ::close(fd);
-    }
+    sky::test::append_run(kRunsFile, id);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return id;
 }
 
 // What record_run wrote on this host: the id of each run, in order.
-std::vector<int> runs_here() {
-    std::vector<int> runs;
-    std::ifstream f(kRunsFile);
-    for (int id; f >> id;) runs.push_back(id);
-    return runs;
-}
+std::vector<int> runs_here() { return sky::test::runs_in(kRunsFile); }
 
 // Resets every TCP connection from this (the root) namespace to host i's sshd: the client's SSH
 // session dies at once; the host hears of it only when the RST reaches it.
