@@ -86,7 +86,8 @@ struct CloudLogin {
     /// How long teardown keeps deleting the pool's infrastructure while CloudAdapter::infra_left
     /// names something (a machine that has just ended can keep a firewall in use: EC2 keeps a
     /// terminated instance's network interface, and with it the security group, for seconds to
-    /// minutes). What is left then is recorded in the ledger; `sky gc` deletes it later.
+    /// minutes). What is left then is recorded in the ledger; `sky gc` deletes it later. A pool
+    /// that never sent a launch (credentials refused at the start) waits at most 10 s.
     std::chrono::seconds infra_wait{120};
     /// The cloud has no firewall API and the adapter's boot script sets up sky's host firewall
     /// (SSH from the client, every port from the pool's own machines, nothing else in; the

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -333,8 +334,18 @@ private:
     void delete_infra() noexcept {
         std::lock_guard lk(infra_m_);
         if (infra_created_) {
-            const std::vector<std::string> left =
-                delete_infra_until_gone(*api_, pool_id_, login_.infra_wait);
+            // With no launch ever sent, no machine can hold the firewall: what is left is there
+            // because a request failed (credentials the cloud refuses, a flaky API), and waiting
+            // the minutes a machine's network interface may take to let go would only hold up
+            // the error. A few quick rounds; what is still left goes to the ledger.
+            const bool machines = launch_sent_.load();
+            const std::chrono::milliseconds wait =
+                machines ? std::chrono::milliseconds(login_.infra_wait)
+                         : std::min<std::chrono::milliseconds>(login_.infra_wait,
+                                                               std::chrono::seconds(10));
+            const std::vector<std::string> left = delete_infra_until_gone(
+                *api_, pool_id_, wait,
+                machines ? std::chrono::seconds(5) : std::chrono::seconds(1));
             infra_created_ = false;
             if (!left.empty()) {
                 if (ledger_) ledger_->infra_left(left);
@@ -342,7 +353,8 @@ private:
                     spdlog::warn(
                         "sky: pool {}: still there after {} s: {}; `sky ls` shows it and `sky gc` "
                         "deletes it",
-                        pool_id_, login_.infra_wait.count(), fmt::join(left, "; "));
+                        pool_id_, std::chrono::duration_cast<std::chrono::seconds>(wait).count(),
+                        fmt::join(left, "; "));
                 } catch (...) {
                 }
             }
@@ -449,6 +461,7 @@ private:
                 r.client_token =
                     fmt::format("{}-{}{}", token_base, node, spot ? "s" : "d").substr(0, 64);
                 try {
+                    launch_sent_ = true;
                     id = api_->launch(r);
                 } catch (const UnknownInstanceTypeError& e) {
                     // Not sold here at all: neither spot nor on demand; the next offer.
@@ -853,6 +866,7 @@ private:
     std::filesystem::path dir_;
     std::string public_key_;
     bool infra_created_ = false;
+    std::atomic<bool> launch_sent_{false};  // a launch was asked for (a machine may exist)
 
     mutable std::mutex m_;
     std::shared_ptr<ship::PoolShipment> shipment_;

@@ -68,17 +68,21 @@ SweepResult terminate_and_confirm(CloudAdapter& adapter, std::vector<std::string
 }
 
 std::vector<std::string> delete_infra_until_gone(CloudAdapter& adapter, std::string_view pool_id,
-                                                 std::chrono::milliseconds wait) noexcept {
+                                                 std::chrono::milliseconds wait,
+                                                 std::chrono::milliseconds max_pause) noexcept {
     std::vector<std::string> left;
     try {
         const auto until = Clock::now() + wait;
-        auto pause = std::chrono::milliseconds(1000);
+        // A round that failed for a passing reason (a refused or lost request) is as likely to
+        // pass the next time as a firewall is to be free: a pause of a few seconds at most keeps
+        // a flaky API from stretching the teardown, and is still few requests for the cloud.
+        auto pause = std::min(std::chrono::milliseconds(1000), max_pause);
         for (int round = 0; round < 1000; ++round) {
             adapter.delete_infra(pool_id);
             left = adapter.infra_left(pool_id);
             if (left.empty() || Clock::now() >= until) break;
             std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), pause));
-            pause = std::min(pause * 2, std::chrono::milliseconds(10000));
+            pause = std::min(pause * 2, max_pause);
         }
     } catch (...) {
         // An allocation failure: what was left last is the answer.

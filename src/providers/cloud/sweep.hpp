@@ -42,10 +42,11 @@ struct SweepResult {
                                                 const SweepOptions& options) noexcept;
 
 /// Deletes a pool's infrastructure (CloudAdapter::delete_infra) until infra_left() names nothing
-/// or `wait` has passed, with backoff (1 s, doubling to 10 s) between rounds: a firewall that a
-/// machine which has just ended still uses goes a little later. Returns what is still there
-/// (empty: all of it is gone). Never throws.
+/// or `wait` has passed, with backoff between rounds (1 s, doubling up to `max_pause`): a
+/// firewall that a machine which has just ended still uses goes a little later. Returns what is
+/// still there (empty: all of it is gone). Never throws.
 [[nodiscard]] std::vector<std::string> delete_infra_until_gone(
-    CloudAdapter& adapter, std::string_view pool_id, std::chrono::milliseconds wait) noexcept;
+    CloudAdapter& adapter, std::string_view pool_id, std::chrono::milliseconds wait,
+    std::chrono::milliseconds max_pause = std::chrono::seconds(5)) noexcept;
 
 }  // namespace sky::detail

@@ -89,8 +89,9 @@ struct Recorder {
 struct Cloud {
     virtual ~Cloud() = default;
     [[nodiscard]] virtual sky::PoolSpec spec() const = 0;
-    /// Adds a rate of this one kind (capacity only on the launch request); returns the seed.
-    virtual std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) = 0;
+    /// Adds a rate of this one kind (capacity only on the launch request) at `probability`;
+    /// returns the seed.
+    virtual std::uint64_t add_rate(FaultKind kind, std::uint64_t seed, double probability) = 0;
     virtual void clear_rates() = 0;
     [[nodiscard]] virtual int hits(FaultKind kind) const = 0;
     /// Machines the fake holds that are not terminated (or terminating).
@@ -111,10 +112,10 @@ sky::PoolSpec base_spec(sky::Provider provider, const char* accelerator) {
 }
 
 // The generic rate of an HttpFake cloud (HttpCloud narrows the capacity kind to the launch call).
-HttpFaultRate http_rate(FaultKind kind, std::uint64_t seed) {
+HttpFaultRate http_rate(FaultKind kind, std::uint64_t seed, double probability) {
     HttpFaultRate r;
     r.kinds = {kind};
-    r.probability = kRate;
+    r.probability = probability;
     r.seed = seed;
     return r;
 }
@@ -148,8 +149,8 @@ struct Ec2Cloud : Cloud {
     sky::PoolSpec spec() const override {
         return base_spec(sky::AWS{.region = "us-east-1", .endpoint = fake->endpoint()}, "A100");
     }
-    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) override {
-        return fake->add_fault_rate({.kinds = {kind}, .probability = kRate, .seed = seed});
+    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed, double probability) override {
+        return fake->add_fault_rate({.kinds = {kind}, .probability = probability, .seed = seed});
     }
     void clear_rates() override { fake->clear_fault_rates(); }
     int hits(FaultKind kind) const override { return fake->fault_hits(kind); }
@@ -177,8 +178,8 @@ struct HttpCloud : Cloud {
     HttpFaultRate faults;
     std::string secret;
     explicit HttpCloud(TestHosts& hosts) : binding(hosts) {}
-    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed) override {
-        auto r = http_rate(kind, seed);
+    std::uint64_t add_rate(FaultKind kind, std::uint64_t seed, double probability) override {
+        auto r = http_rate(kind, seed, probability);
         if (kind == FaultKind::capacity) {
             r.method = faults.method;
             r.path = faults.path;
@@ -342,12 +343,13 @@ bool names_auth(const std::string& what) {
     return false;
 }
 
-// One cell: a pool under `kind` at 30%; what happened, checked.
-void run_cell(Cloud& cloud, const std::string& cloud_name, FaultKind kind, std::uint64_t seed) {
+// One cell: a pool under `kind` at 30%; what happened, checked. The cell's seed is `base` (the
+// run's, SKY_FAULT_SEED) plus the kind's number.
+void run_cell(Cloud& cloud, const std::string& cloud_name, FaultKind kind, std::uint64_t base) {
     const std::string kind_name(sky::test::fault_kind_name(kind));
-    const std::uint64_t used = cloud.add_rate(kind, seed);
-    INFO(cloud_name << " x " << kind_name << " at 30%, seed " << used
-                    << " (replay: SKY_FAULT_SEED=" << used << ")");
+    const std::uint64_t used = cloud.add_rate(kind, base + static_cast<std::uint64_t>(kind), kRate);
+    INFO(cloud_name << " x " << kind_name << " at 30%, seed " << used << " (replay: SKY_FAULT_SEED="
+                    << base << " SKY_FAULT_KINDS=" << kind_name << ")");
     Recorder rec;
     auto spec = cloud.spec();
     spec.on_event = rec.callback();
@@ -408,7 +410,7 @@ void run_matrix(const std::string& cloud_name) {
         // a pool shipped to them is cached there); one pool after another, no sections: Catch
         // would rerun the case, hosts and all, once per section.
         C cloud(hosts);
-        run_cell(cloud, cloud_name, kind, base + static_cast<std::uint64_t>(kind));
+        run_cell(cloud, cloud_name, kind, base);
     }
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 10s));
 }
@@ -440,4 +442,56 @@ TEST_CASE("fault matrix: verda under every API fault at 30%", "[faults][cloud]")
 TEST_CASE("fault matrix: digitalocean under every API fault at 30%", "[faults][cloud]") {
     SKIP_WITHOUT_HOSTS();
     run_matrix<DigitalOceanCloud>("digitalocean");
+}
+
+// Credentials the cloud refuses from the first request on (expired, revoked): the pool's start
+// fails with a ProvisionError that names them, in seconds (nothing was launched, so nothing can
+// hold what teardown deletes: no minutes of waiting for it), no secret in any message, and
+// nothing is left at the cloud.
+template <class C>
+void refused_from_the_start(const std::string& cloud_name) {
+    TestHosts hosts(1);
+    ScopedEnv env;
+    env.set("SKY_HTTP_ATTEMPT_TIMEOUT_MS", kAttemptTimeoutMs);
+    C cloud(hosts);
+    cloud.add_rate(FaultKind::expired_auth, sky::test::fault_seed_from_env(), 1.0);
+    Recorder rec;
+    auto spec = cloud.spec();
+    spec.nodes = 1;
+    spec.on_event = rec.callback();
+    std::string outcome = "started";
+    std::string message;
+    const auto t0 = Clock::now();
+    try {
+        sky::ComputePool pool{spec};
+    } catch (const sky::ProvisionError& e) {
+        outcome = "ProvisionError";
+        message = e.what();
+    } catch (const std::exception& e) {
+        outcome = "other";
+        message = e.what();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::fprintf(stderr, "refused credentials: %s: %s in %.1f s: %s\n", cloud_name.c_str(),
+                 outcome.c_str(), seconds, message.substr(0, 300).c_str());
+    INFO(cloud_name << ": " << outcome << " after " << seconds << " s: " << message);
+    CHECK(outcome == "ProvisionError");
+    CHECK(names_auth(message));
+    CHECK(seconds < 30);
+    for (const auto& s : cloud.secrets()) {
+        CHECK(message.find(s) == std::string::npos);
+        std::lock_guard lk(rec.m);
+        for (const auto& l : rec.lines) CHECK(l.find(s) == std::string::npos);
+    }
+    CHECK(cloud.live() == 0);
+}
+
+TEST_CASE("refused credentials: every cloud fails the pool's start in seconds and names them",
+          "[faults][cloud]") {
+    SKIP_WITHOUT_HOSTS();
+    refused_from_the_start<Ec2Cloud>("aws");
+    refused_from_the_start<RunPodCloud>("runpod");
+    refused_from_the_start<VastCloud>("vastai");
+    refused_from_the_start<VerdaCloud>("verda");
+    refused_from_the_start<DigitalOceanCloud>("digitalocean");
 }
