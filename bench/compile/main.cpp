@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
     std::ofstream(std_src) << std_tu;
 
     std::printf("compiler: %s %s -std=c++20\n", SKY_BENCH_CXX, SKY_BENCH_CXX_FLAGS);
+    std::fflush(stdout);  // before any fork: a child would write the buffered line again
     std::vector<double> sky_wall, std_wall, sky_cpu, std_cpu;
     auto time_one = [&](const fs::path& src, const fs::path& obj, std::vector<double>& wall,
                         std::vector<double>& cpu) {

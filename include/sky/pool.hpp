@@ -229,7 +229,10 @@ public:
     /// Calls `handler` for each event of type E; throws sky::Error on a moved-from pool.
     template <class E>
     void on(std::function<void(const E&)> handler) {
-        add_handler([h = std::move(handler)](const Event& e) {
+        // A generic lambda: its body (and with it the Event variant, whose seventeen
+        // alternatives cost more to compile than the rest of this header) is compiled only in a
+        // program that calls on<E>.
+        add_handler([h = std::move(handler)](const auto& e) {
             if (auto* p = std::get_if<E>(&e)) h(*p);
         });
     }

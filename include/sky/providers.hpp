@@ -140,8 +140,9 @@ public:
     using Config = std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated,
                                 Slurm, CustomCloud>;
 
-    // Out of line (src/pool/provider.cpp): the variant's construction, copies and destruction
-    // are compiled once in libsky, not in every translation unit that makes a PoolSpec.
+    // Out of line (src/pool/provider.cpp), and the variant itself on the heap: a program's
+    // translation unit never compiles the ten-way variant (its type machinery alone cost more
+    // than the rest of this header), only a pointer to it.
     Provider();
     Provider(Local c);
     Provider(SSH c);
@@ -154,38 +155,38 @@ public:
     Provider(Slurm c);
     Provider(CustomCloud c);
     Provider(const Provider&);
-    Provider(Provider&&) noexcept;
+    /// Leaves `o` a default (Local) provider.
+    Provider(Provider&& o) noexcept;
     Provider& operator=(const Provider&);
-    Provider& operator=(Provider&&) noexcept;
+    Provider& operator=(Provider&& o) noexcept;
     ~Provider();
     /// A user's adapter (include sky/cloud.hpp to define one): `.provider = MyCloud{...}`.
     template <class A>
-    requires std::derived_from<A, CloudAdapter> && std::copy_constructible<A> Provider(A adapter) {
-        auto prototype = std::make_shared<const A>(std::move(adapter));
-        std::string n = prototype->name();
-        config_ = CustomCloud{std::move(n), [prototype]() -> std::unique_ptr<CloudAdapter> {
-                                  return std::make_unique<A>(*prototype);
-                              }};
-    }
+    requires std::derived_from<A, CloudAdapter> && std::copy_constructible<A> Provider(A adapter)
+        : Provider(custom(std::make_shared<const A>(std::move(adapter)))) {}
 
     /// "local", "ssh", "aws", "runpod", "vastai", "verda", "digitalocean", "simulated", "slurm",
     /// or a custom adapter's name().
-    [[nodiscard]] std::string_view name() const noexcept {
-        if (auto* c = std::get_if<CustomCloud>(&config_)) return c->name;
-        constexpr std::string_view names[] = {"local",        "ssh",       "aws",
-                                              "runpod",       "vastai",    "verda",
-                                              "digitalocean", "simulated", "slurm"};
-        return names[config_.index()];
-    }
+    [[nodiscard]] std::string_view name() const noexcept;
     /// The config if it is a C, else null.
     template <class C>
     [[nodiscard]] const C* get() const noexcept {
-        return std::get_if<C>(&config_);
+        return std::get_if<C>(config_ptr());
     }
-    [[nodiscard]] const Config& config() const noexcept { return config_; }
+    [[nodiscard]] const Config& config() const noexcept { return *config_ptr(); }
 
 private:
-    Config config_;
+    template <class A>
+    static CustomCloud custom(std::shared_ptr<const A> prototype) {
+        std::string n = prototype->name();
+        return CustomCloud{std::move(n), [prototype]() -> std::unique_ptr<CloudAdapter> {
+                               return std::make_unique<A>(*prototype);
+                           }};
+    }
+    /// The config; a moved-from provider's is a default Local.
+    [[nodiscard]] const Config* config_ptr() const noexcept;
+
+    Config* config_;  // owned; null once moved from
 };
 
 }  // namespace sky

@@ -1,10 +1,13 @@
-// The non-template half of sky/detail/serialize.hpp: the errors of the bounded decoder. They are
-// cereal::Exception, as when cereal's own archives did the decoding (the worker and the fuzz
-// targets catch that type), and built here, not in every translation unit that decodes a value.
+// The non-template half of sky/detail/serialize.hpp: the errors of the bounded decoder (they are
+// cereal::Exception, as when cereal's own archives did the decoding: the worker and the fuzz
+// targets catch that type), the archives' version tables, and the vectors of standard numbers'
+// decoding and result hand-over, compiled here once, not in every translation unit.
 #include "sky/detail/serialize.hpp"
 
 #include <cereal/details/helpers.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sky/detail/call.hpp"
 #include "sky/errors.hpp"
@@ -37,6 +40,37 @@ void throw_vector_too_long(std::uint64_t count, std::size_t bytes) {
                             " elements does not fit in the " + std::to_string(bytes) +
                             " bytes left");
 }
+
+struct VersionTable::Entries {
+    std::vector<std::pair<const void*, std::uint32_t>> list;
+};
+
+const std::uint32_t* VersionTable::find(const void* key) const noexcept {
+    if (entries_)
+        for (const auto& [k, v] : entries_->list)
+            if (k == key) return &v;
+    return nullptr;
+}
+
+void VersionTable::add(const void* key, std::uint32_t version) {
+    if (!entries_) entries_ = new Entries;
+    entries_->list.emplace_back(key, version);
+}
+
+void VersionTable::release() noexcept {
+    delete entries_;
+    entries_ = nullptr;
+}
+
+#define SKY_DETAIL_DEFINE(E)                                                         \
+    std::size_t load_flat(std::span<const std::byte> bytes, std::vector<E>& value) { \
+        return load_flat<E, std::allocator<E>>(bytes, value);                        \
+    }                                                                                \
+    void save_flat_result(Buffer& out, std::vector<E>& r) {                          \
+        save_flat_result<E, std::allocator<E>>(out, r);                              \
+    }
+SKY_DETAIL_FOR_EACH_NUMBER(SKY_DETAIL_DEFINE)
+#undef SKY_DETAIL_DEFINE
 
 std::shared_ptr<Buffer> make_shared_buffer() { return std::make_shared<Buffer>(); }
 

@@ -38,6 +38,15 @@ struct CallDesc {
     std::uint64_t signature = 0;
     std::shared_ptr<const Buffer> args;
     CallOptions options;
+
+    // Out of line (src/runtime/call_desc.cpp): every call makes, moves and destroys one, and
+    // their shared pointers, optional and strings are then not compiled in each program.
+    CallDesc() noexcept;
+    CallDesc(const CallDesc&);
+    CallDesc(CallDesc&&) noexcept;
+    CallDesc& operator=(const CallDesc&);
+    CallDesc& operator=(CallDesc&&) noexcept;
+    ~CallDesc();
 };
 
 /// The result of one call: encoded result bytes, or an exception. For a result, where it ran

@@ -228,6 +228,28 @@ inline constexpr char type_key = 0;
 class OutputArchive;
 class BoundedInputArchive;
 
+/// The class versions an archive has written or read: cereal puts a versioned type's version
+/// once per archive, before the type's first value. Its storage is in libsky (most archives
+/// never meet a versioned type, and no container of it is compiled in each program).
+class VersionTable {
+public:
+    VersionTable() noexcept = default;
+    VersionTable(const VersionTable&) = delete;
+    VersionTable& operator=(const VersionTable&) = delete;
+    ~VersionTable() {
+        if (entries_) release();
+    }
+    /// The version recorded for `key` (a type's address key), or null.
+    [[nodiscard]] const std::uint32_t* find(const void* key) const noexcept;
+    /// Records `version` for `key`.
+    void add(const void* key, std::uint32_t version);
+
+private:
+    void release() noexcept;
+    struct Entries;
+    Entries* entries_ = nullptr;
+};
+
 /// True when T can be written and read by sky's archives (elements of containers included).
 template <class T>
 constexpr bool can_travel() noexcept;
@@ -347,19 +369,16 @@ private:
         if constexpr (!unversioned_user<OutputArchive, T>) {
             // As cereal: a versioned type's version goes before its first value in the archive.
             version = class_version<T>();
-            if (first_time(&type_key<T>)) write(version);
+            if (!versions_.find(&type_key<T>)) {
+                versions_.add(&type_key<T>, version);
+                write(version);
+            }
         }
         call_user(*this, const_cast<T&>(v), version);
     }
-    bool first_time(const void* key) {
-        for (const void* k : versioned_)
-            if (k == key) return false;
-        versioned_.push_back(key);
-        return true;
-    }
 
     Buffer& out_;
-    std::vector<const void*> versioned_;  // the versioned types written so far
+    VersionTable versions_;  // the versioned types written so far
 };
 
 /// An archive over a span of bytes that never trusts a size read from them: every size (string
@@ -561,15 +580,11 @@ private:
         std::uint32_t version = 0;
         if constexpr (!unversioned_user<BoundedInputArchive, T>) {
             // The version the writer put before the type's first value, remembered for the rest.
-            bool found = false;
-            for (const auto& [k, ver] : versions_)
-                if (k == &type_key<T>) {
-                    version = ver;
-                    found = true;
-                }
-            if (!found) {
+            if (const std::uint32_t* known = versions_.find(&type_key<T>)) {
+                version = *known;
+            } else {
                 read(version);
-                versions_.emplace_back(&type_key<T>, version);
+                versions_.add(&type_key<T>, version);
             }
         }
         call_user(*this, v, version);
@@ -585,7 +600,7 @@ private:
 
     const std::byte* at_;
     const std::byte* end_;
-    std::vector<std::pair<const void*, std::uint32_t>> versions_;  // versioned types read so far
+    VersionTable versions_;  // the versioned types read so far
 };
 
 template <class T>
@@ -684,21 +699,43 @@ void retire_vector(void* v) {
                       static_cast<V*>(v)->capacity() * sizeof(typename V::value_type));
 }
 
-/// Appends a remote function's result `r` (the thunk's last step): save_to, except that a large
-/// vector of numbers is moved out of `r` and handed over (append_owned_result), not copied.
-template <class R>
-void save_result(Buffer& out, R& r) {
-    if constexpr (is_flat_vector<R>::value) {
-        const std::uint64_t n = r.size();
-        if (n * sizeof(typename R::value_type) >= owned_result_bytes) {
-            auto* kept = new R(std::move(r));
-            out.append(&n, sizeof n);
-            append_owned_result(out, reinterpret_cast<const std::byte*>(kept->data()),
-                                n * sizeof(typename R::value_type), kept, &retire_vector<R>);
-            return;
-        }
+/// Every standard number type a std::vector of which travels as its raw elements: for each,
+/// libsky compiles the vector's decoding and result hand-over once (src/runtime/serialize.cpp),
+/// so that a program passing or returning one does not compile them again.
+// clang-format off
+#define SKY_DETAIL_FOR_EACH_NUMBER(X)                                                     \
+    X(char) X(signed char) X(unsigned char) X(wchar_t) X(char8_t) X(char16_t) X(char32_t) \
+    X(short) X(unsigned short) X(int) X(unsigned int) X(long) X(unsigned long)            \
+    X(long long) X(unsigned long long) X(float) X(double) X(long double)
+// clang-format on
+
+/// Appends a vector of numbers that a remote function returned: a large one is moved out of `r`
+/// and handed over (append_owned_result), a small one copied.
+template <class E, class A>
+void save_flat_result(Buffer& out, std::vector<E, A>& r) {
+    using R = std::vector<E, A>;
+    const std::uint64_t n = r.size();
+    if (n * sizeof(E) >= owned_result_bytes) {
+        auto* kept = new R(std::move(r));
+        out.append(&n, sizeof n);
+        append_owned_result(out, reinterpret_cast<const std::byte*>(kept->data()), n * sizeof(E),
+                            kept, &retire_vector<R>);
+        return;
     }
     save_to(out, r);
+}
+#define SKY_DETAIL_DECLARE(E) void save_flat_result(Buffer& out, std::vector<E>& r);
+SKY_DETAIL_FOR_EACH_NUMBER(SKY_DETAIL_DECLARE)
+#undef SKY_DETAIL_DECLARE
+
+/// Appends a remote function's result `r` (the thunk's last step): save_to, except that a large
+/// vector of numbers is moved out of `r` and handed over, not copied.
+template <class R>
+void save_result(Buffer& out, R& r) {
+    if constexpr (is_flat_vector<R>::value)
+        save_flat_result(out, r);
+    else
+        save_to(out, r);
 }
 
 /// Reads values saved by save_to; throws cereal::Exception when the bytes run out or a size does
@@ -709,39 +746,49 @@ void load_from(std::span<const std::byte> bytes, Ts&... values) {
     ar(values...);
 }
 
-/// Loads one value from the front of `bytes` and returns how many bytes it took. A vector of
-/// numbers whose elements are aligned in `bytes` is built straight from them: one pass, where
-/// resizing first would zero-fill the vector and then copy into it.
+/// Loads a vector of numbers (a 64-bit count, then the elements) from the front of `bytes`
+/// and returns how many bytes it took. When the elements are aligned in `bytes`, the vector is
+/// built straight from them: one pass, where resizing first would zero-fill it and then copy.
+template <class E, class A>
+std::size_t load_flat(std::span<const std::byte> bytes, std::vector<E, A>& value) {
+    using T = std::vector<E, A>;
+    std::uint64_t n = 0;
+    if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
+    // A count the bytes cannot hold is refused before anything is allocated (and before any
+    // pointer arithmetic: an empty span's data() may be null).
+    if (bytes.size() < 8 || (bytes.size() - 8) / sizeof(E) < n)
+        throw_vector_too_long(n, bytes.size());
+    const std::byte* first = bytes.data() + 8;
+    if (reinterpret_cast<std::uintptr_t>(first) % alignof(E) == 0) {
+        const E* p = reinterpret_cast<const E*>(first);
+        if (n * sizeof(E) >= (std::size_t{4} << 20)) {
+            // Fresh memory: faulting it in costs more than the copy (docs/performance.md).
+            if (void* spare = take_spare_vector(&delete_vector<T>, n * sizeof(E))) {
+                value = std::move(*static_cast<T*>(spare));
+                delete static_cast<T*>(spare);
+            } else {
+                value.clear();
+                value.reserve(static_cast<std::size_t>(n));
+                prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
+            }
+        }
+        value.assign(p, p + n);
+    } else {
+        value.resize(static_cast<std::size_t>(n));
+        if (n) std::memcpy(value.data(), first, static_cast<std::size_t>(n) * sizeof(E));
+    }
+    return 8 + static_cast<std::size_t>(n) * sizeof(E);
+}
+#define SKY_DETAIL_DECLARE(E) std::size_t load_flat(std::span<const std::byte>, std::vector<E>&);
+SKY_DETAIL_FOR_EACH_NUMBER(SKY_DETAIL_DECLARE)
+#undef SKY_DETAIL_DECLARE
+
+/// Loads one value from the front of `bytes` and returns how many bytes it took (a vector of
+/// numbers through load_flat).
 template <class T>
 std::size_t load_one(std::span<const std::byte> bytes, T& value) {
     if constexpr (is_flat_vector<T>::value) {
-        using E = typename T::value_type;
-        std::uint64_t n = 0;
-        if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
-        // A count the bytes cannot hold is refused before anything is allocated (and before any
-        // pointer arithmetic: an empty span's data() may be null).
-        if (bytes.size() < 8 || (bytes.size() - 8) / sizeof(E) < n)
-            throw_vector_too_long(n, bytes.size());
-        const std::byte* first = bytes.data() + 8;
-        if (reinterpret_cast<std::uintptr_t>(first) % alignof(E) == 0) {
-            const E* p = reinterpret_cast<const E*>(first);
-            if (n * sizeof(E) >= (std::size_t{4} << 20)) {
-                // Fresh memory: faulting it in costs more than the copy (docs/performance.md).
-                if (void* spare = take_spare_vector(&delete_vector<T>, n * sizeof(E))) {
-                    value = std::move(*static_cast<T*>(spare));
-                    delete static_cast<T*>(spare);
-                } else {
-                    value.clear();
-                    value.reserve(static_cast<std::size_t>(n));
-                    prefer_huge_pages(value.data(), static_cast<std::size_t>(n) * sizeof(E));
-                }
-            }
-            value.assign(p, p + n);
-        } else {
-            value.resize(static_cast<std::size_t>(n));
-            if (n) std::memcpy(value.data(), first, static_cast<std::size_t>(n) * sizeof(E));
-        }
-        return 8 + static_cast<std::size_t>(n) * sizeof(E);
+        return load_flat(bytes, value);
     } else {
         BoundedInputArchive ar(bytes);
         ar(value);

@@ -1,5 +1,7 @@
 // PoolSpec validation: each bad value is a ConfigError that names the field.
 #include <catch2/catch.hpp>
+#include <utility>
+#include <variant>
 
 #include "sky/sky.hpp"
 
@@ -69,4 +71,28 @@ TEST_CASE("a pool without sky::init refuses to start and says why", "[spec]") {
     // This test binary never calls sky::init.
     REQUIRE_THROWS_AS(sky::ComputePool({.nodes = 1}), sky::ConfigError);
     REQUIRE_THROWS_WITH(sky::ComputePool({.nodes = 1}), Catch::Contains("sky::init"));
+}
+
+TEST_CASE("a Provider copies its config, and a moved-from one reads as Local", "[spec]") {
+    sky::Provider aws = sky::AWS{.region = "eu-west-1"};
+    CHECK(aws.name() == "aws");
+    sky::Provider copy = aws;
+    REQUIRE(copy.get<sky::AWS>() != nullptr);
+    CHECK(copy.get<sky::AWS>()->region == "eu-west-1");
+    CHECK(copy.get<sky::AWS>() != aws.get<sky::AWS>());  // its own config, not a shared one
+    sky::Provider moved = std::move(aws);
+    CHECK(moved.get<sky::AWS>()->region == "eu-west-1");
+    CHECK(aws.name() == "local");  // NOLINT(bugprone-use-after-move): what moving leaves
+    CHECK(aws.get<sky::Local>() != nullptr);
+    CHECK(std::holds_alternative<sky::Local>(aws.config()));
+    aws = copy;  // a moved-from provider takes a new value
+    CHECK(aws.get<sky::AWS>()->region == "eu-west-1");
+    copy = sky::Provider(sky::Slurm{.partition = "gpu"});
+    CHECK(copy.name() == "slurm");
+    CHECK(copy.get<sky::Slurm>()->partition == "gpu");
+    const sky::Provider& same = copy;
+    copy = same;  // self-assignment keeps the value
+    CHECK(copy.get<sky::Slurm>()->partition == "gpu");
+    sky::Provider defaulted;
+    CHECK(defaulted.name() == "local");
 }

@@ -149,7 +149,11 @@ TEST_CASE("a call frame's plugin block: round trip, 8-byte alignment, malformed 
 }
 
 TEST_CASE("PendingCompute keeps its plugin through serialization", "[distributed]") {
-    sky::PendingCompute<int> p(CallDesc{"f", nullptr, 7, std::make_shared<Buffer>(), {}});
+    CallDesc d;
+    d.function = "f";
+    d.signature = 7;
+    d.args = std::make_shared<Buffer>();
+    sky::PendingCompute<int> p(std::move(d));
     auto q = p.with(sky::distributed::torch{.backend = "gloo"});
     Buffer b;
     save_to(b, q);
