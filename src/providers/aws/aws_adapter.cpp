@@ -412,19 +412,24 @@ private:
             p.set("TagSpecification.1.ResourceType", "key-pair");
             p.set("TagSpecification.1.Tag.1.Key", "sky:pool");
             p.set("TagSpecification.1.Tag.1.Value", pool_id_);
-            try {
-                (void)client_->call("ImportKeyPair", p);
-            } catch (const HttpError& e) {
-                if (e.code() != "InvalidKeyPair.Duplicate")
-                    throw provision_error("ImportKeyPair", e);
-                // A stale key of the same name (a retried pool id): replace it with ours.
-                QueryParams d;
-                d.set("KeyName", name_);
-                (void)client_->call("DeleteKeyPair", d);
+            // A key of the same name is already there: a stale one of a retried pool id, or ours
+            // from an attempt whose answer was lost (the client then tried again). The name
+            // holds the pool's random id, so it is replaced with ours; a replacement whose own
+            // answer is lost meets its own key the same way, so a few rounds.
+            for (int round = 0;; ++round) {
                 try {
                     (void)client_->call("ImportKeyPair", p);
-                } catch (const HttpError& e2) {
-                    throw provision_error("ImportKeyPair", e2);
+                    break;
+                } catch (const HttpError& e) {
+                    if (e.code() != "InvalidKeyPair.Duplicate" || round == 3)
+                        throw provision_error("ImportKeyPair", e);
+                }
+                QueryParams d;
+                d.set("KeyName", name_);
+                try {
+                    (void)client_->call("DeleteKeyPair", d);
+                } catch (const HttpError& e) {
+                    throw provision_error("DeleteKeyPair", e);
                 }
             }
             key_imported_ = true;

@@ -353,6 +353,34 @@ TEST_CASE("aws pool: ProvisionError lists every attempt when all offers fail", "
     rec.check_no_secrets();
 }
 
+TEST_CASE("aws pool: a key pair import whose answer is lost still starts the pool", "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    // Each attempt that waits for a lost answer gives up after 1 s, not the default minute.
+    ::setenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS", "1000", 1);
+    struct Unset {
+        ~Unset() { ::unsetenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS"); }
+    } unset;
+    TestHosts hosts(1);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    // A key of the pool's name is there already (a stale one), so sky replaces it; the answer
+    // to that import is lost, and the client's retry meets the key it has just made.
+    fake.inject_fault(Ec2Fault{.action = "ImportKeyPair",
+                               .status = 400,
+                               .code = "InvalidKeyPair.Duplicate",
+                               .message = "The keypair already exists."});
+    fake.inject_fault(Ec2Fault{.action = "ImportKeyPair", .lose_answer = true});
+    {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        CHECK((sky::compute<node_index>() >> pool) == 0);
+        CHECK(sky_key_pairs(fake).size() == 1);
+    }
+    CHECK(live_instances(fake) == 0);
+    CHECK(sky_key_pairs(fake).empty());
+    rec.check_no_secrets();
+}
+
 TEST_CASE("aws pool: throttling (RequestLimitExceeded) is retried", "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
     Env env;

@@ -703,7 +703,10 @@ Ec2Reply FakeEc2::handle(const std::string& method, const std::string& target,
                 if (bomb.empty()) bomb = gzip_bomb(fault->gzip_bomb_bytes);
                 return Ec2Reply{200, bomb, {{"Content-Encoding", "gzip"}}};
             }
-            if (fault->status != 200) fail(fault->status, fault->code, fault->message);
+            if (fault->lose_answer)
+                spoil = FaultKind::stall;
+            else if (fault->status != 200)
+                fail(fault->status, fault->code, fault->message);
         }
         if (params.value("DryRun", false)) {
             fail(412, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.");

@@ -78,6 +78,9 @@ struct Ec2Fault {
     /// Instead of an error: HTTP 200 with a gzip bomb of this many decoded bytes
     /// (Content-Encoding: gzip), as a hostile or broken endpoint might send. 0: none.
     std::size_t gzip_bomb_bytes = 0;
+    /// Instead of an error: the action happens and its answer is never sent (a lost answer;
+    /// the client's attempt times out and it asks again).
+    bool lose_answer = false;
 };
 
 /// Faults at a rate in EC2's own shapes: every well-formed, correctly signed request for
