@@ -313,21 +313,30 @@ public:
             key = key_id_;
         }
         const std::string hostname = fmt::format("{}-n{}", r.name, r.node);
+        const std::string script_name = fmt::format(
+            "{}-{}", hostname,
+            r.client_token.substr(r.client_token.size() > 12 ? r.client_token.size() - 12 : 0));
         std::string script_id;
         try {
             script_id = id_of_text(
-                send(
-                    "POST", "/scripts",
-                    json{{"name", fmt::format("{}-{}", hostname,
-                                              r.client_token.substr(r.client_token.size() > 12
-                                                                        ? r.client_token.size() - 12
-                                                                        : 0))},
-                         {"script", with_host_firewall(r.boot_script)}},
-                    Repeat::once)
+                send("POST", "/scripts",
+                     json{{"name", script_name}, {"script", with_host_firewall(r.boot_script)}},
+                     Repeat::once)
                     .body);
+            // An answer without an id (cut short, an error page): the script may exist anyway,
+            // under its name; a launch with no script id would fail as "not found".
+            if (script_id.empty()) {
+                json all = call("GET", "/scripts");
+                if (all.is_array())
+                    for (const auto& sc : all)
+                        if (text_of(sc, "name") == script_name) script_id = text_of(sc, "id");
+            }
         } catch (const std::exception& e) {
             throw ProvisionError("Verda POST /scripts failed: " + error_text(e));
         }
+        if (script_id.empty())
+            throw ProvisionError("Verda: POST /scripts answered without an id, and no script " +
+                                 script_name + " was found");
         {
             std::lock_guard lk(m_);
             scripts_.push_back(script_id);

@@ -126,6 +126,29 @@ TEST_CASE("verda: launch registers the key, a startup script, and takes the id a
     CHECK(fake.scripts().empty());
 }
 
+TEST_CASE("verda: a startup script whose answer is unreadable is found by its name", "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
+    a->create_infra(infra, ignore_events());
+    // The script is made, its answer is cut short and ends in an error page.
+    fake.http().add_fault_rate({.method = "POST",
+                                .path = "/v1/scripts",
+                                .kinds = {sky::test::FaultKind::malformed},
+                                .probability = 1.0});
+    const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V")));
+    fake.http().clear_fault_rates();
+    REQUIRE(fake.scripts().size() == 1);
+    REQUIRE(fake.alive() == 1);
+    CHECK(fake.instances()[0]["id"] == id);
+    CHECK(fake.instances()[0]["startup_script_id"] == fake.scripts()[0]["id"]);
+    a->terminate({id});
+    a->delete_infra("0123456789abcdef");
+    CHECK(fake.scripts().empty());
+}
+
 TEST_CASE("verda: an expired token is renewed once with the refresh token", "[verda]") {
     FakeVerda fake;
     Creds c(fake);
