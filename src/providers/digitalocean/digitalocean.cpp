@@ -40,6 +40,12 @@ std::optional<ProviderErrorInfo> parse_do_error(const HttpResponse& r) {
     return ProviderErrorInfo{text_of(j, "id"), text_of(j, "message")};
 }
 
+// Whether a create that failed may have been carried out all the same: 422 (already there: a
+// retry after a lost answer), no answer at all (a timeout, a connection cut), a server error.
+bool maybe_made(const HttpError& e) {
+    return e.status() == 422 || e.status() == 0 || e.status() >= 500;
+}
+
 std::string error_text(const std::exception& e) {
     if (auto* h = dynamic_cast<const HttpError*>(&e); h && !h->provider_message().empty())
         return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
@@ -189,6 +195,13 @@ public:
             ensure_firewall(r, emit);
             return;
         }
+        const std::string wanted = blob_of(r.ssh_public_key);
+        auto find_key = [&] {
+            for_each_page("/account/keys", "ssh_keys", [&](const json& k) {
+                if (key_id_.empty() && blob_of(text_of(k, "public_key")) == wanted)
+                    key_id_ = text_of(k, "id");
+            });
+        };
         try {
             json k =
                 api_->call("POST", "/account/keys",
@@ -196,15 +209,18 @@ public:
             if (k.is_object()) key_id_ = text_of(k.value("ssh_key", json::object()), "id");
         } catch (const HttpError& e) {
             // 422 "SSH Key is already in use on your account": a second call, or a retry after
-            // a lost answer. Find it by its public key.
-            if (e.status() != 422) throw provision_error("POST /account/keys", e);
-            const std::string wanted = blob_of(r.ssh_public_key);
-            for_each_page("/account/keys", "ssh_keys", [&](const json& k) {
-                if (key_id_.empty() && blob_of(text_of(k, "public_key")) == wanted)
-                    key_id_ = text_of(k, "id");
-            });
+            // a lost answer. No answer, or a server error: the key may have been made anyway.
+            // Either way, find it by its public key.
+            if (!maybe_made(e)) throw provision_error("POST /account/keys", e);
+            find_key();
             if (key_id_.empty()) throw provision_error("POST /account/keys", e);
+        } catch (const std::exception& e) {
+            // An answer that is not JSON: the key was made, its answer spoiled.
+            find_key();
+            if (key_id_.empty())
+                throw ProvisionError(std::string("DigitalOcean: POST /account/keys: ") + e.what());
         }
+        if (key_id_.empty()) find_key();  // an answer without the key's id
         if (key_id_.empty())
             throw ProvisionError("DigitalOcean: POST /account/keys answered without a key id");
         ensure_firewall(r, emit);
@@ -381,14 +397,31 @@ private:
              json::array({{{"protocol", "tcp"}, {"ports", "all"}, {"destinations", anywhere}},
                           {{"protocol", "udp"}, {"ports", "all"}, {"destinations", anywhere}},
                           {{"protocol", "icmp"}, {"destinations", anywhere}}})}};
+        auto find_firewall = [&] {
+            for_each_page("/firewalls", "firewalls", [&](const json& f) {
+                if (firewall_id_.empty() && text_of(f, "name") == name)
+                    firewall_id_ = text_of(f, "id");
+            });
+        };
         json answer;
         try {
             answer = api_->call("POST", "/firewalls", body, Repeat::once);
         } catch (const HttpError& e) {
-            throw provision_error("POST /firewalls", e);
+            // No answer, or a server error: the firewall may have been made; find it by name.
+            if (!maybe_made(e)) throw provision_error("POST /firewalls", e);
+            find_firewall();
+            if (firewall_id_.empty()) throw provision_error("POST /firewalls", e);
+            return;
+        } catch (const std::exception& e) {
+            // An answer that is not JSON: the firewall was made, its answer spoiled.
+            find_firewall();
+            if (firewall_id_.empty())
+                throw ProvisionError(std::string("DigitalOcean: POST /firewalls: ") + e.what());
+            return;
         }
         if (answer.is_object())
             firewall_id_ = text_of(answer.value("firewall", json::object()), "id");
+        if (firewall_id_.empty()) find_firewall();  // an answer without the firewall's id
         if (firewall_id_.empty())
             throw ProvisionError("DigitalOcean: POST /firewalls answered without a firewall id");
     }

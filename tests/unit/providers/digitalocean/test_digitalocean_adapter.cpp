@@ -129,6 +129,35 @@ TEST_CASE("digitalocean: a droplet is created with user_data, the account key an
     CHECK(fake.keys().empty());
 }
 
+TEST_CASE("digitalocean: a key and a firewall whose answers are lost are found and not made twice",
+          "[digitalocean]") {
+    using sky::test::FaultKind;
+    FakeDigitalOcean fake;
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef",
+                            launch_request({}).ssh_public_key};
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the answers are " << sky::test::fault_kind_name(lost));
+        // Both creates are carried out; neither answer arrives whole.
+        fake.http().add_fault_rate(
+            {.method = "POST", .path = "/v2/account/keys", .kinds = {lost}, .probability = 1.0});
+        fake.http().add_fault_rate(
+            {.method = "POST", .path = "/v2/firewalls", .kinds = {lost}, .probability = 1.0});
+        a->create_infra(infra, keep());
+        fake.http().clear_fault_rates();
+        CHECK(fake.keys().size() == 1);
+        CHECK(fake.firewalls().size() == 1);
+        a->delete_infra("0123456789abcdef");
+        CHECK(fake.keys().empty());
+        CHECK(fake.firewalls().empty());
+        a = sky::detail::make_digitalocean_adapter(
+            sky::DigitalOcean{.endpoint = fake.endpoint()});  // no memory of the last round
+    }
+}
+
 TEST_CASE("digitalocean: no capacity and a size not sold in the region are CapacityError",
           "[digitalocean]") {
     FakeDigitalOcean fake;
