@@ -148,6 +148,19 @@ public:
 
     void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
         std::lock_guard lk(m_);
+        public_key_ = r.ssh_public_key;  // pool_keys() knows the pool's key by it
+        // A registration whose answer was lost (none came, it was cut short or not JSON, or a
+        // server error) may have been carried out: the key is then among the account's.
+        auto registered_anyway = [&] {
+            try {
+                const auto ids = pool_keys(r.pool_id);
+                if (ids.empty()) return false;
+                key_id_ = ids.front();
+                return true;
+            } catch (const std::exception&) {
+                return false;
+            }
+        };
         if (!key_registered_) {
             try {
                 json k =
@@ -156,12 +169,18 @@ public:
                     key_id_ = text_of(k["key"], "id");
                 if (key_id_.empty()) key_id_ = text_of(k, "id");
                 key_registered_ = true;
+            } catch (const HttpError& e) {
+                if ((e.status() != 0 && e.status() < 500) || !registered_anyway())
+                    throw ProvisionError("Vast.ai: registering the pool's SSH key failed: " +
+                                         error_text(e));
+                key_registered_ = true;
             } catch (const std::exception& e) {
-                throw ProvisionError("Vast.ai: registering the pool's SSH key failed: " +
-                                     error_text(e));
+                if (!registered_anyway())
+                    throw ProvisionError("Vast.ai: registering the pool's SSH key failed: " +
+                                         error_text(e));
+                key_registered_ = true;
             }
         }
-        public_key_ = r.ssh_public_key;
     }
 
     std::string launch(const LaunchRequest& r) override {

@@ -274,10 +274,17 @@ public:
         try {
             find_key();
             if (key_id_.empty()) {
-                key_id_ =
-                    id_of_text(send("POST", "/sshkeys",
-                                    json{{"name", r.name}, {"key", r.ssh_public_key}}, Repeat::once)
-                                   .body);
+                try {
+                    key_id_ = id_of_text(send("POST", "/sshkeys",
+                                              json{{"name", r.name}, {"key", r.ssh_public_key}},
+                                              Repeat::once)
+                                             .body);
+                } catch (const HttpError& e) {
+                    // No answer, one cut short, or a server error: it may have been made.
+                    if (e.status() != 0 && e.status() < 500) throw;
+                    find_key();
+                    if (key_id_.empty()) throw;
+                }
                 // An answer without an id (cut short, an error page): the key may exist anyway.
                 if (key_id_.empty()) find_key();
             }
@@ -316,21 +323,30 @@ public:
         const std::string script_name = fmt::format(
             "{}-{}", hostname,
             r.client_token.substr(r.client_token.size() > 12 ? r.client_token.size() - 12 : 0));
+        // A script whose answer is lost (none came, cut short, an error page, a server error)
+        // may exist anyway, under its name; a launch with no script id would fail as "not
+        // found".
+        auto find_script = [&]() -> std::string {
+            json all = call("GET", "/scripts");
+            if (all.is_array())
+                for (const auto& sc : all)
+                    if (text_of(sc, "name") == script_name) return text_of(sc, "id");
+            return {};
+        };
         std::string script_id;
         try {
-            script_id = id_of_text(
-                send("POST", "/scripts",
-                     json{{"name", script_name}, {"script", with_host_firewall(r.boot_script)}},
-                     Repeat::once)
-                    .body);
-            // An answer without an id (cut short, an error page): the script may exist anyway,
-            // under its name; a launch with no script id would fail as "not found".
-            if (script_id.empty()) {
-                json all = call("GET", "/scripts");
-                if (all.is_array())
-                    for (const auto& sc : all)
-                        if (text_of(sc, "name") == script_name) script_id = text_of(sc, "id");
+            try {
+                script_id = id_of_text(
+                    send("POST", "/scripts",
+                         json{{"name", script_name}, {"script", with_host_firewall(r.boot_script)}},
+                         Repeat::once)
+                        .body);
+            } catch (const HttpError& e) {
+                if (e.status() != 0 && e.status() < 500) throw;
+                script_id = find_script();
+                if (script_id.empty()) throw;
             }
+            if (script_id.empty()) script_id = find_script();
         } catch (const std::exception& e) {
             throw ProvisionError("Verda POST /scripts failed: " + error_text(e));
         }

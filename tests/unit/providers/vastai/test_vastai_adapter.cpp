@@ -203,6 +203,29 @@ TEST_CASE("vastai: the cloud layer rents 2 instances and destroys them all", "[v
     CHECK(other->infra_left("0123456789abcdef").empty());
 }
 
+TEST_CASE("vastai: an SSH key whose registration answer is lost is found and not registered twice",
+          "[vastai]") {
+    using sky::test::FaultKind;
+    FakeVast fake;
+    Key k("vast-fake-key-6a8b0f1c2d");
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    const std::string key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake "
+        "sky-0123456789abcdef";
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the answer is " << sky::test::fault_kind_name(lost));
+        auto a = adapter(fake);
+        fake.http().add_fault_rate(
+            {.method = "POST", .path = "/api/v0/ssh/", .kinds = {lost}, .probability = 1.0});
+        a->create_infra({"0123456789abcdef", "sky-0123456789abcdef", key}, ignore_events());
+        fake.http().clear_fault_rates();
+        CHECK(fake.ssh_keys().size() == 1);
+        a->delete_infra("0123456789abcdef");
+        CHECK(fake.ssh_keys().empty());
+    }
+}
+
 TEST_CASE("vastai: a killed client's SSH key is deleted from the pool id alone", "[vastai]") {
     FakeVast fake;
     Key k("vast-fake-key-6a8b0f1c2d");

@@ -126,27 +126,54 @@ TEST_CASE("verda: launch registers the key, a startup script, and takes the id a
     CHECK(fake.scripts().empty());
 }
 
-TEST_CASE("verda: a startup script whose answer is unreadable is found by its name", "[verda]") {
+TEST_CASE("verda: a startup script whose answer is lost or unreadable is found by its name",
+          "[verda]") {
     FakeVerda fake;
     Creds c(fake);
     auto a = adapter(fake);
     auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
     sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
     a->create_infra(infra, ignore_events());
-    // The script is made, its answer is cut short and ends in an error page.
-    fake.http().add_fault_rate({.method = "POST",
-                                .path = "/v1/scripts",
-                                .kinds = {sky::test::FaultKind::malformed},
-                                .probability = 1.0});
-    const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V")));
-    fake.http().clear_fault_rates();
-    REQUIRE(fake.scripts().size() == 1);
-    REQUIRE(fake.alive() == 1);
-    CHECK(fake.instances()[0]["id"] == id);
-    CHECK(fake.instances()[0]["startup_script_id"] == fake.scripts()[0]["id"]);
-    a->terminate({id});
-    a->delete_infra("0123456789abcdef");
-    CHECK(fake.scripts().empty());
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    int node = 0;
+    for (auto lost : {sky::test::FaultKind::malformed, sky::test::FaultKind::truncated,
+                      sky::test::FaultKind::stall}) {
+        INFO("the answer is " << sky::test::fault_kind_name(lost));
+        // The script is made; its answer is spoiled or never comes.
+        fake.http().add_fault_rate(
+            {.method = "POST", .path = "/v1/scripts", .kinds = {lost}, .probability = 1.0});
+        const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V"), false, node++));
+        fake.http().clear_fault_rates();
+        REQUIRE(fake.scripts().size() == 1);
+        REQUIRE(fake.alive() == 1);
+        CHECK(fake.instances().back()["id"] == id);
+        CHECK(fake.instances().back()["startup_script_id"] == fake.scripts()[0]["id"]);
+        a->terminate({id});
+        a->delete_infra("0123456789abcdef");
+        CHECK(fake.scripts().empty());
+        a->create_infra(infra, ignore_events());
+    }
+}
+
+TEST_CASE("verda: an SSH key whose answer is lost is found and not registered twice", "[verda]") {
+    using sky::test::FaultKind;
+    FakeVerda fake;
+    Creds c(fake);
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the answer is " << sky::test::fault_kind_name(lost));
+        auto a = adapter(fake);
+        fake.http().add_fault_rate(
+            {.method = "POST", .path = "/v1/sshkeys", .kinds = {lost}, .probability = 1.0});
+        a->create_infra(infra, ignore_events());
+        fake.http().clear_fault_rates();
+        CHECK(fake.ssh_keys().size() == 1);
+        a->delete_infra("0123456789abcdef");
+        CHECK(fake.ssh_keys().empty());
+    }
 }
 
 TEST_CASE("verda: an expired token is renewed once with the refresh token", "[verda]") {
