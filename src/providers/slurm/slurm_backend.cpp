@@ -547,10 +547,12 @@ private:
     // state says why it ended (CANCELLED, TIMEOUT, NODE_FAIL...).
     std::optional<JobState> settled_state(const std::string& job) {
         std::optional<JobState> j;
-        // Up to 15 s: a job stays COMPLETING until its steps' processes are gone, which on a
-        // busy node took longer than 5 s; its final state (TIMEOUT, NODE_FAIL, PREEMPTED) is
-        // what the user must read.
-        for (int i = 0; i < 60; ++i) {
+        // Up to 35 s: a job stays COMPLETING until its steps' processes are gone and the node
+        // has said so, which on a busy cluster took longer than 15 s, and a process that
+        // outlives SIGTERM holds it for the cluster's KillWait (30 s by default). Its final
+        // state (TIMEOUT, NODE_FAIL, PREEMPTED) is what the user must read; squeue shows only
+        // COMPLETING until then.
+        for (int i = 0; i < 140; ++i) {
             j = query_job(*login_, job);
             if (!j || j->phase != JobPhase::completing) return j;
             std::this_thread::sleep_for(milliseconds(250));

@@ -706,7 +706,7 @@ TEST_CASE("slurm pool: a job past its time limit (TIMEOUT) is replaced by a new 
         [&](const std::string& job) {
             REQUIRE(c.on_login("scontrol update jobid=" + job + " timelimit=0").status == 0);
         },
-        "TIMEOUT", sky::NodeLostError::Reason::unreachable, 60s);
+        "TIMEOUT", sky::NodeLostError::Reason::unreachable, 75s);
 }
 
 TEST_CASE("slurm pool: a node that fails (NODE_FAIL) ends the job, and a new job replaces it",
@@ -722,7 +722,7 @@ TEST_CASE("slurm pool: a node that fails (NODE_FAIL) ends the job, and a new job
                                " state=down reason=sky-test-node-down")
                         .status == 0);
         },
-        "NODE_FAIL", sky::NodeLostError::Reason::unreachable, 30s);
+        "NODE_FAIL", sky::NodeLostError::Reason::unreachable, 45s);
 }
 
 TEST_CASE("slurm pool: a preempted job (PREEMPTED) is replaced once the nodes are free again",
@@ -742,7 +742,7 @@ TEST_CASE("slurm pool: a preempted job (PREEMPTED) is replaced once the nodes ar
             REQUIRE(r.status == 0);
             urgent = r.output.substr(0, r.output.find_first_of(";\n"));
         },
-        "PREEMPTED", sky::NodeLostError::Reason::preempted, 30s,
+        "PREEMPTED", sky::NodeLostError::Reason::preempted, 45s,
         [&] {
             // The urgent job ran (and ended) before the replacement started.
             INFO(c.on_login("squeue -t all").output);
