@@ -109,6 +109,10 @@ public:
     [[nodiscard]] const std::string& code() const noexcept { return code_; }
     [[nodiscard]] const std::string& provider_message() const noexcept { return provider_message_; }
     [[nodiscard]] int attempts() const noexcept { return attempts_; }
+    /// No answer came (a timeout, a connection cut, a body cut short) or the server failed: what
+    /// was asked may have been carried out all the same (a create is then looked up, not sent
+    /// again).
+    [[nodiscard]] bool outcome_unknown() const noexcept { return status_ == 0 || status_ >= 500; }
     /// Last response body, with secrets masked.
     [[nodiscard]] const std::string& body() const noexcept { return body_; }
 

@@ -41,10 +41,8 @@ std::optional<ProviderErrorInfo> parse_do_error(const HttpResponse& r) {
 }
 
 // Whether a create that failed may have been carried out all the same: 422 (already there: a
-// retry after a lost answer), no answer at all (a timeout, a connection cut), a server error.
-bool maybe_made(const HttpError& e) {
-    return e.status() == 422 || e.status() == 0 || e.status() >= 500;
-}
+// retry after a lost answer), or an outcome the client cannot know.
+bool maybe_made(const HttpError& e) { return e.status() == 422 || e.outcome_unknown(); }
 
 std::string error_text(const std::exception& e) {
     if (auto* h = dynamic_cast<const HttpError*>(&e); h && !h->provider_message().empty())

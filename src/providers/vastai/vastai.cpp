@@ -170,7 +170,7 @@ public:
                 if (key_id_.empty()) key_id_ = text_of(k, "id");
                 key_registered_ = true;
             } catch (const HttpError& e) {
-                if ((e.status() != 0 && e.status() < 500) || !registered_anyway())
+                if (!e.outcome_unknown() || !registered_anyway())
                     throw ProvisionError("Vast.ai: registering the pool's SSH key failed: " +
                                          error_text(e));
                 key_registered_ = true;

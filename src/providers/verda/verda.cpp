@@ -281,7 +281,7 @@ public:
                                              .body);
                 } catch (const HttpError& e) {
                     // No answer, one cut short, or a server error: it may have been made.
-                    if (e.status() != 0 && e.status() < 500) throw;
+                    if (!e.outcome_unknown()) throw;
                     find_key();
                     if (key_id_.empty()) throw;
                 }
@@ -342,7 +342,7 @@ public:
                          Repeat::once)
                         .body);
             } catch (const HttpError& e) {
-                if (e.status() != 0 && e.status() < 500) throw;
+                if (!e.outcome_unknown()) throw;
                 script_id = find_script();
                 if (script_id.empty()) throw;
             }
