@@ -127,30 +127,34 @@ void PoolCore::start() {
 }
 
 void PoolCore::start_async(std::function<void(std::exception_ptr)> done) {
-    boost::asio::post(io::blocking(), [self = shared_from_this(), done = std::move(done)] {
-        try {
-            self->prepare();
-        } catch (...) {
-            const auto e = std::current_exception();
-            self->close(false);
-            done(e);
-            return;
-        }
-        const int n = static_cast<int>(self->nodes_.size());
-        {
-            std::lock_guard lk(self->m_);
-            self->start_done_ = done;
-            self->start_left_ = n;
-            self->start_errors_.assign(self->nodes_.size(), nullptr);
-        }
-        for (int i = 0; i < n; ++i)
-            self->run_blocking([self, i] { self->start_node(i); },
-                               [self, i] {
-                                   self->node_started(i,
-                                                      std::make_exception_ptr(CancelledError(
-                                                          "the pool was closed while it started")));
-                               });
-    });
+    boost::asio::post(
+        io::blocking(), [self = shared_from_this(), done = std::move(done)]() mutable {
+            try {
+                self->prepare();
+            } catch (...) {
+                const auto e = std::current_exception();
+                self->close(false);
+                // Let go before answering: the pool's owner, woken by done(), then holds the last
+                // reference and the pool is destroyed on its thread, not on this one after it.
+                self.reset();
+                done(e);
+                return;
+            }
+            const int n = static_cast<int>(self->nodes_.size());
+            {
+                std::lock_guard lk(self->m_);
+                self->start_done_ = done;
+                self->start_left_ = n;
+                self->start_errors_.assign(self->nodes_.size(), nullptr);
+            }
+            for (int i = 0; i < n; ++i)
+                self->run_blocking([self, i] { self->start_node(i); },
+                                   [self, i] {
+                                       self->node_started(
+                                           i, std::make_exception_ptr(CancelledError(
+                                                  "the pool was closed while it started")));
+                                   });
+        });
 }
 
 void PoolCore::prepare() {
@@ -222,8 +226,9 @@ void PoolCore::finish_start() {
     }
     if (error) {
         // Teardown blocks (it waits for the nodes to stop): never on an I/O thread.
-        boost::asio::post(io::blocking(), [self = shared_from_this(), error, done] {
+        boost::asio::post(io::blocking(), [self = shared_from_this(), error, done]() mutable {
             self->close(false);
+            self.reset();  // as in start_async: the owner holds the last reference
             done(error);
         });
         return;

@@ -197,6 +197,10 @@ public:
     }
 
     void stop_all() noexcept override {
+        // Once: the pool's close() runs it, and the destructor's call (a backend destroyed
+        // without one) must not ask the cloud again from whichever thread drops the pool last,
+        // after the pool's owner has moved on.
+        if (stopped_.exchange(true)) return;
         try {
             std::vector<std::unique_ptr<NodeHandle>> remotes;
             std::vector<std::string> ids;
@@ -867,6 +871,7 @@ private:
     std::string public_key_;
     bool infra_created_ = false;
     std::atomic<bool> launch_sent_{false};  // a launch was asked for (a machine may exist)
+    std::atomic<bool> stopped_{false};      // stop_all() ran (or runs): it runs once
 
     mutable std::mutex m_;
     std::shared_ptr<ship::PoolShipment> shipment_;
