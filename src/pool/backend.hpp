@@ -101,7 +101,8 @@ public:
     /// The pool is closing: launches, waits and retries in progress give up soon (called before
     /// stop_all(), while a replacement may still be running on another thread). Never throws.
     virtual void begin_stop() noexcept {}
-    /// Stops every instance and waits until they are gone. Never throws.
+    /// Stops every instance and waits until they are gone. Never throws. Runs once: a later
+    /// call (the destructor's, on whichever thread drops the pool last) does nothing.
     virtual void stop_all() noexcept = 0;
     /// After stop_all(): what could not be confirmed stopped, one line each (empty: nothing).
     [[nodiscard]] virtual std::vector<std::string> leftovers() const { return {}; }

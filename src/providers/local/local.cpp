@@ -4,6 +4,7 @@
 // "worker", BootstrapCompleted.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -105,6 +106,7 @@ public:
     void begin_stop() noexcept override { image_.cancel(); }
 
     void stop_all() noexcept override {
+        if (stopped_.exchange(true)) return;  // once (backend.hpp)
         std::vector<LocalWorker*> all;
         {
             std::lock_guard lk(m_);
@@ -125,6 +127,7 @@ private:
     Local cfg_;
     std::string pool_id_;
     std::mutex m_;
+    std::atomic<bool> stopped_{false};  // stop_all() ran: it runs once
     std::vector<std::unique_ptr<LocalWorker>>
         workers_;                     // a node's worker lives as long as the pool
     std::vector<int> generations_;    // starts per node: the instance id's suffix

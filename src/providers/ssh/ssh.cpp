@@ -2,6 +2,7 @@
 // and the watchdog never powers a machine off.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -120,6 +121,7 @@ public:
     }
 
     void stop_all() noexcept override {
+        if (stopped_.exchange(true)) return;  // once (backend.hpp)
         std::vector<std::unique_ptr<RemoteNode>> all;
         {
             std::lock_guard lk(m_);
@@ -156,6 +158,7 @@ private:
     SSH cfg_;
     std::string pool_id_;
     mutable std::mutex m_;
+    std::atomic<bool> stopped_{false};  // stop_all() ran: it runs once
     std::vector<std::unique_ptr<RemoteNode>> nodes_;
     Ledger* ledger_ = nullptr;           // the pool's write-ahead ledger (may be null)
     std::vector<std::string> recorded_;  // in the ledger and not yet recorded gone
