@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <thread>
 
 #include "http/endpoint.hpp"
 #include "util/env.hpp"
@@ -136,27 +138,39 @@ HttpResponse JsonApi::send(const std::string& method, const std::string& path,
     return http_send(std::move(req), o);
 }
 
+std::optional<nlohmann::json> json_answer(const std::function<HttpResponse()>& send, Repeat repeat,
+                                          HttpResponse& last) {
+    const int tries = repeat == Repeat::safe ? 3 : 1;
+    for (int attempt = 1;; ++attempt) {
+        last = send();
+        if (trim(last.body).empty()) return nlohmann::json(nullptr);
+        try {
+            return nlohmann::json::parse(last.body);
+        } catch (const std::exception&) {
+            if (attempt >= tries) return std::nullopt;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(250) * attempt);
+    }
+}
+
 nlohmann::json JsonApi::call(const std::string& method, const std::string& path,
                              const std::optional<nlohmann::json>& body, Repeat repeat) const {
-    HttpResponse r = send(method, path, body, repeat);
-    if (trim(r.body).empty()) return nullptr;
-    try {
-        return nlohmann::json::parse(r.body);
-    } catch (const std::exception&) {
-        if (!config_.quote_bodies)
-            throw sky::Error(fmt::format("{}: {} {} answered with something that is not JSON",
-                                         config_.provider, method, path));
-        std::string excerpt = r.body.substr(0, 200);
-        std::vector<std::string> secrets = config_.secrets;
-        if (config_.later_secrets)
-            for (auto& v : config_.later_secrets()) secrets.push_back(std::move(v));
-        for (const auto& s : secrets)
-            if (!s.empty())
-                for (auto p = excerpt.find(s); p != std::string::npos; p = excerpt.find(s))
-                    excerpt.replace(p, s.size(), "[REDACTED]");
-        throw sky::Error(fmt::format("{}: {} {} answered with something that is not JSON: {}",
-                                     config_.provider, method, path, excerpt));
-    }
+    HttpResponse r;
+    if (auto answer = json_answer([&] { return send(method, path, body, repeat); }, repeat, r))
+        return std::move(*answer);
+    if (!config_.quote_bodies)
+        throw sky::Error(fmt::format("{}: {} {} answered with something that is not JSON",
+                                     config_.provider, method, path));
+    std::string excerpt = r.body.substr(0, 200);
+    std::vector<std::string> secrets = config_.secrets;
+    if (config_.later_secrets)
+        for (auto& v : config_.later_secrets()) secrets.push_back(std::move(v));
+    for (const auto& s : secrets)
+        if (!s.empty())
+            for (auto p = excerpt.find(s); p != std::string::npos; p = excerpt.find(s))
+                excerpt.replace(p, s.size(), "[REDACTED]");
+    throw sky::Error(fmt::format("{}: {} {} answered with something that is not JSON: {}",
+                                 config_.provider, method, path, excerpt));
 }
 
 std::string text_of(const nlohmann::json& j, const char* key) {

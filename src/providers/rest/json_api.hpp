@@ -69,6 +69,13 @@ struct ApiConfig {
     std::string provider, Endpoint endpoint, const std::string& key,
     std::function<std::optional<ProviderErrorInfo>(const HttpResponse&)> parse_error);
 
+/// The answer of `send()` as JSON (null for an empty body). A call that may run twice is sent
+/// again, twice at most, while its 2xx answer is not JSON: a proxy's error page, or a body
+/// something cut short, is not the cloud's answer. Nothing when it never was JSON (the last
+/// answer is in `last`).
+[[nodiscard]] std::optional<nlohmann::json> json_answer(const std::function<HttpResponse()>& send,
+                                                        Repeat repeat, HttpResponse& last);
+
 class JsonApi {
 public:
     explicit JsonApi(ApiConfig config);
