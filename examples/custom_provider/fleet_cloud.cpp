@@ -105,7 +105,7 @@ Reply send_once(const std::string& base, const std::string& token, const std::st
 
 // A GET is retried (3 tries, 0.2 s then 0.4 s apart) on transport errors and on 429 and 5xx:
 // the inventory is one small service that restarts now and then. A POST is sent once: a claim
-// whose answer was lost is found by its pool label (list()), never claimed twice.
+// whose answer was lost is found by its pool label (list()), never claimed twice by this code.
 Reply send(const std::string& base, const std::string& token, const std::string& method,
            const std::string& path, const std::string& body = {}) {
     const int tries = method == "GET" ? 3 : 1;
@@ -236,14 +236,25 @@ std::string FleetCloud::launch(const sky::LaunchRequest& request) {
                             {"boot_script", request.boot_script},
                             {"public_key", request.ssh_public_key}};
         const std::string path = "/v1/machines/" + escape_segment(m.id) + "/claim";
-        Reply r = send(url_, token_, "POST", path, claim.dump());
+        // A claim whose answer is lost may have happened: LaunchAnswerLostError has the pool
+        // look for it by its label (list()) instead of failing.
+        Reply r;
+        try {
+            r = send(url_, token_, "POST", path, claim.dump());
+        } catch (const std::runtime_error& e) {  // no answer (a timeout, a cut connection)
+            throw sky::LaunchAnswerLostError(e.what());
+        }
         if (r.status == 409) continue;  // claimed by someone else since the listing: next one
+        if (r.status >= 500)
+            throw sky::LaunchAnswerLostError("fleet: POST " + path + ": HTTP " +
+                                             std::to_string(r.status) + ": " + server_says(r));
         if (r.status != 200) fail("POST " + path, r);
         std::string claim_id;
         try {
             claim_id = json::parse(r.body).at("claim").get<std::string>();
         } catch (const json::exception& e) {
-            throw std::runtime_error("fleet: POST " + path + ": unexpected answer: " + e.what());
+            throw sky::LaunchAnswerLostError("fleet: POST " + path +
+                                             ": unexpected answer: " + e.what());
         }
         return m.id + kClaimSeparator + claim_id;
     }

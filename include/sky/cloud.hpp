@@ -89,6 +89,9 @@ struct CloudLogin {
     /// minutes). What is left then is recorded in the ledger; `sky gc` deletes it later. A pool
     /// that never sent a launch (credentials refused at the start) waits at most 10 s.
     std::chrono::seconds infra_wait{120};
+    /// How long a machine whose launch answer was lost (LaunchAnswerLostError) may take to show
+    /// in list(pool_id): the pool looks for it this long before it moves on to the next offer.
+    std::chrono::seconds lost_launch_wait{10};
     /// The cloud has no firewall API and the adapter's boot script sets up sky's host firewall
     /// (SSH from the client, every port from the pool's own machines, nothing else in; the
     /// built-in Verda adapter's does): the cloud layer admits each machine's peers through it
@@ -114,6 +117,18 @@ public:
 class UnknownInstanceTypeError : public CapacityError {
 public:
     using CapacityError::CapacityError;
+};
+
+/// Thrown by CloudAdapter::launch when the launch may have been carried out but its answer was
+/// lost: none came (a timeout, a cut connection), it was cut short or is not the API's format,
+/// or the cloud failed (a 5xx). The pool then looks for the machine by the pool's tag
+/// (list(pool_id)) for up to CloudLogin::lost_launch_wait and uses it; where none appears, the
+/// launch is sent once more, then the next offer is tried (a machine that shows later is
+/// terminated). Any other exception ends provisioning: throw this one only where a machine may
+/// exist.
+class LaunchAnswerLostError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
 };
 
 /// A cloud's REST mapping. Every method may be called from several threads at once, and the
@@ -148,7 +163,8 @@ public:
     }
     /// Launches one machine and returns its id as soon as the cloud names it. Throws
     /// CapacityError when the offer has no capacity now, UnknownInstanceTypeError when the cloud
-    /// refuses its instance type as unknown or not sold there.
+    /// refuses its instance type as unknown or not sold there, LaunchAnswerLostError when the
+    /// machine may exist but its id never came back.
     virtual std::string launch(const LaunchRequest& request) = 0;
     /// The machines with these ids, one entry per id; an id the cloud does not know is
     /// `unknown`.

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "aws/ec2_client.hpp"
+#include "aws/xml.hpp"
 #include "catalog/names.hpp"
 #include "http/client_address.hpp"
 #include "http/endpoint.hpp"
@@ -209,11 +210,19 @@ public:
         } catch (const HttpError& e) {
             if (is_unknown_type_error(e)) throw UnknownInstanceTypeError(error_text(e));
             if (is_capacity_error(e.code())) throw CapacityError(error_text(e));
+            // Still no answer after the client's retries (each with the same ClientToken), or
+            // the service failed: the instance may have started.
+            if (e.outcome_unknown())
+                throw LaunchAnswerLostError("AWS RunInstances: " + error_text(e));
             throw ProvisionError("AWS RunInstances: " + error_text(e));
+        } catch (const aws::XmlError& e) {  // a 2xx that is not EC2's XML: it may have started
+            throw LaunchAnswerLostError(e.what());
         }
         std::vector<std::string> ids;
         for (const auto& inst : list_of(answer, "instancesSet"))
             ids.push_back(str_of(inst, "instanceId"));
+        if (ids.empty() || (ids.size() == 1 && ids[0].empty()))
+            throw LaunchAnswerLostError("AWS RunInstances answered without an instance id");
         if (ids.size() != 1 || ids[0].empty())
             throw ProvisionError(
                 fmt::format("AWS RunInstances started {} instances instead of 1", ids.size()));

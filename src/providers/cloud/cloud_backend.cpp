@@ -322,14 +322,24 @@ private:
             public_key_ = public_key_of(dir_ / "key");
         }
         infra_created_ = true;  // delete_infra() runs whatever create_infra managed
-        try {
-            api_->create_infra({pool_id_, name_, public_key_}, emit);
-        } catch (const ProvisionError&) {
-            throw;
-        } catch (const ConfigError&) {
-            throw;
-        } catch (const std::exception& e) {
-            throw ProvisionError(fmt::format("{}: {}", provider_, e.what()));
+        // Three tries, 0.5 s and 1 s apart: a create refused by a flaky API (a 5xx after the
+        // HTTP client's own retries, an answer lost and its thing not found) is asked again, as
+        // the adapter contract allows (a second call after a partial failure finds what the
+        // first made). A refusal for good (credentials) costs 1.5 s more.
+        for (int attempt = 1;; ++attempt) {
+            try {
+                api_->create_infra({pool_id_, name_, public_key_}, emit);
+                return;
+            } catch (const ConfigError&) {
+                throw;
+            } catch (const std::exception& e) {
+                if (attempt >= 3 || stopping()) {
+                    if (dynamic_cast<const ProvisionError*>(&e)) throw;
+                    throw ProvisionError(fmt::format("{}: {}", provider_, e.what()));
+                }
+            }
+            for (int i = 0; i < 5 * attempt && !stopping(); ++i)
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
     }
 
@@ -399,8 +409,10 @@ private:
                 std::vector<CloudNode> started;
                 if (try_offer(offer, which, want_spot, fallback,
                               fmt::format("{}{}-{}-{}", name_, tag, round, o), attempts, started,
-                              emit))
+                              emit)) {
+                    end_strays(emit);
                     return started;
+                }
             }
         }
         // ProvisionError lists the attempts itself, once.
@@ -460,13 +472,41 @@ private:
                                          .hard_timeout = spec_.timeout,
                                          .power_off = login_.power_off_on_expiry});
             std::string id;
-            for (int tries = 0; tries < 2 && id.empty(); ++tries) {
+            bool sent_again = false;  // a lost launch that started nothing is sent once more
+            // One launch (its lookup, until its id is recorded) at a time in the pool: a machine
+            // with the pool's tag that the pool does not know is then the lost launch's.
+            std::unique_lock launching(launch_m_);
+            for (int tries = 0; tries < (sent_again ? 3 : 2) && id.empty(); ++tries) {
                 r.spot = spot;
                 r.client_token =
                     fmt::format("{}-{}{}", token_base, node, spot ? "s" : "d").substr(0, 64);
                 try {
                     launch_sent_ = true;
                     id = api_->launch(r);
+                } catch (const LaunchAnswerLostError& e) {
+                    id = find_lost_launch();
+                    if (id.empty()) {
+                        const std::string why = fmt::format(
+                            "{} (no machine of the pool's that it does not know appeared within "
+                            "{} s{})",
+                            e.what(), login_.lost_launch_wait.count(),
+                            sent_again ? "; teardown looks again" : "; sent again");
+                        ++lost_unfound_;  // end_strays() looks once the nodes run
+                        if (!sent_again) {
+                            // Nothing started (or a machine that shows this late, which
+                            // end_strays() or teardown's sweep ends): the node's one more try.
+                            record(spot, why);
+                            sent_again = true;
+                            continue;
+                        }
+                        give_up(spot, why);
+                        return false;
+                    }
+                    emit(ErrorEvent{
+                        fmt::format("{}: a launch's answer was lost ({}); its machine {} was "
+                                    "found by the pool's tag and is used",
+                                    provider_, e.what(), id),
+                        std::nullopt});
                 } catch (const UnknownInstanceTypeError& e) {
                     // Not sold here at all: neither spot nor on demand; the next offer.
                     give_up(spot, e.what());
@@ -495,6 +535,7 @@ private:
                 return false;
             }
             record_launched(id);
+            launching.unlock();
             CloudNode n;
             n.instance_id = id;
             n.offer = offer;
@@ -515,6 +556,69 @@ private:
                                      n.offer.instance_type, n.offer.on_demand_price, spot_price});
         }
         return true;
+    }
+
+    // A lost launch whose machine showed only after its lookup gave up (the node was launched
+    // again, or on another offer) is a stray: ended once the pool's nodes run, not billed until
+    // teardown. What this list misses, teardown's sweep by tag finds.
+    void end_strays(const std::function<void(Event)>& emit) {
+        std::vector<std::string> strays;
+        {
+            std::lock_guard launching(launch_m_);
+            if (lost_unfound_ == 0) return;
+            try {
+                for (const CloudInstance& i : api_->list(pool_id_)) {
+                    if (i.id.empty() || i.state == State::gone || i.state == State::stopping)
+                        continue;
+                    std::lock_guard lk(m_);
+                    if (!terminated_.count(i.id) &&
+                        std::find(launched_.begin(), launched_.end(), i.id) == launched_.end())
+                        strays.push_back(i.id);
+                }
+            } catch (...) {
+                return;
+            }
+            lost_unfound_ = 0;
+            for (const auto& id : strays) record_launched(id);  // in the ledger until gone
+        }
+        if (strays.empty()) return;
+        emit(ErrorEvent{fmt::format("{}: {} started by a launch whose answer was lost, found late; "
+                                    "terminated",
+                                    provider_, fmt::join(strays, ", ")),
+                        std::nullopt});
+        terminate(strays);
+        std::lock_guard lk(m_);
+        std::erase_if(launched_, [&](const std::string& id) { return terminated_.count(id) > 0; });
+    }
+
+    // A launch whose answer was lost may have started a machine: it carries the pool's tag,
+    // and (launch_m_ held: one launch at a time) it is the only live one the pool does not
+    // know. Asked for a while, an eventually consistent list may show it late. "" when none.
+    std::string find_lost_launch() {
+        const auto until = Clock::now() + login_.lost_launch_wait;
+        auto pause = std::chrono::milliseconds(500);
+        for (int round = 0; round < 32; ++round) {
+            try {
+                for (const CloudInstance& i : api_->list(pool_id_)) {
+                    if (i.id.empty() || i.state == State::gone || i.state == State::stopping)
+                        continue;
+                    std::lock_guard lk(m_);
+                    if (terminated_.count(i.id) ||
+                        std::find(launched_.begin(), launched_.end(), i.id) != launched_.end())
+                        continue;
+                    return i.id;
+                }
+            } catch (...) {  // a failed list hides nothing for good: asked again
+            }
+            if (Clock::now() >= until) break;
+            const auto next = std::min(Clock::now() + pause, until);  // the last look at `until`
+            while (Clock::now() < next) {
+                if (stopping()) return {};
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+            pause = std::min(pause * 2, std::chrono::milliseconds(8000));
+        }
+        return {};
     }
 
     void record_launched(const std::string& id) {
@@ -872,6 +976,8 @@ private:
     bool infra_created_ = false;
     std::atomic<bool> launch_sent_{false};  // a launch was asked for (a machine may exist)
     std::atomic<bool> stopped_{false};      // stop_all() ran (or runs): it runs once
+    std::mutex launch_m_;   // one launch (and a lost one's lookup) at a time in the pool
+    int lost_unfound_ = 0;  // lost launches whose machine was not found (guarded by launch_m_)
 
     mutable std::mutex m_;
     std::shared_ptr<ship::PoolShipment> shipment_;

@@ -253,11 +253,17 @@ public:
             if (is_unknown_size(e))
                 throw UnknownInstanceTypeError("DigitalOcean: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("DigitalOcean: " + error_text(e));
+            // No answer, one cut short, or a server error: the droplet may have been made.
+            if (e.outcome_unknown())
+                throw LaunchAnswerLostError("DigitalOcean: POST /droplets: " + error_text(e));
             throw provision_error("POST /droplets", e);
+        } catch (const Error& e) {  // a 2xx whose body is not JSON
+            throw LaunchAnswerLostError(std::string("DigitalOcean: ") + e.what());
         }
-        const std::string id =
-            answer.is_object() ? text_of(answer.value("droplet", json::object()), "id") : "";
-        if (id.empty()) throw ProvisionError("DigitalOcean: POST /droplets answered without an id");
+        const json droplet = answer.is_object() ? answer.value("droplet", json::object()) : json();
+        const std::string id = text_of(droplet, "id");
+        if (id.empty())
+            throw LaunchAnswerLostError("DigitalOcean: POST /droplets answered without an id");
         return id;
     }
 

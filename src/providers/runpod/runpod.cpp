@@ -269,7 +269,13 @@ public:
             try {
                 answer = graphql_raw(mutation, json{{"input", input}}, Repeat::once);
             } catch (const HttpError& e) {
+                // No answer, one cut short, or a server error: the pod may have been deployed.
+                if (e.outcome_unknown())
+                    throw LaunchAnswerLostError("RunPod " + std::string(field) + ": " +
+                                                error_of(e));
                 throw ProvisionError("RunPod " + std::string(field) + " failed: " + error_of(e));
+            } catch (const Error& e) {  // a 2xx whose body is not JSON
+                throw LaunchAnswerLostError("RunPod " + std::string(field) + ": " + e.what());
             }
             const json data = answer.value("data", json());
             if (data.is_object() && data.contains(field) && data[field].is_object()) {
@@ -277,7 +283,10 @@ public:
                 if (!id.empty()) return id;
             }
             const auto err = first_error(answer);
-            last = err ? err->message : "no pod in the answer";
+            if (!err)  // neither a pod nor an error: not the API's answer
+                throw LaunchAnswerLostError("RunPod " + std::string(field) +
+                                            " answered without a pod id or an error");
+            last = err->message;
             if (err && is_capacity_message(err->message)) {
                 capacity = true;
                 continue;  // the next GPU id

@@ -208,22 +208,27 @@ public:
                 const double min_bid = number_of(a, "min_bid").value_or(0.001);
                 body["price"] = std::clamp(std::ceil(min_bid * 1.2 * 1000) / 1000, 0.001, 128.0);
             }
+            json answer;
             try {
-                json answer =
-                    api_->call("PUT", "/asks/" + url_encode(ask) + "/", body, Repeat::once);
-                std::string id = text_of(answer, "new_contract");
-                if (!answer.value("success", true) || id.empty())
-                    throw ProvisionError("Vast.ai: PUT /asks answered without new_contract: " +
-                                         text_of(answer, "msg"));
-                return id;
+                answer = api_->call("PUT", "/asks/" + url_encode(ask) + "/", body, Repeat::once);
             } catch (const HttpError& e) {
                 // 410: the ask was taken meanwhile; 404: it is gone. Try the next one.
                 if (e.status() == 410 || e.status() == 404) {
                     last = fmt::format("ask {}: {}", ask, error_text(e));
                     continue;
                 }
+                // No answer, one cut short, or a server error: the ask may have been rented.
+                if (e.outcome_unknown())
+                    throw LaunchAnswerLostError("Vast.ai: PUT /asks: " + error_text(e));
                 throw ProvisionError("Vast.ai: PUT /asks failed: " + error_text(e));
+            } catch (const Error& e) {  // a 2xx whose body is not JSON
+                throw LaunchAnswerLostError(std::string("Vast.ai: ") + e.what());
             }
+            const std::string id = text_of(answer, "new_contract");
+            if (!id.empty()) return id;
+            if (answer.is_object() && answer.contains("success") && answer["success"] == false)
+                throw ProvisionError("Vast.ai: PUT /asks refused: " + text_of(answer, "msg"));
+            throw LaunchAnswerLostError("Vast.ai: PUT /asks answered without new_contract");
         }
         throw CapacityError("Vast.ai: " + last);
     }

@@ -367,11 +367,16 @@ public:
                      {"is_spot", r.spot}};
         try {
             std::string id = id_of_text(send("POST", "/instances", body, Repeat::once).body);
-            if (id.empty()) throw ProvisionError("Verda: POST /instances answered without an id");
+            // A 2xx without an id (cut short, not the API's format): it may have started.
+            if (id.empty())
+                throw LaunchAnswerLostError("Verda: POST /instances answered without an id");
             return id;
         } catch (const HttpError& e) {
             if (is_unknown_type(e)) throw UnknownInstanceTypeError("Verda: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("Verda: " + error_text(e));
+            // No answer, one cut short, or a server error: the instance may have been made.
+            if (e.outcome_unknown())
+                throw LaunchAnswerLostError("Verda: POST /instances: " + error_text(e));
             throw ProvisionError("Verda POST /instances failed: " + error_text(e));
         }
     }
@@ -682,14 +687,12 @@ private:
 
     json call(const std::string& method, const std::string& path,
               const std::optional<json>& body = std::nullopt, Repeat repeat = Repeat::safe) {
-        HttpResponse r = send(method, path, body, repeat);
-        if (trim(r.body).empty()) return nullptr;
-        try {
-            return json::parse(r.body);
-        } catch (const std::exception&) {
-            throw sky::Error(
-                fmt::format("Verda: {} {} answered with something that is not JSON", method, path));
-        }
+        HttpResponse last;
+        if (auto answer =
+                rest::json_answer([&] { return send(method, path, body, repeat); }, repeat, last))
+            return std::move(*answer);
+        throw sky::Error(
+            fmt::format("Verda: {} {} answered with something that is not JSON", method, path));
     }
 
     std::unique_ptr<rest::JsonApi> api_, token_api_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +32,7 @@
 
 using sky::test::Ec2Fault;
 using sky::test::FakeEc2;
+using sky::test::FaultKind;
 using sky::test::TestHosts;
 
 namespace aws_pool {
@@ -379,6 +381,38 @@ TEST_CASE("aws pool: a key pair import whose answer is lost still starts the poo
     CHECK(live_instances(fake) == 0);
     CHECK(sky_key_pairs(fake).empty());
     rec.check_no_secrets();
+}
+
+TEST_CASE(
+    "aws pool: instances whose RunInstances answers are lost are found by the pool's tag and "
+    "used, each launched once",
+    "[aws_pool]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    ::setenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS", "1000", 1);
+    struct Unset {
+        ~Unset() { ::unsetenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS"); }
+    } unset;
+    TestHosts hosts(2);
+    for (FaultKind lost : {FaultKind::malformed, FaultKind::truncated}) {
+        INFO("the RunInstances answers are " << sky::test::fault_kind_name(lost));
+        FakeEc2 fake = make_fake(&hosts);
+        Recorder rec;
+        // Every RunInstances is carried out; no answer arrives whole (a truncated one also
+        // after the client's retries, which carry the same ClientToken).
+        fake.add_fault_rate(
+            {.action = "RunInstances", .kinds = {lost}, .probability = 1.0, .seed = 7});
+        {
+            sky::ComputePool pool{spec_for(fake, 2, rec)};
+            fake.clear_fault_rates();
+            auto nodes = sky::compute<node_index>() | pool;
+            std::sort(nodes.begin(), nodes.end());
+            CHECK(nodes == std::vector<int>{0, 1});
+            CHECK(fake.instances().size() == 2);  // none launched twice
+        }
+        CHECK(live_instances(fake) == 0);
+        rec.check_no_secrets();
+    }
 }
 
 TEST_CASE("aws pool: throttling (RequestLimitExceeded) is retried", "[aws_pool]") {

@@ -192,11 +192,25 @@ TEST_CASE("fleet cloud: listings are retried, claims are not, errors name no tok
         FAIL("expected an error");
     } catch (const sky::CapacityError&) {
         FAIL("a server error is no capacity error");
-    } catch (const std::exception& e) {
+    } catch (const sky::LaunchAnswerLostError& e) {  // the claim may have happened
         CHECK(std::string(e.what()) ==
               "fleet: POST /v1/machines/s0/claim: HTTP 500: inventory database down");
     }
     CHECK(fake.http().count("POST", "/v1/machines/{id}/claim") == 1);
+
+    // A claim carried out whose answer is not the inventory's JSON: lost, and list() finds it
+    // by the pool's label (where the pool looks for it).
+    fake.http().add_fault_rate({.method = "POST",
+                                .path = "/v1/machines/{id}/claim",
+                                .kinds = {sky::test::FaultKind::malformed},
+                                .probability = 1.0});
+    CHECK_THROWS_AS(cloud.launch(request("p9", "lab-cpu-8")), sky::LaunchAnswerLostError);
+    fake.http().clear_fault_rates();
+    CHECK(fake.http().count("POST", "/v1/machines/{id}/claim") == 2);
+    const auto found = cloud.list("p9");
+    REQUIRE(found.size() == 1);
+    cloud.terminate({found[0].id});
+    CHECK(fake.claimed() == 0);
 
     fleet::FleetCloud wrong(fake.url(), "not-the-token");
     try {

@@ -27,7 +27,13 @@ struct FakeCloudState {
     std::map<std::string, int> spot_capacity;  ///< spot machines left per type (absent: any)
     std::set<std::string> broken_types;        ///< launch fails with a non-capacity error
     std::set<std::string> unknown_types;       ///< launch refuses the type as unknown
-    int lose_launch_answers = 0;  ///< the next N launches start a machine, then fail (a timeout)
+    int lose_launch_answers = 0;  ///< the next N launches start a machine, then lose its answer
+    /// The next N launches lose their answer before the cloud starts anything.
+    int lose_launch_requests = 0;
+    int lose_after = 0;  ///< launches answered before the losses above begin
+    /// A machine whose answer was lost shows in list() only after this many list() calls.
+    int lost_machine_hidden_lists = 0;
+    std::chrono::seconds lost_launch_wait{10};  ///< login().lost_launch_wait
     /// The pool's firewall stays in use for this many delete_infra() calls after create_infra()
     /// (a terminated machine's interface lingering); -1: until released by hand.
     int infra_busy_deletes = 0;
@@ -37,6 +43,7 @@ struct FakeCloudState {
     std::string reported_host_key;
     std::vector<std::string> log;  ///< "launch small spot", "terminate i-1", ...
     int next_id = 0;
+    std::map<std::string, int> hidden;  ///< list() calls a lost machine stays out of, by id
 
     [[nodiscard]] int live() const {
         std::lock_guard lk(m);
@@ -116,6 +123,12 @@ public:
         }
         if (r.boot_script.find("SKY_HOST_KEY") == std::string::npos)
             throw std::runtime_error("the boot script carries no host key");
+        const bool losing = s_->lose_after <= 0;
+        if (!losing) --s_->lose_after;
+        if (losing && s_->lose_launch_requests > 0) {
+            --s_->lose_launch_requests;
+            throw LaunchAnswerLostError("timed out waiting for the answer (nothing started)");
+        }
         FakeCloudState::Machine mc;
         mc.info.id = "fake-" + std::to_string(++s_->next_id);
         mc.info.state = CloudInstance::State::pending;
@@ -125,9 +138,10 @@ public:
         mc.info.public_ip = "203.0.113." + std::to_string(s_->next_id);
         mc.info.private_ip = "10.0.0." + std::to_string(s_->next_id);
         s_->machines[mc.info.id] = mc;
-        if (s_->lose_launch_answers > 0) {
+        if (losing && s_->lose_launch_answers > 0) {
             --s_->lose_launch_answers;
-            throw std::runtime_error("timed out waiting for the answer");
+            s_->hidden[mc.info.id] = s_->lost_machine_hidden_lists;
+            throw LaunchAnswerLostError("timed out waiting for the answer");
         }
         return mc.info.id;
     }
@@ -172,10 +186,15 @@ public:
         std::lock_guard lk(s_->m);
         s_->log.push_back("list " + std::string(pool_id));
         std::vector<CloudInstance> out;
-        for (auto& [id, mc] : s_->machines)
+        for (auto& [id, mc] : s_->machines) {
+            if (auto h = s_->hidden.find(id); h != s_->hidden.end() && h->second > 0) {
+                --h->second;  // eventually consistent: not listed yet
+                continue;
+            }
             if (mc.info.state != CloudInstance::State::gone &&
                 (pool_id.empty() || mc.info.pool_id == pool_id))
                 out.push_back(mc.info);
+        }
         return out;
     }
 
@@ -199,6 +218,7 @@ public:
         CloudLogin l;
         std::lock_guard lk(s_->m);
         l.infra_wait = s_->infra_wait;
+        l.lost_launch_wait = s_->lost_launch_wait;
         return l;
     }
 

@@ -226,19 +226,99 @@ TEST_CASE(
     CHECK(r.cloud->live() == 0);
 }
 
+TEST_CASE("cloud layer: a machine whose launch answer was lost is found by the pool's tag and used",
+          "[cloud]") {
+    Run r;
+    r.cloud->lose_launch_answers = 1;
+    r.cloud->lost_machine_hidden_lists = 2;  // an eventually consistent list shows it late
+    auto spec = r.spec(never(), 2);
+    auto b = r.backend(spec);
+    b->provision(2, r.emit());
+    CHECK(r.cloud->count("launch") == 2);  // sent once each: nothing launched twice
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"small", "small"});
+    auto provisioned = r.all<sky::InstanceProvisioned>();
+    REQUIRE(provisioned.size() == 2);
+    CHECK(provisioned[0].instance_id == "fake-1");  // the lost answer's machine, node 0
+    CHECK(provisioned[1].instance_id == "fake-2");
+    bool said = false;
+    for (auto& e : r.all<sky::ErrorEvent>())
+        said = said || (e.message.find("answer was lost") != std::string::npos &&
+                        e.message.find("fake-1") != std::string::npos);
+    CHECK(said);
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
 TEST_CASE(
-    "cloud layer: a machine whose launch answer was lost is found by its tag and "
-    "terminated",
+    "cloud layer: a lost launch answer whose launch started nothing is sent once more after the "
+    "wait",
+    "[cloud]") {
+    Run r;
+    r.cloud->lose_launch_requests = 1;  // node 0's first launch
+    r.cloud->lost_launch_wait = std::chrono::seconds(1);
+    auto spec = r.spec(never(), 2);
+    auto b = r.backend(spec);
+    const auto t0 = std::chrono::steady_clock::now();
+    b->provision(2, r.emit());
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::seconds(1));
+    CHECK(r.cloud->count("launch small") == 3);
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"small", "small"});
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE(
+    "cloud layer: a node whose launch answers are lost twice moves on to the next offer and "
+    "adopts no other node's machine",
+    "[cloud]") {
+    Run r;
+    r.cloud->lose_after = 1;  // node 0's launch is answered, node 1's two are lost
+    r.cloud->lose_launch_requests = 2;
+    r.cloud->lost_launch_wait = std::chrono::seconds(1);
+    auto spec = r.spec(never(), 2);
+    auto b = r.backend(spec);
+    const auto t0 = std::chrono::steady_clock::now();
+    b->provision(2, r.emit());
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::seconds(2));
+    // The small offer gave up (its node 0 terminated), the medium one started both.
+    CHECK(r.cloud->count("launch small") == 3);
+    CHECK(r.cloud->count("terminate fake-1") == 1);
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"medium", "medium"});
+    auto launching = r.all<sky::InstanceLaunching>();
+    REQUIRE(launching.size() == 2);
+    CHECK(launching[1].instance_type == "medium");
+    b->stop_all();
+    CHECK(r.cloud->live() == 0);
+}
+
+TEST_CASE(
+    "cloud layer: a lost launch's machine that shows only after the wait is ended as a stray "
+    "once the nodes run",
     "[cloud]") {
     Run r;
     r.cloud->lose_launch_answers = 1;
+    r.cloud->lost_machine_hidden_lists = 3;  // the lookup's lists (0, 0.5 and 1 s) miss it
+    r.cloud->lost_launch_wait = std::chrono::seconds(1);
+    sky::test::TempSkyHome home;
+    auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
     auto spec = r.spec(never(), 1);
-    auto b = r.backend(spec);
-    CHECK_THROWS_AS(b->provision(1, r.emit()), sky::ProvisionError);
-    CHECK(r.cloud->live() == 1);  // started, but its id never came back
-    b->stop_all();
-    CHECK(r.cloud->live() == 0);
+    auto b = sky::detail::descriptor_for(spec.provider)
+                 .make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    b->provision(1, r.emit());
+    // Sent again (fake-2 is the node); fake-1 showed in the next list and was ended.
+    CHECK(r.cloud->count("launch small") == 2);
     CHECK(r.cloud->count("terminate fake-1") == 1);
+    CHECK(r.cloud->live_types() == std::vector<std::string>{"small"});
+    CHECK(r.all<sky::InstanceProvisioned>().at(0).instance_id == "fake-2");
+    bool said = false;
+    for (auto& e : r.all<sky::ErrorEvent>())
+        said = said || (e.message.find("fake-1") != std::string::npos &&
+                        e.message.find("terminated") != std::string::npos);
+    CHECK(said);
+    b->stop_all();
+    ledger->close();
+    CHECK(r.cloud->live() == 0);
+    CHECK_FALSE(sky::detail::Ledger::read(ledger->file()).leaves_something());
 }
 
 TEST_CASE("cloud layer: closing the pool ends a launch round that waits for capacity", "[cloud]") {

@@ -236,6 +236,37 @@ TEST_CASE("digitalocean: the cloud layer provisions 2 droplets and deletes them 
     CHECK(other->infra_left("0123456789abcdef").empty());
 }
 
+TEST_CASE(
+    "digitalocean: droplets whose create answers are lost are found by the pool's tag and used, "
+    "each created once",
+    "[digitalocean]") {
+    using sky::test::FaultKind;
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the launch answers are " << sky::test::fault_kind_name(lost));
+        FakeDigitalOcean fake;
+        Token t("dop_v1_fake_token_0123456789abcdef");
+        sky::PoolSpec spec;
+        spec.provider = sky::DigitalOcean{.endpoint = fake.endpoint()};
+        spec.nodes = 2;
+        spec.accelerator = "H100";
+        spec.spot = sky::Spot::Never{};
+        // Every create is carried out; no answer arrives whole.
+        fake.http().add_fault_rate(
+            {.method = "POST", .path = "/v2/droplets", .kinds = {lost}, .probability = 1.0});
+        auto b = sky::detail::make_cloud_backend(
+            sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
+            sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+        b->provision(2, keep());
+        fake.http().clear_fault_rates();
+        CHECK(fake.alive() == 2);
+        CHECK(fake.http().count("POST", "/v2/droplets") == 2);
+        b->stop_all();
+        CHECK(fake.alive() == 0);
+    }
+}
+
 namespace {
 
 // A one-node pool of `accelerator` in nyc2 on the fake, provisioned; its attempts in `log`.

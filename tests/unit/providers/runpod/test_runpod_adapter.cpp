@@ -168,6 +168,43 @@ TEST_CASE("runpod: the cloud layer deploys 2 pods and terminates them all", "[ru
     CHECK(fake.alive() == 0);
 }
 
+TEST_CASE(
+    "runpod: pods whose deploy answers are lost are found by the pool's name and used, each "
+    "deployed once",
+    "[runpod]") {
+    using sky::test::FaultKind;
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    auto deploys = [](const sky::test::HttpRequest& q) {
+        return q.body.find("podFindAndDeployOnDemand") != std::string::npos ||
+               q.body.find("podRentInterruptable") != std::string::npos;
+    };
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the deploy answers are " << sky::test::fault_kind_name(lost));
+        FakeRunPod fake;
+        Key k("rpa_FAKE0123456789ABCDEFGHIJ");
+        sky::PoolSpec spec;
+        spec.provider = sky::RunPod{.endpoint = fake.endpoint()};
+        spec.nodes = 2;
+        spec.accelerator = "RTX4090";
+        fake.http().add_fault_rate({.method = "POST",
+                                    .path = "/graphql",
+                                    .when = deploys,
+                                    .kinds = {lost},
+                                    .probability = 1.0});
+        auto b = sky::detail::make_cloud_backend(
+            adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+        b->provision(2, ignore_events());
+        fake.http().clear_fault_rates();
+        CHECK(fake.alive() == 2);
+        int sent = 0;
+        for (const auto& q : fake.http().requests()) sent += deploys(q) ? 1 : 0;
+        CHECK(sent == 2);
+        b->stop_all();
+        CHECK(fake.alive() == 0);
+    }
+}
+
 namespace {
 
 // A GPU type as gpuTypes lists it: secure cloud only, on demand only.

@@ -203,6 +203,35 @@ TEST_CASE("vastai: the cloud layer rents 2 instances and destroys them all", "[v
     CHECK(other->infra_left("0123456789abcdef").empty());
 }
 
+TEST_CASE(
+    "vastai: instances whose rent answers are lost are found by the pool's label and used, each "
+    "rented once",
+    "[vastai]") {
+    using sky::test::FaultKind;
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the rent answers are " << sky::test::fault_kind_name(lost));
+        FakeVast fake;
+        Key k("vast-fake-key-6a8b0f1c2d");
+        sky::PoolSpec spec;
+        spec.provider = sky::VastAI{.endpoint = fake.endpoint()};
+        spec.nodes = 2;
+        spec.accelerator = "RTX4090";
+        spec.spot = sky::Spot::Never{};
+        fake.http().add_fault_rate(
+            {.method = "PUT", .path = "/api/v0/asks/{id}/", .kinds = {lost}, .probability = 1.0});
+        auto b = sky::detail::make_cloud_backend(
+            adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+        b->provision(2, ignore_events());
+        fake.http().clear_fault_rates();
+        CHECK(fake.alive() == 2);
+        CHECK(fake.http().count("PUT", "/api/v0/asks/{id}/") == 2);
+        b->stop_all();
+        CHECK(fake.alive() == 0);
+    }
+}
+
 TEST_CASE("vastai: an SSH key whose registration answer is lost is found and not registered twice",
           "[vastai]") {
     using sky::test::FaultKind;

@@ -267,6 +267,34 @@ TEST_CASE("verda: the cloud layer provisions 2 instances and deletes them all", 
     CHECK(other->infra_left("0123456789abcdef").empty());
 }
 
+TEST_CASE(
+    "verda: instances whose create answers are lost are found by the pool's description and "
+    "used, each created once",
+    "[verda]") {
+    using sky::test::FaultKind;
+    sky::test::ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the create answers are " << sky::test::fault_kind_name(lost));
+        FakeVerda fake;
+        Creds c(fake);
+        sky::PoolSpec spec;
+        spec.provider = sky::Verda{.endpoint = fake.endpoint()};
+        spec.nodes = 2;
+        spec.accelerator = "H100";
+        fake.http().add_fault_rate(
+            {.method = "POST", .path = "/v1/instances", .kinds = {lost}, .probability = 1.0});
+        auto b = sky::detail::make_cloud_backend(
+            adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
+        b->provision(2, ignore_events());
+        fake.http().clear_fault_rates();
+        CHECK(fake.alive() == 2);
+        CHECK(fake.http().count("POST", "/v1/instances") == 2);
+        b->stop_all();
+        CHECK(fake.alive() == 0);
+    }
+}
+
 namespace {
 
 // A one-node A100 pool on the fake with this spot strategy; the backend over a fresh adapter.
