@@ -335,18 +335,22 @@ public:
         };
         std::string script_id;
         try {
-            try {
-                script_id = id_of_text(
-                    send("POST", "/scripts",
-                         json{{"name", script_name}, {"script", with_host_firewall(r.boot_script)}},
-                         Repeat::once)
-                        .body);
-            } catch (const HttpError& e) {
-                if (!e.outcome_unknown()) throw;
-                script_id = find_script();
-                if (script_id.empty()) throw;
+            // Sent twice at most: a second time only once the first is known not to be there.
+            for (int attempt = 1; attempt <= 2 && script_id.empty(); ++attempt) {
+                try {
+                    script_id = id_of_text(send("POST", "/scripts",
+                                                json{{"name", script_name},
+                                                     {"script", with_host_firewall(r.boot_script)}},
+                                                Repeat::once)
+                                               .body);
+                } catch (const HttpError& e) {
+                    if (!e.outcome_unknown()) throw;
+                    script_id = find_script();
+                    if (script_id.empty() && attempt == 2) throw;
+                    continue;
+                }
+                if (script_id.empty()) script_id = find_script();
             }
-            if (script_id.empty()) script_id = find_script();
         } catch (const std::exception& e) {
             throw ProvisionError("Verda POST /scripts failed: " + error_text(e));
         }

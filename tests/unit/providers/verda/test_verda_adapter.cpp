@@ -126,6 +126,30 @@ TEST_CASE("verda: launch registers the key, a startup script, and takes the id a
     CHECK(fake.scripts().empty());
 }
 
+TEST_CASE("verda: a startup script refused with a server error, and not made, is sent once more",
+          "[verda]") {
+    FakeVerda fake;
+    Creds c(fake);
+    auto a = adapter(fake);
+    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
+    a->create_infra(infra, ignore_events());
+    fake.http().inject_fault(sky::test::HttpFault{.method = "POST", .path = "/v1/scripts"});
+    const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V"), false, 0));
+    CHECK(fake.http().count("POST", "/v1/scripts") == 2);
+    REQUIRE(fake.scripts().size() == 1);
+    CHECK(fake.instances().back()["startup_script_id"] == fake.scripts()[0]["id"]);
+    // Refused twice: the launch fails, naming the refusal; nothing started.
+    fake.http().inject_fault(
+        sky::test::HttpFault{.method = "POST", .path = "/v1/scripts", .count = 2});
+    CHECK_THROWS_WITH(a->launch(request(offer_of(offers, "1H100.80S.30V"), false, 1)),
+                      Catch::Contains("POST /scripts failed"));
+    CHECK(fake.alive() == 1);
+    a->terminate({id});
+    a->delete_infra("0123456789abcdef");
+    CHECK(fake.scripts().empty());
+}
+
 TEST_CASE("verda: a startup script whose answer is lost or unreadable is found by its name",
           "[verda]") {
     FakeVerda fake;
