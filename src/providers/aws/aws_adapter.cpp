@@ -223,7 +223,7 @@ public:
             ids.push_back(str_of(inst, "instanceId"));
         if (ids.empty() || (ids.size() == 1 && ids[0].empty()))
             throw LaunchAnswerLostError("AWS RunInstances answered without an instance id");
-        if (ids.size() != 1 || ids[0].empty())
+        if (ids.size() != 1)
             throw ProvisionError(
                 fmt::format("AWS RunInstances started {} instances instead of 1", ids.size()));
         return ids[0];

@@ -567,14 +567,7 @@ private:
             std::lock_guard launching(launch_m_);
             if (lost_unfound_ == 0) return;
             try {
-                for (const CloudInstance& i : api_->list(pool_id_)) {
-                    if (i.id.empty() || i.state == State::gone || i.state == State::stopping)
-                        continue;
-                    std::lock_guard lk(m_);
-                    if (!terminated_.count(i.id) &&
-                        std::find(launched_.begin(), launched_.end(), i.id) == launched_.end())
-                        strays.push_back(i.id);
-                }
+                strays = unknown_machines();
             } catch (...) {
                 return;
             }
@@ -587,8 +580,6 @@ private:
                                     provider_, fmt::join(strays, ", ")),
                         std::nullopt});
         terminate(strays);
-        std::lock_guard lk(m_);
-        std::erase_if(launched_, [&](const std::string& id) { return terminated_.count(id) > 0; });
     }
 
     // A launch whose answer was lost may have started a machine: it carries the pool's tag,
@@ -599,15 +590,7 @@ private:
         auto pause = std::chrono::milliseconds(500);
         for (int round = 0; round < 32; ++round) {
             try {
-                for (const CloudInstance& i : api_->list(pool_id_)) {
-                    if (i.id.empty() || i.state == State::gone || i.state == State::stopping)
-                        continue;
-                    std::lock_guard lk(m_);
-                    if (terminated_.count(i.id) ||
-                        std::find(launched_.begin(), launched_.end(), i.id) != launched_.end())
-                        continue;
-                    return i.id;
-                }
+                if (auto unknown = unknown_machines(); !unknown.empty()) return unknown.front();
             } catch (...) {  // a failed list hides nothing for good: asked again
             }
             if (Clock::now() >= until) break;
@@ -619,6 +602,20 @@ private:
             pause = std::min(pause * 2, std::chrono::milliseconds(8000));
         }
         return {};
+    }
+
+    // The live machines with the pool's tag that it neither launched nor saw end (one list();
+    // throws what it throws).
+    std::vector<std::string> unknown_machines() {
+        std::vector<std::string> out;
+        for (const CloudInstance& i : api_->list(pool_id_)) {
+            if (i.id.empty() || i.state == State::gone || i.state == State::stopping) continue;
+            std::lock_guard lk(m_);
+            if (!terminated_.count(i.id) &&
+                std::find(launched_.begin(), launched_.end(), i.id) == launched_.end())
+                out.push_back(i.id);
+        }
+        return out;
     }
 
     void record_launched(const std::string& id) {

@@ -287,11 +287,11 @@ public:
                 throw LaunchAnswerLostError("RunPod " + std::string(field) +
                                             " answered without a pod id or an error");
             last = err->message;
-            if (err && is_capacity_message(err->message)) {
+            if (is_capacity_message(err->message)) {
                 capacity = true;
                 continue;  // the next GPU id
             }
-            if (err && is_unknown_gpu_message(err->message)) continue;  // the next GPU id
+            if (is_unknown_gpu_message(err->message)) continue;  // the next GPU id
             throw ProvisionError(fmt::format("RunPod {} failed: {}", field, last));
         }
         if (!capacity) throw UnknownInstanceTypeError("RunPod: " + last);
