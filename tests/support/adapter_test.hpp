@@ -1,16 +1,19 @@
 #pragma once
 /// \file What the REST clouds' adapter unit tests share
 /// (tests/unit/providers/{runpod,vastai,verda,digitalocean}): events ignored, a launch request as
-/// the cloud layer makes one, an offer found by its type. Header-only: a unit test links nothing
-/// more for it.
+/// the cloud layer makes one, an offer found by its type, the ways an answer is lost. Header-only:
+/// a unit test links nothing more for it.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "fakes/common/fault_rate.hpp"
 #include "sky/cloud.hpp"
 #include "sky/events.hpp"
+#include "support/scoped_env.hpp"
 
 namespace sky::test {
 
@@ -71,6 +74,19 @@ inline sky::Offer offer_of(const std::vector<sky::Offer>& offers, const std::str
         if (o.instance_type == type) return o;
     FAIL("no offer " << type);
     return {};
+}
+
+/// Runs `body(kind)` for each way an answer is lost after the cloud carried the request out (it
+/// never comes, it is cut short, it is not the API's format), with every HTTP attempt capped at
+/// 500 ms: a stalled answer costs that, not the default minute.
+template <class Body>
+void for_each_lost_answer(Body&& body) {
+    ScopedEnv fast(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
+        INFO("the answers are " << fault_kind_name(lost));
+        body(lost);
+    }
 }
 
 }  // namespace sky::test

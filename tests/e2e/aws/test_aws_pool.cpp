@@ -359,10 +359,8 @@ TEST_CASE("aws pool: a key pair import whose answer is lost still starts the poo
     SKIP_WITHOUT_HOSTS();
     Env env;
     // Each attempt that waits for a lost answer gives up after 1 s, not the default minute.
-    ::setenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS", "1000", 1);
-    struct Unset {
-        ~Unset() { ::unsetenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS"); }
-    } unset;
+    sky::test::ScopedEnv scoped(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "1000"}});
     TestHosts hosts(1);
     FakeEc2 fake = make_fake(&hosts);
     Recorder rec;
@@ -389,10 +387,8 @@ TEST_CASE(
     "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
     Env env;
-    ::setenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS", "1000", 1);
-    struct Unset {
-        ~Unset() { ::unsetenv("SKY_HTTP_ATTEMPT_TIMEOUT_MS"); }
-    } unset;
+    sky::test::ScopedEnv scoped(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "1000"}});
     TestHosts hosts(2);
     for (FaultKind lost : {FaultKind::malformed, FaultKind::truncated}) {
         INFO("the RunInstances answers are " << sky::test::fault_kind_name(lost));
@@ -883,10 +879,8 @@ TEST_CASE(
     "[aws_pool]") {
     SKIP_WITHOUT_HOSTS();
     Env env;
-    ::setenv("SKY_CLIENT_CIDR", "198.51.100.7/32", 1);
-    struct Unset {
-        ~Unset() { ::unsetenv("SKY_CLIENT_CIDR"); }
-    } unset;
+    sky::test::ScopedEnv scoped(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_CLIENT_CIDR", "198.51.100.7/32"}});
     TestHosts hosts(1);
     FakeEc2 fake = make_fake(&hosts);
     Recorder rec;

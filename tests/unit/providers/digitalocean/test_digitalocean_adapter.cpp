@@ -131,16 +131,12 @@ TEST_CASE("digitalocean: a droplet is created with user_data, the account key an
 
 TEST_CASE("digitalocean: a key and a firewall whose answers are lost are found and not made twice",
           "[digitalocean]") {
-    using sky::test::FaultKind;
     FakeDigitalOcean fake;
     Token t("dop_v1_fake_token_0123456789abcdef");
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
     auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
     sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef",
                             launch_request({}).ssh_public_key};
-    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
-        INFO("the answers are " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         // Both creates are carried out; neither answer arrives whole.
         fake.http().add_fault_rate(
             {.method = "POST", .path = "/v2/account/keys", .kinds = {lost}, .probability = 1.0});
@@ -155,7 +151,7 @@ TEST_CASE("digitalocean: a key and a firewall whose answers are lost are found a
         CHECK(fake.firewalls().empty());
         a = sky::detail::make_digitalocean_adapter(
             sky::DigitalOcean{.endpoint = fake.endpoint()});  // no memory of the last round
-    }
+    });
 }
 
 TEST_CASE("digitalocean: no capacity and a size not sold in the region are CapacityError",
@@ -240,11 +236,7 @@ TEST_CASE(
     "digitalocean: droplets whose create answers are lost are found by the pool's tag and used, "
     "each created once",
     "[digitalocean]") {
-    using sky::test::FaultKind;
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
-    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
-        INFO("the launch answers are " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         FakeDigitalOcean fake;
         Token t("dop_v1_fake_token_0123456789abcdef");
         sky::PoolSpec spec;
@@ -264,7 +256,7 @@ TEST_CASE(
         CHECK(fake.http().count("POST", "/v2/droplets") == 2);
         b->stop_all();
         CHECK(fake.alive() == 0);
-    }
+    });
 }
 
 namespace {

@@ -172,15 +172,11 @@ TEST_CASE(
     "runpod: pods whose deploy answers are lost are found by the pool's name and used, each "
     "deployed once",
     "[runpod]") {
-    using sky::test::FaultKind;
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
     auto deploys = [](const sky::test::HttpRequest& q) {
         return q.body.find("podFindAndDeployOnDemand") != std::string::npos ||
                q.body.find("podRentInterruptable") != std::string::npos;
     };
-    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
-        INFO("the deploy answers are " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         FakeRunPod fake;
         Key k("rpa_FAKE0123456789ABCDEFGHIJ");
         sky::PoolSpec spec;
@@ -202,7 +198,7 @@ TEST_CASE(
         CHECK(sent == 2);
         b->stop_all();
         CHECK(fake.alive() == 0);
-    }
+    });
 }
 
 namespace {

@@ -207,11 +207,7 @@ TEST_CASE(
     "vastai: instances whose rent answers are lost are found by the pool's label and used, each "
     "rented once",
     "[vastai]") {
-    using sky::test::FaultKind;
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
-    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
-        INFO("the rent answers are " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         FakeVast fake;
         Key k("vast-fake-key-6a8b0f1c2d");
         sky::PoolSpec spec;
@@ -229,21 +225,17 @@ TEST_CASE(
         CHECK(fake.http().count("PUT", "/api/v0/asks/{id}/") == 2);
         b->stop_all();
         CHECK(fake.alive() == 0);
-    }
+    });
 }
 
 TEST_CASE("vastai: an SSH key whose registration answer is lost is found and not registered twice",
           "[vastai]") {
-    using sky::test::FaultKind;
     FakeVast fake;
     Key k("vast-fake-key-6a8b0f1c2d");
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
     const std::string key =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake "
         "sky-0123456789abcdef";
-    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
-        INFO("the answer is " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         auto a = adapter(fake);
         fake.http().add_fault_rate(
             {.method = "POST", .path = "/api/v0/ssh/", .kinds = {lost}, .probability = 1.0});
@@ -252,7 +244,7 @@ TEST_CASE("vastai: an SSH key whose registration answer is lost is found and not
         CHECK(fake.ssh_keys().size() == 1);
         a->delete_infra("0123456789abcdef");
         CHECK(fake.ssh_keys().empty());
-    }
+    });
 }
 
 TEST_CASE("vastai: a killed client's SSH key is deleted from the pool id alone", "[vastai]") {

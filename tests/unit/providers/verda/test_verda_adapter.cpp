@@ -54,6 +54,23 @@ std::unique_ptr<sky::CloudAdapter> adapter(const FakeVerda& fake, std::string re
         sky::Verda{.region = region, .endpoint = fake.endpoint()});
 }
 
+// The pool's infrastructure request (pool 0123456789abcdef, the test client key).
+sky::InfraRequest infra_request() {
+    return {"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
+}
+
+// An adapter over `fake` with the pool's key registered, and the offers it read.
+struct Registered {
+    std::unique_ptr<sky::CloudAdapter> a;
+    std::vector<sky::Offer> offers;
+};
+Registered registered(const FakeVerda& fake) {
+    Registered r{adapter(fake), {}};
+    r.offers = r.a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
+    r.a->create_infra(infra_request(), ignore_events());
+    return r;
+}
+
 }  // namespace
 
 TEST_CASE("verda: offers from instance types and availability, with spot prices", "[verda]") {
@@ -89,10 +106,8 @@ TEST_CASE("verda: launch registers the key, a startup script, and takes the id a
           "[verda]") {
     FakeVerda fake;
     Creds c(fake);
-    auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
-    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
-    a->create_infra(infra, ignore_events());
+    auto [a, offers] = registered(fake);
+    const sky::InfraRequest infra = infra_request();
     a->create_infra(infra, ignore_events());
     REQUIRE(fake.ssh_keys().size() == 1);
     const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V")));
@@ -130,10 +145,7 @@ TEST_CASE("verda: a startup script refused with a server error, and not made, is
           "[verda]") {
     FakeVerda fake;
     Creds c(fake);
-    auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
-    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
-    a->create_infra(infra, ignore_events());
+    auto [a, offers] = registered(fake);
     fake.http().inject_fault(sky::test::HttpFault{.method = "POST", .path = "/v1/scripts"});
     const std::string id = a->launch(request(offer_of(offers, "1H100.80S.30V"), false, 0));
     CHECK(fake.http().count("POST", "/v1/scripts") == 2);
@@ -154,16 +166,10 @@ TEST_CASE("verda: a startup script whose answer is lost or unreadable is found b
           "[verda]") {
     FakeVerda fake;
     Creds c(fake);
-    auto a = adapter(fake);
-    auto offers = a->live_offers(sky::Catalog::embedded(), {}, ignore_events());
-    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
-    a->create_infra(infra, ignore_events());
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
+    auto [a, offers] = registered(fake);
+    const sky::InfraRequest infra = infra_request();
     int node = 0;
-    for (auto lost : {sky::test::FaultKind::malformed, sky::test::FaultKind::truncated,
-                      sky::test::FaultKind::stall}) {
-        INFO("the answer is " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         // The script is made; its answer is spoiled or never comes.
         fake.http().add_fault_rate(
             {.method = "POST", .path = "/v1/scripts", .kinds = {lost}, .probability = 1.0});
@@ -177,18 +183,14 @@ TEST_CASE("verda: a startup script whose answer is lost or unreadable is found b
         a->delete_infra("0123456789abcdef");
         CHECK(fake.scripts().empty());
         a->create_infra(infra, ignore_events());
-    }
+    });
 }
 
 TEST_CASE("verda: an SSH key whose answer is lost is found and not registered twice", "[verda]") {
-    using sky::test::FaultKind;
     FakeVerda fake;
     Creds c(fake);
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
     sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef", request({}).ssh_public_key};
-    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
-        INFO("the answer is " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         auto a = adapter(fake);
         fake.http().add_fault_rate(
             {.method = "POST", .path = "/v1/sshkeys", .kinds = {lost}, .probability = 1.0});
@@ -197,7 +199,7 @@ TEST_CASE("verda: an SSH key whose answer is lost is found and not registered tw
         CHECK(fake.ssh_keys().size() == 1);
         a->delete_infra("0123456789abcdef");
         CHECK(fake.ssh_keys().empty());
-    }
+    });
 }
 
 TEST_CASE("verda: an expired token is renewed once with the refresh token", "[verda]") {
@@ -295,11 +297,7 @@ TEST_CASE(
     "verda: instances whose create answers are lost are found by the pool's description and "
     "used, each created once",
     "[verda]") {
-    using sky::test::FaultKind;
-    sky::test::ScopedEnv fast(
-        std::vector<std::pair<std::string, std::string>>{{"SKY_HTTP_ATTEMPT_TIMEOUT_MS", "500"}});
-    for (FaultKind lost : {FaultKind::stall, FaultKind::truncated, FaultKind::malformed}) {
-        INFO("the create answers are " << sky::test::fault_kind_name(lost));
+    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         FakeVerda fake;
         Creds c(fake);
         sky::PoolSpec spec;
@@ -316,7 +314,7 @@ TEST_CASE(
         CHECK(fake.http().count("POST", "/v1/instances") == 2);
         b->stop_all();
         CHECK(fake.alive() == 0);
-    }
+    });
 }
 
 namespace {
