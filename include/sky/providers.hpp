@@ -21,10 +21,12 @@ class CloudAdapter;  // sky/cloud.hpp
 
 /// Nodes are worker processes on this machine: the same runtime as a cloud node, no cloud.
 struct Local {
+    static constexpr std::string_view name = "local";  ///< Provider::name(), `--provider`
     std::string workdir;  ///< working directory of the workers (empty: the client's)
 };
 /// Machines you already have, reached over SSH; node i is hosts[i].
 struct SSH {
+    static constexpr std::string_view name = "ssh";  ///< Provider::name(), `--provider`
     std::vector<std::string> hosts;
     std::string user = "root";
     int port = 22;
@@ -34,6 +36,7 @@ struct SSH {
 };
 /// Amazon EC2.
 struct AWS {
+    static constexpr std::string_view name = "aws";  ///< Provider::name(), `--provider`
     std::string region = "us-east-1";
     bool use_ssm = false;
     std::string endpoint;  ///< empty: AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL, else AWS's
@@ -41,21 +44,25 @@ struct AWS {
 };
 /// RunPod GPU pods.
 struct RunPod {
+    static constexpr std::string_view name = "runpod";  ///< Provider::name(), `--provider`
     std::string cloud_type = "SECURE";
     std::string endpoint;
 };
 /// Vast.ai marketplace.
 struct VastAI {
+    static constexpr std::string_view name = "vastai";  ///< Provider::name(), `--provider`
     double min_reliability = 0.95;
     std::string endpoint;
 };
 /// Verda (formerly DataCrunch).
 struct Verda {
-    std::string region;  ///< empty: first region with capacity
+    static constexpr std::string_view name = "verda";  ///< Provider::name(), `--provider`
+    std::string region;                                ///< empty: first region with capacity
     std::string endpoint;
 };
 /// DigitalOcean GPU droplets.
 struct DigitalOcean {
+    static constexpr std::string_view name = "digitalocean";  ///< Provider::name(), `--provider`
     std::string region = "nyc1";
     std::string endpoint;
 };
@@ -103,6 +110,7 @@ struct Fault {
 /// prices and the failures a cloud produces. `SKY_SIMULATED` (JSON) adds capacity errors and
 /// faults without recompiling.
 struct Simulated {
+    static constexpr std::string_view name = "simulated";  ///< Provider::name(), `--provider`
     int capacity_errors = 0;    ///< the first N launch attempts find no capacity
     std::vector<Fault> faults;  ///< what goes wrong, and when
     std::uint64_t seed = 0;     ///< makes any randomness reproducible
@@ -111,6 +119,7 @@ struct Simulated {
 /// A Slurm cluster you already use (api.md §5b): a pool is one job of `nodes` nodes, its
 /// workers are steps of that job, and leaving the pool cancels it.
 struct Slurm {
+    static constexpr std::string_view name = "slurm";  ///< Provider::name(), `--provider`
     /// "user@host[:port]" of a login node reached over SSH; empty: this machine is a login node
     /// (sbatch and friends run here).
     std::string login;

@@ -5,18 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "catalog/text.hpp"
-
 namespace sky::detail {
-
-BillingPolicy billing_policy(std::string_view provider) {
-    using std::chrono::seconds;
-    const std::string p = to_lower(provider);
-    if (p == "aws") return {seconds{1}, seconds{60}, 0.0};
-    if (p == "digitalocean") return {seconds{1}, seconds{60}, 0.01};
-    if (p == "runpod") return {seconds{60}, seconds{60}, 0.0};
-    return {seconds{1}, seconds{0}, 0.0};  // vastai, verda, local, ssh, others
-}
 
 double billed_seconds(const BillingPolicy& policy, double elapsed) {
     elapsed = std::max(0.0, elapsed);
@@ -34,12 +23,12 @@ double CostTracker::cost_of(const Instance& i, TimePoint now, double rate) {
     return rate > 0 ? std::max(cost, i.policy.minimum_charge) : 0.0;
 }
 
-void CostTracker::start(const std::string& id, std::string_view provider, bool spot,
+void CostTracker::start(const std::string& id, const BillingPolicy& policy, bool spot,
                         double hourly_rate, double on_demand_rate, TimePoint at) {
     if (instances_.count(id)) throw std::logic_error("cost: instance " + id + " started twice");
     if (!(hourly_rate >= 0) || !(on_demand_rate >= 0))
         throw std::invalid_argument("cost: negative or NaN rate for instance " + id);
-    instances_.emplace(id, Instance{billing_policy(provider), spot, hourly_rate,
+    instances_.emplace(id, Instance{policy, spot, hourly_rate,
                                     std::max(on_demand_rate, hourly_rate), at, std::nullopt});
 }
 

@@ -6,15 +6,9 @@
 // accrued cost of a running instance is what it would cost if stopped now (so it includes the
 // minimum charge from the first second, and never goes down). Time is always an argument.
 //
-// Billing policies (decided from public statements; see billing_policy()):
-//   aws           per second, 60 s minimum (Linux on-demand and spot)
-//   digitalocean  per second, 60 s minimum and $0.01 minimum charge (since 2026-01-01; hourly
-//                 before)
-//   runpod        per minute (docs: "credits are charged every minute the Pod is running"; some
-//                 sources say per second — per minute is the conservative reading)
-//   vastai        per second, no minimum
-//   verda         per second, no minimum (DataCrunch/Verda; less certain)
-//   local, ssh    free (rate 0); anything else: per second, no minimum
+// How a provider bills (its increment and minimum) is the provider's to say: its descriptor
+// (src/providers/descriptor) states it, from the provider's public statements, and the pool
+// passes it with each instance.
 #include <chrono>
 #include <map>
 #include <optional>
@@ -24,15 +18,12 @@
 
 namespace sky::detail {
 
-/// How a provider rounds billed time.
+/// How a provider rounds billed time. The defaults are per second with no minimum.
 struct BillingPolicy {
     std::chrono::seconds increment{1};  ///< billed time is a multiple of this
     std::chrono::seconds minimum{0};    ///< billed time is at least this
     double minimum_charge = 0.0;        ///< USD; each instance costs at least this
 };
-
-/// The policy for a provider name ("aws", "runpod", ...; case-insensitive).
-BillingPolicy billing_policy(std::string_view provider);
 
 /// Seconds billed for `elapsed` seconds of running under `policy`.
 double billed_seconds(const BillingPolicy& policy, double elapsed);
@@ -65,14 +56,16 @@ public:
     /// A tracker for a pool that started at `pool_start`.
     explicit CostTracker(TimePoint pool_start) : pool_start_(pool_start) {}
 
-    /// Starts accruing `id` at `at`: `hourly_rate` is what it is billed (its spot price for a spot
-    /// instance), `on_demand_rate` the on-demand price of the same type (for the savings; pass the
-    /// same value for an on-demand instance). Restarting a known id throws std::logic_error.
-    void start(const std::string& id, std::string_view provider, bool spot, double hourly_rate,
+    /// Starts accruing `id` at `at`, billed under `policy` (its provider's): `hourly_rate` is
+    /// what it is billed (its spot price for a spot instance), `on_demand_rate` the on-demand
+    /// price of the same type (for the savings; pass the same value for an on-demand instance).
+    /// Restarting a known id throws std::logic_error.
+    void start(const std::string& id, const BillingPolicy& policy, bool spot, double hourly_rate,
                double on_demand_rate, TimePoint at);
     /// Starts accruing `id`, launched from `offer` on spot or on-demand capacity, at `at`.
-    void start(const std::string& id, const Offer& offer, bool spot, TimePoint at) {
-        start(id, offer.provider, spot, offer.hourly_price(spot), offer.on_demand_price, at);
+    void start(const std::string& id, const Offer& offer, const BillingPolicy& policy, bool spot,
+               TimePoint at) {
+        start(id, policy, spot, offer.hourly_price(spot), offer.on_demand_price, at);
     }
     /// Stops accruing `id` at `at` (idempotent; unknown ids are ignored; `at` before the start
     /// counts as the start).

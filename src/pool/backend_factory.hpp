@@ -1,12 +1,15 @@
 #pragma once
-// Where the pool gets its backend without naming a provider: the registry (src/providers/registry,
-// the composition root above the pool and every provider) installs the factory before a pool is
-// made, so no include runs from the pool up to the providers.
+// What the pool is given of its provider, without naming one: whoever makes the pool (the
+// registry, src/providers/registry, the composition root above the pool and every provider)
+// passes it to PoolCore's constructor, from the provider's descriptor. No include runs from the
+// pool up to the providers, and nothing is installed in a process-wide slot.
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "catalog/cost.hpp"
 #include "pool/backend.hpp"
+#include "pool/exposure.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
@@ -23,12 +26,12 @@ struct BackendContext {
 /// Makes the backend of a spec's provider; throws ConfigError for a provider it cannot make.
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendContext&)>;
 
-/// Installs the factory (the registry does, before the first pool is made); a later install
-/// replaces an earlier one.
-void install_backend_factory(BackendFactory factory);
-
-/// The backend for a spec's provider (the installed factory); throws ConfigError when none was
-/// installed, which happens only to a PoolCore made without a backend outside ComputePool.
-std::unique_ptr<Backend> make_backend(const BackendContext& context);
+/// A pool's provider as the pool engine sees it: how to make its backend, and the facts the
+/// provider states of this spec. Exposure has no default, so neither has this.
+struct PoolProvider {
+    BackendFactory make_backend;  ///< called once, when the pool starts
+    Exposure exposure;            ///< who reaches the nodes' rendezvous ports
+    BillingPolicy billing;        ///< how its machines' time is billed
+};
 
 }  // namespace sky::detail

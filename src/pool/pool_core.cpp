@@ -58,6 +58,17 @@ thread_local const PoolCore* t_task_of = nullptr;
 }  // namespace
 
 PoolCore::PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend)
+    : PoolCore(std::move(spec),
+               PoolProvider{nullptr,
+                            Exposure::open_to_others(fmt::format(
+                                "sky cannot tell who reaches the nodes of this pool's own "
+                                "backend: {}: make sure only the pool's own machines can",
+                                rendezvous_services)),
+                            BillingPolicy{}}) {
+    backend_ = std::move(backend);
+}
+
+PoolCore::PoolCore(PoolSpec spec, PoolProvider provider)
     : spec_(std::move(spec)),
       id_(random_hex(16)),  // 64 bits: ids name destructive teardown by tag (security I2)
       // Heartbeats every few seconds (cheap) and a silence bound well under 30 s, whatever
@@ -69,7 +80,7 @@ PoolCore::PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend)
                                            std::chrono::seconds(3))),
       silence_(std::min<std::chrono::seconds>(4 * hb_ + std::chrono::seconds(5),
                                               std::chrono::seconds(10))),
-      backend_(std::move(backend)),
+      provider_(std::move(provider)),
       strand_(boost::asio::make_strand(io::executor())),
       timer_(strand_) {}
 
@@ -176,7 +187,7 @@ void PoolCore::prepare() {
     cost_ = std::make_unique<CostTracker>(started_at_);
     // Written before anything is started: `sky gc` finds what a killed client left.
     ledger_ = Ledger::open(id_, spec_.provider.name(), "");
-    if (!backend_) backend_ = make_backend(BackendContext{spec_, id_, ledger_.get()});
+    if (!backend_) backend_ = provider_.make_backend(BackendContext{spec_, id_, ledger_.get()});
     {
         std::lock_guard lk(m_);
         sched_ = std::make_unique<Scheduler>(spec_.nodes, spec_.concurrency, max_pipeline_depth);
@@ -269,7 +280,7 @@ void PoolCore::cost_started(const Instance& i) {
     // on a machine whose bill never stopped.
     if (cost_->known(i.id)) return cost_->resume(i.id);
     // Instance carries the rate it runs at; on-demand instances are their own baseline.
-    cost_->start(i.id, i.provider, i.spot, i.hourly_price,
+    cost_->start(i.id, provider_.billing, i.spot, i.hourly_price,
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
 }
 
@@ -537,7 +548,7 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     // What the framework's unauthenticated rendezvous exposes here, said once per pool.
     if (!calls.empty() && calls[0]->options.plugin.kind != PluginSpec::none &&
         !exposure_noticed_.exchange(true))
-        notice_distributed_exposure(spec_, [this](Event e) { emit(std::move(e)); });
+        notice_distributed_exposure(provider_.exposure, [this](Event e) { emit(std::move(e)); });
     std::shared_ptr<BatchState> batch;
     Sends sends;
     std::vector<Completion> done;

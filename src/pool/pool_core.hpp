@@ -24,6 +24,7 @@
 #include "io/io_core.hpp"
 #include "ledger/ledger.hpp"
 #include "pool/backend.hpp"
+#include "pool/backend_factory.hpp"
 #include "pool/event_bus.hpp"
 #include "pool/node_connection.hpp"
 #include "pool/scheduler.hpp"
@@ -80,9 +81,12 @@ struct NodeSlot {
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
 public:
-    /// A pool of `spec`; its backend comes from the provider registry unless one is given
-    /// (tests drive the engine with a backend of their own).
-    explicit PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend = nullptr);
+    /// A pool of `spec` on `provider` (what its maker, the registry, knows of the provider): its
+    /// backend is made when the pool starts.
+    PoolCore(PoolSpec spec, PoolProvider provider);
+    /// A pool of `spec` on a backend of the caller's (tests drive the engine so). Nothing is
+    /// known of who reaches its nodes, so a distributed call says so; time is billed per second.
+    PoolCore(PoolSpec spec, std::unique_ptr<Backend> backend);
     ~PoolCore();
 
     /// Provisions and connects every node; on failure tears down and rethrows. Blocks the
@@ -191,6 +195,7 @@ private:
     std::chrono::seconds hb_;
     std::chrono::seconds silence_;
     std::unique_ptr<Ledger> ledger_;  // outlives the backend, which writes to it
+    PoolProvider provider_;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<EventBus> bus_;
     std::vector<std::unique_ptr<NodeSlot>> nodes_;  // the vector is fixed once prepared

@@ -743,8 +743,17 @@ private:
 }  // namespace
 
 ProviderDescriptor aws_provider() {
-    ProviderDescriptor d;
-    d.name = "aws";
+    ProviderDescriptor d({
+        .exposure =
+            [](const PoolSpec&) {
+                return Exposure::pool_machines_only(
+                    "the pool's own security group admits only the pool's machines");
+            },
+        // Per second with a 60 s minimum (Linux on-demand and spot).
+        .billing = BillingPolicy{.increment = std::chrono::seconds(1),
+                                 .minimum = std::chrono::seconds(60)},
+        .runs_on_this_machine = false,
+    });
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         return make_cloud_backend(std::make_unique<Ec2Adapter>(*c.spec.provider.get<AWS>()), c);
     };

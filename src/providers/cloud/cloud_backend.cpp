@@ -994,7 +994,17 @@ std::unique_ptr<Backend> make_cloud_backend(std::unique_ptr<CloudAdapter> adapte
 }
 
 ProviderDescriptor custom_provider() {
-    ProviderDescriptor d;
+    ProviderDescriptor d({
+        .exposure =
+            [](const PoolSpec&) {
+                return Exposure::open_to_others(fmt::format(
+                    "sky cannot tell what admits connections to a custom cloud's machines: {}: "
+                    "make sure only the pool's own machines can reach them (docs/distributed.md)",
+                    rendezvous_services));
+            },
+        .billing = BillingPolicy{},  // per second, no minimum: the adapter's prices say the rest
+        .runs_on_this_machine = false,
+    });
     d.name = "custom";
     d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
         const CustomCloud* c = spec.provider.get<CustomCloud>();

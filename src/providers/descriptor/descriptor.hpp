@@ -5,15 +5,19 @@
 // credential status, `sky ls` the machines it has under sky's tag, `sky gc` a way to collect what
 // a pool that no longer runs left. Each provider's folder defines its descriptor (declared in its
 // provider.hpp); this header is the vocabulary they share, below the registry that lists them.
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "catalog/cost.hpp"
 #include "pool/backend.hpp"
 #include "pool/backend_factory.hpp"
+#include "pool/exposure.hpp"
 #include "sky/cloud.hpp"
 #include "sky/pool.hpp"
 
@@ -58,9 +62,40 @@ struct GcOptions {
     std::function<void(const std::string&)> fail;  ///< what could not be done (stderr, exit 1)
 };
 
+/// A fact a provider must state: it has no default constructor, so a ProviderFacts that leaves
+/// it out does not compile.
+template <class T>
+struct Stated {
+    Stated() = delete;
+    template <class U>
+    requires std::constructible_from<T, U> Stated(U&& v) : value(std::forward<U>(v)) {}
+    T value;
+};
+
+/// What a provider says of itself that the rest of sky acts on. Every field is Stated: adding a
+/// provider means answering each of them.
+struct ProviderFacts {
+    /// Who besides the pool's own machines reaches its nodes' rendezvous ports, for a spec.
+    Stated<std::function<Exposure(const PoolSpec&)>> exposure;
+    /// How its machines' time is billed (increment, minimum), from the provider's own terms.
+    Stated<BillingPolicy> billing;
+    /// Its nodes are processes on this machine: they share its file system and mount nothing.
+    Stated<bool> runs_on_this_machine;
+};
+
+/// The exposure of a provider whose nodes are processes on this machine: every other user of it
+/// reaches their ports.
+Exposure this_machine_exposure();
+
 /// One provider as the pool, `sky doctor`, `sky ls` and `sky gc` see it.
 struct ProviderDescriptor {
-    std::string_view name;  ///< as Provider::name() and `--provider` spell it
+    /// A descriptor starts from what the provider states of itself.
+    explicit ProviderDescriptor(ProviderFacts f) : facts(std::move(f)) {}
+
+    /// As Provider::name() and `--provider` spell it: the registry sets it from the
+    /// configuration type's `name`.
+    std::string_view name;
+    ProviderFacts facts;
     /// Provider-specific checks of a spec; appends one message per problem.
     std::function<void(const PoolSpec&, std::vector<std::string>& problems)> validate;
     /// The pool's backend (throws ConfigError on missing credentials).

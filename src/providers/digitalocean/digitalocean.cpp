@@ -510,7 +510,21 @@ std::unique_ptr<CloudAdapter> make_digitalocean_adapter(const DigitalOcean& conf
 
 ProviderDescriptor digitalocean_provider() {
     return rest::cloud_descriptor<DigitalOcean>(
-        {"digitalocean", "DigitalOcean", "sky::DigitalOcean"}, make_digitalocean_adapter,
+        {"digitalocean", "DigitalOcean", "sky::DigitalOcean"},
+        ProviderFacts{
+            .exposure =
+                [](const PoolSpec&) {
+                    return Exposure::pool_machines_only(
+                        "the pool's own cloud firewall admits only the pool's machines");
+                },
+            // Per second with a 60 s minimum and a $0.01 minimum charge (since 2026-01-01;
+            // hourly before).
+            .billing = BillingPolicy{.increment = std::chrono::seconds(1),
+                                     .minimum = std::chrono::seconds(60),
+                                     .minimum_charge = 0.01},
+            .runs_on_this_machine = false,
+        },
+        make_digitalocean_adapter,
         [](const DigitalOcean& c, std::vector<std::string>& problems) {
             // Region slugs are lowercase letters then digits ("nyc1", "tor1", "ams3").
             const std::string& r = c.region;

@@ -139,8 +139,11 @@ private:
 }  // namespace
 
 ProviderDescriptor local_provider() {
-    ProviderDescriptor d;
-    d.name = "local";
+    ProviderDescriptor d({
+        .exposure = [](const PoolSpec&) { return this_machine_exposure(); },
+        .billing = BillingPolicy{},  // the user's own machine: its hourly rate is 0
+        .runs_on_this_machine = true,
+    });
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         return std::make_unique<LocalBackend>(c.spec, c.pool_id, c.ledger);
     };

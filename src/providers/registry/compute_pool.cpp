@@ -1,5 +1,6 @@
-// Where a pool is made: the composition root installs the registry's backend factory in the pool
-// (install_registry) before the pool engine starts, so the engine never names the registry.
+// Where a pool is made: the composition root validates the spec (every provider's checks) and
+// passes the pool engine its provider (the backend factory and the provider's stated facts), so
+// the engine never names the registry or a provider.
 #include <boost/asio/post.hpp>
 
 #include "io/io_core.hpp"
@@ -15,9 +16,9 @@ namespace detail {
 void start_pool(PoolSpec spec, std::function<void(std::exception_ptr, ComputePool)> done) {
     std::shared_ptr<PoolCore> core;
     try {
-        install_registry();
         spec.validate();
-        core = std::make_shared<PoolCore>(std::move(spec));
+        PoolProvider provider = pool_provider(spec);
+        core = std::make_shared<PoolCore>(std::move(spec), std::move(provider));
     } catch (...) {
         boost::asio::post(io::executor(), [e = std::current_exception(), done] {
             done(e, PoolAccess::adopt(nullptr));
@@ -31,8 +32,8 @@ void start_pool(PoolSpec spec, std::function<void(std::exception_ptr, ComputePoo
 }  // namespace detail
 
 ComputePool::ComputePool(PoolSpec spec)
-    : core_((detail::install_registry(), spec.validate(),
-             std::make_shared<detail::PoolCore>(std::move(spec)))) {
+    : core_((spec.validate(),
+             std::make_shared<detail::PoolCore>(std::move(spec), detail::pool_provider(spec)))) {
     core_->start();
 }
 

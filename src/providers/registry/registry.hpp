@@ -1,10 +1,12 @@
 #pragma once
 // The provider registry: the list of built-in providers, and the composition root that wires them
 // to the pool. It sits above the pool and every provider (it links each of them, see its
-// CMakeLists.txt): the pool gets its backend through the factory the registry installs
-// (pool/backend_factory.hpp), PoolSpec::validate (spec.cpp, here) runs the provider's own
-// checks, and the `sky` tool reaches providers only through the descriptors listed here. Adding a
-// provider is its folder, one line in registry.cpp and one link in this folder's CMakeLists.txt.
+// CMakeLists.txt): ComputePool's constructor (compute_pool.cpp, here) passes the pool engine its
+// provider (pool_provider: the backend factory and the provider's stated facts), PoolSpec::validate
+// (spec.cpp, here) runs the provider's own checks, and the `sky` tool reaches providers only
+// through the descriptors listed here. Adding a provider is its folder, one line in registry.cpp
+// and one link in this folder's CMakeLists.txt; a sky::Provider alternative with no line there
+// does not compile.
 #include <string_view>
 #include <vector>
 
@@ -19,8 +21,8 @@ const std::vector<ProviderDescriptor>& providers();
 const ProviderDescriptor* find_provider(std::string_view name);
 /// The descriptor that serves a provider configuration (a user's adapter included).
 const ProviderDescriptor& descriptor_for(const Provider& provider);
-/// Installs the registry's backend factory in the pool (idempotent; every ComputePool does it
-/// first).
-void install_registry();
+/// What the pool engine is given of `spec`'s provider (PoolCore's constructor): its backend
+/// factory and what the provider states of this spec (rendezvous exposure, billing).
+PoolProvider pool_provider(const PoolSpec& spec);
 
 }  // namespace sky::detail

@@ -44,11 +44,10 @@ void PoolSpec::validate() const {
     {
         std::vector<std::string> problems;
         detail::check_volumes(volumes, problems);
-        // Local and Simulated nodes are processes on this machine: they cannot mount.
-        if (provider.get<Local>())
-            detail::refuse_volumes_on_this_machine(volumes, "sky::Local", problems);
-        if (provider.get<Simulated>())
-            detail::refuse_volumes_on_this_machine(volumes, "sky::Simulated", problems);
+        // Nodes that are processes on this machine cannot mount.
+        if (detail::descriptor_for(provider).facts.runs_on_this_machine.value)
+            detail::refuse_volumes_on_this_machine(
+                volumes, fmt::format("the {} provider", provider.name()), problems);
         if (!problems.empty()) bad(problems.front());
     }
     try {

@@ -1,6 +1,8 @@
 // The REST clouds' descriptors: what is not a template (descriptor.hpp).
 #include "providers/rest/descriptor.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -52,6 +54,14 @@ void check_spec(const CloudNames& names, const std::string& endpoint, const Pool
     if (!names.gpu_only.empty() && !spec.accelerator && !spec.machine)
         problems.push_back("provider: " + names.config + " rents " + names.gpu_only +
                            " only: set PoolSpec::accelerator (e.g. \"RTX4090\")");
+}
+
+Exposure container_exposure(std::string_view display) {
+    return Exposure::open_to_others(fmt::format(
+        "{} nodes are containers on shared hosts that map only SSH: ranks on different nodes "
+        "cannot reach each other, and {}: every other process of a node's container can "
+        "(docs/distributed.md)",
+        display, rendezvous_services));
 }
 
 }  // namespace sky::detail::rest

@@ -40,15 +40,20 @@ std::function<CredentialStatus()> env_credentials(std::vector<const char*> keys,
 void check_spec(const CloudNames& names, const std::string& endpoint, const PoolSpec& spec,
                 std::vector<std::string>& problems);
 
-/// The descriptor of the REST cloud whose configuration is `Config` (it has an `endpoint`);
-/// `checks` adds the problems of the cloud's own fields (none: null).
+/// The exposure of a cloud whose nodes are containers on shared hosts that map only SSH
+/// (RunPod's pods, Vast.ai's instances); `display` names the cloud.
+Exposure container_exposure(std::string_view display);
+
+/// The descriptor of the REST cloud whose configuration is `Config` (it has an `endpoint`), with
+/// what the cloud states of itself (`facts`); `checks` adds the problems of the cloud's own
+/// fields (none: null).
 template <class Config>
 ProviderDescriptor cloud_descriptor(
-    CloudNames names, std::unique_ptr<CloudAdapter> (*make_adapter)(const Config&),
+    CloudNames names, ProviderFacts facts,
+    std::unique_ptr<CloudAdapter> (*make_adapter)(const Config&),
     std::function<void(const Config&, std::vector<std::string>&)> checks,
     std::function<CredentialStatus()> credentials) {
-    ProviderDescriptor d;
-    d.name = names.name;
+    ProviderDescriptor d(std::move(facts));
     d.validate = [names, checks = std::move(checks)](const PoolSpec& spec,
                                                      std::vector<std::string>& problems) {
         const Config* c = spec.provider.get<Config>();

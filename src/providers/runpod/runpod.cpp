@@ -474,7 +474,16 @@ std::unique_ptr<CloudAdapter> make_runpod_adapter(const RunPod& config) {
 ProviderDescriptor runpod_provider() {
     // RunPod's API host: GraphQL at /graphql (REST v1 at rest.runpod.io is switched off).
     return rest::cloud_descriptor<RunPod>(
-        {"runpod", "RunPod", "sky::RunPod", "GPU pods"}, make_runpod_adapter,
+        {"runpod", "RunPod", "sky::RunPod", "GPU pods"},
+        ProviderFacts{
+            .exposure = [](const PoolSpec&) { return rest::container_exposure("RunPod"); },
+            // "Credits are charged every minute the Pod is running" (some sources say per second:
+            // per minute is the conservative reading).
+            .billing = BillingPolicy{.increment = std::chrono::seconds(60),
+                                     .minimum = std::chrono::seconds(60)},
+            .runs_on_this_machine = false,
+        },
+        make_runpod_adapter,
         [](const RunPod& c, std::vector<std::string>& problems) {
             const std::string t = to_upper(c.cloud_type);
             if (t != "SECURE" && t != "COMMUNITY" && t != "ALL")

@@ -781,8 +781,12 @@ private:
 }  // namespace
 
 ProviderDescriptor simulated_provider() {
-    ProviderDescriptor d;
-    d.name = kProvider;
+    ProviderDescriptor d({
+        // A simulated node is a worker process on this machine.
+        .exposure = [](const PoolSpec&) { return this_machine_exposure(); },
+        .billing = BillingPolicy{},  // per second at the catalog's prices, no minimum
+        .runs_on_this_machine = true,
+    });
     d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
         const Simulated* s = spec.provider.get<Simulated>();
         if (!s) return;

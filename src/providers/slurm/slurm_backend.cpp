@@ -958,8 +958,21 @@ private:
 }  // namespace
 
 ProviderDescriptor slurm_provider() {
-    ProviderDescriptor d;
-    d.name = "slurm";
+    ProviderDescriptor d({
+        // The ranks' services listen on every interface of the job's nodes, which sky neither
+        // owns nor fences: other jobs' users share them unless the job has them to itself.
+        .exposure =
+            [](const PoolSpec&) {
+                return Exposure::open_to_others(fmt::format(
+                    "this distributed call runs on the Slurm job's nodes, where sky opens and "
+                    "closes no port: {}: every other user of those nodes (unless the job has them "
+                    "to itself, as with sbatch --exclusive), and anyone who can reach them on the "
+                    "cluster's network, can (docs/distributed.md)",
+                    rendezvous_services));
+            },
+        .billing = BillingPolicy{},  // the cluster's accounting, not sky's: its hourly rate is 0
+        .runs_on_this_machine = false,
+    });
     d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
         const Slurm* s = spec.provider.get<Slurm>();
         if (!s) return;

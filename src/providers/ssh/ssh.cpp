@@ -1,6 +1,7 @@
 // sky::SSH: machines the user already has. Node i is hosts[i]; nothing is rented or returned,
 // and the watchdog never powers a machine off.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -167,8 +168,20 @@ private:
 }  // namespace
 
 ProviderDescriptor ssh_provider() {
-    ProviderDescriptor d;
-    d.name = "ssh";
+    ProviderDescriptor d({
+        .exposure =
+            [](const PoolSpec& spec) {
+                const SSH* ssh = spec.provider.get<SSH>();
+                return Exposure::open_to_others(fmt::format(
+                    "this distributed call runs on your hosts {}, where sky opens and closes no "
+                    "port: {}: every other user of those hosts, and anyone who can reach them on "
+                    "their network, can (docs/distributed.md)",
+                    ssh ? fmt::format("{}", fmt::join(ssh->hosts, ", ")) : std::string(),
+                    rendezvous_services));
+            },
+        .billing = BillingPolicy{},  // the user's own machines: their hourly rate is 0
+        .runs_on_this_machine = false,
+    });
     d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
         const SSH* ssh = spec.provider.get<SSH>();
         if (!ssh) return;

@@ -483,7 +483,13 @@ std::unique_ptr<CloudAdapter> make_vastai_adapter(const VastAI& config) {
 
 ProviderDescriptor vastai_provider() {
     return rest::cloud_descriptor<VastAI>(
-        {"vastai", "Vast.ai", "sky::VastAI", "GPU machines"}, make_vastai_adapter,
+        {"vastai", "Vast.ai", "sky::VastAI", "GPU machines"},
+        ProviderFacts{
+            .exposure = [](const PoolSpec&) { return rest::container_exposure("Vast.ai"); },
+            .billing = BillingPolicy{},  // per second, no minimum
+            .runs_on_this_machine = false,
+        },
+        make_vastai_adapter,
         [](const VastAI& v, std::vector<std::string>& problems) {
             if (!(v.min_reliability >= 0 && v.min_reliability <= 1))
                 problems.push_back(

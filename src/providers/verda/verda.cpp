@@ -726,7 +726,18 @@ std::unique_ptr<CloudAdapter> make_verda_adapter(const Verda& config) {
 
 ProviderDescriptor verda_provider() {
     return rest::cloud_descriptor<Verda>(
-        {"verda", "Verda", "sky::Verda"}, make_verda_adapter,
+        {"verda", "Verda", "sky::Verda"},
+        ProviderFacts{
+            .exposure =
+                [](const PoolSpec&) {
+                    return Exposure::pool_machines_only(
+                        "the host firewall sky sets on each machine admits only the pool's "
+                        "machines");
+                },
+            .billing = BillingPolicy{},  // per second, no minimum (less certain)
+            .runs_on_this_machine = false,
+        },
+        make_verda_adapter,
         [](const Verda& c, std::vector<std::string>& problems) {
             // Location codes are upper-case letters, a dash and digits ("FIN-01", "ICE-01").
             const std::string& r = c.region;

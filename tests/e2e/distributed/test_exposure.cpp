@@ -1,11 +1,12 @@
-// What a distributed call exposes (security review r4 H1): the frameworks' rendezvous services
-// authenticate nobody, and where sky cannot close the pool's network (Local, Simulated, sky::SSH,
-// RunPod and Vast.ai containers, a custom cloud) the pool says so once, at its first distributed
-// call, naming what can reach them; where it can (AWS, DigitalOcean, Verda) it says nothing.
+// What a distributed call exposes: the frameworks' rendezvous services authenticate nobody, and
+// where sky cannot close the pool's network (Local, Simulated, sky::SSH, Slurm, RunPod and
+// Vast.ai containers, a custom cloud) the pool says so once, at its first distributed call,
+// naming what can reach them; where it can (AWS, DigitalOcean, Verda) it says nothing. Each
+// provider states its exposure in its descriptor.
 #include <catch2/catch.hpp>
 #include <mutex>
 
-#include "pool/exposure.hpp"
+#include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
 
 namespace exposure_test {
@@ -14,15 +15,19 @@ int rank_of() { return sky::instance_info().node; }
 
 TEST_CASE("distributed exposure: said for the providers sky cannot close, not for the others",
           "[distributed][security]") {
-    using sky::detail::distributed_exposure;
-    auto on = [](sky::Provider p) { return distributed_exposure(sky::PoolSpec{.provider = p}); };
+    auto on = [](sky::Provider p) {
+        const auto e =
+            sky::detail::descriptor_for(p).facts.exposure.value(sky::PoolSpec{.provider = p});
+        return e.open() ? e.text() : std::string();
+    };
     CHECK(on(sky::Local{}).find("every other user of this machine") != std::string::npos);
     const auto ssh = on(sky::SSH{.hosts = {"gpu1.lab", "gpu2.lab"}});
     CHECK(ssh.find("gpu1.lab, gpu2.lab") != std::string::npos);
     CHECK(ssh.find("every other user of those hosts") != std::string::npos);
     CHECK(on(sky::RunPod{}).find("containers") != std::string::npos);
     CHECK(on(sky::VastAI{}).find("Vast.ai") != std::string::npos);
-    for (const auto& text : {on(sky::Local{}), ssh, on(sky::RunPod{})})
+    CHECK(on(sky::Slurm{}).find("cluster's network") != std::string::npos);
+    for (const auto& text : {on(sky::Local{}), ssh, on(sky::RunPod{}), on(sky::Slurm{})})
         CHECK(text.find("authenticate nobody") != std::string::npos);
     CHECK(on(sky::AWS{}).empty());
     CHECK(on(sky::DigitalOcean{}).empty());

@@ -62,13 +62,14 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // Volumes: the endpoint check every endpoint gets, the node's SSH session, the AWS
         // credentials and STS for S3.
         {"volumes", {"aws", "http", "ssh", "util"}},
-        // The pool engine. It names no provider: its backend comes through
-        // pool/backend_factory.hpp, filled by the registry above it (which also holds
-        // PoolSpec::validate, whose last check is the provider's). Node connections and the
-        // timer run on the I/O core; the ledger records what it starts.
+        // The pool engine. It names no provider: its backend factory and its provider's stated
+        // facts come to PoolCore's constructor (pool/backend_factory.hpp) from the registry
+        // above it (which also holds PoolSpec::validate, whose last check is the provider's).
+        // Node connections and the timer run on the I/O core; the ledger records what it starts.
         {"pool", {"catalog", "io", "ledger", "metrics", "runtime", "util"}},
-        // What a provider is (ProviderDescriptor), over the pool's Backend.
-        {"providers/descriptor", {"pool"}},
+        // What a provider is (ProviderDescriptor), over the pool's Backend, with the facts each
+        // provider states (its billing policy is the catalog's vocabulary).
+        {"providers/descriptor", {"catalog", "pool"}},
         // The providers. Every remote node mounts the pool's volumes (a bootstrap
         // phase) and unmounts them. The worker's tunnel reaches the pool as an io::Stream (the
         // SSH layer's channel).

@@ -1,6 +1,7 @@
 // sky::Provider's constructors, copies, destruction and accessors (sky/providers.hpp), compiled
 // once here rather than in every translation unit that makes a PoolSpec. The config variant
-// lives on the heap, so that no program's translation unit compiles it.
+// lives on the heap, so that no program's translation unit compiles it. It is here, beside the
+// registry that lists the providers, because it names every provider's configuration type.
 #include <utility>
 
 #include "sky/providers.hpp"
@@ -52,11 +53,9 @@ const Provider::Config* Provider::config_ptr() const noexcept {
 }
 
 std::string_view Provider::name() const noexcept {
-    const Config& c = config();
-    if (auto* custom = std::get_if<CustomCloud>(&c)) return custom->name;
-    constexpr std::string_view names[] = {"local", "ssh",          "aws",       "runpod", "vastai",
-                                          "verda", "digitalocean", "simulated", "slurm"};
-    return names[c.index()];
+    // Each configuration type names its provider (a static member), a custom cloud by its
+    // adapter's name().
+    return std::visit([](const auto& c) -> std::string_view { return c.name; }, config());
 }
 
 }  // namespace sky
