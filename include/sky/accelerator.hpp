@@ -1,5 +1,5 @@
 #pragma once
-/// \file Accelerators (api.md §7): what hardware a pool asks for.
+/// \file Accelerators (docs/api.md §7): what hardware a pool asks for.
 ///
 /// Names are canonical and case-insensitive on input: "h100" parses as "H100". Variant spellings
 /// from the seeds map onto a canonical name plus a per-device memory: "A100-80GB" is
@@ -18,8 +18,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// A request for accelerators: a name ("H100"), a count, optionally memory and a MIG profile.
 struct Accelerator {
@@ -174,7 +172,5 @@ struct TpuOptions {
 [[nodiscard]] Accelerator MI(std::string_view model, const Options& o = {});
 
 }  // namespace accelerators
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,6 +1,6 @@
 #pragma once
-/// \file Asynchronous use with Boost.Asio completion tokens and coroutines (api.md §2b). The one
-/// public header that includes Boost.Asio (Boost 1.81 or later); the others stay free of it.
+/// \file Asynchronous use with Boost.Asio completion tokens and coroutines (docs/api.md §2b). The
+/// one public header that includes Boost.Asio (Boost 1.81 or later); the others stay free of it.
 ///
 ///     double m = co_await sky::async_run(pool, sky::compute<mean>(xs), asio::use_awaitable);
 ///     sky::async_run(pool, p, [](std::exception_ptr e, double r) { ... });
@@ -20,9 +20,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
+#include <concepts>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -32,8 +34,6 @@
 #include "sky/pool.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 namespace detail {
 
@@ -47,8 +47,8 @@ void start_pool(PoolSpec spec, std::function<void(std::exception_ptr, ComputePoo
 /// What sky/asio.hpp reaches inside ComputePool: the same entry points the blocking forms use.
 struct PoolAccess {
     static std::shared_ptr<BatchState> start(ComputePool& pool, std::vector<const CallDesc*> calls,
-                                             bool broadcast) {
-        return pool.start(std::move(calls), broadcast);
+                                             BatchKind kind) {
+        return pool.start(std::move(calls), kind);
     }
     static std::shared_ptr<BatchState> start_all(ComputePool& pool,
                                                  const std::vector<CallDesc>& calls) {
@@ -75,10 +75,13 @@ struct PoolAccess {
     }
 };
 
-/// The completion signature of an operation whose value is V.
+/// The completion signature of an operation whose value is V: void(std::exception_ptr, V),
+/// where an error comes with V{}; for a V with no default constructor there is no V to give
+/// with an error, and the value comes as a std::optional<V> (empty with an error).
 template <class V>
 struct async_signature {
-    using type = void(std::exception_ptr, V);
+    using type = std::conditional_t<std::default_initializable<V>, void(std::exception_ptr, V),
+                                    void(std::exception_ptr, std::optional<V>)>;
 };
 template <>
 struct async_signature<void> {
@@ -135,15 +138,21 @@ struct AsyncCall {
             }
             std::move(handler)(e);
         } else {
-            V v{};
+            // Held in an optional, so that V need not be default-constructible; the handler
+            // gets a V where V has a default (a value-initialized one with an error), else the
+            // optional itself (empty with an error): see async_signature.
+            std::optional<V> v;
             if (!e) {
                 try {
-                    v = take(*state);
+                    v.emplace(take(*state));
                 } catch (...) {
                     e = std::current_exception();
                 }
             }
-            std::move(handler)(e, std::move(v));
+            if constexpr (std::default_initializable<V>)
+                std::move(handler)(e, v ? std::move(*v) : V{});
+            else
+                std::move(handler)(e, std::move(v));
         }
     }
 };
@@ -181,7 +190,9 @@ auto async_run(ComputePool& pool, const PendingCompute<R>& p, Token&& token) {
         [](auto handler, ComputePool* pool, PendingCompute<R> p) {
             detail::launch(
                 std::move(handler),
-                [&] { return detail::PoolAccess::start(*pool, {&p.desc()}, false); },
+                [&] {
+                    return detail::PoolAccess::start(*pool, {&p.desc()}, detail::BatchKind::calls);
+                },
                 [](detail::BatchState& s) { return detail::take<R>(s.outcomes[0]); });
         },
         token, &pool, p);
@@ -191,7 +202,7 @@ auto async_run(ComputePool& pool, const PendingCompute<R>& p, Token&& token) {
 template <class... Rs, class Token>
 auto async_run(ComputePool& pool, const PendingBatch<Rs...>& b, Token&& token) {
     using V = std::tuple<detail::batch_value_t<Rs>...>;
-    return boost::asio::async_initiate<Token, void(std::exception_ptr, V)>(
+    return boost::asio::async_initiate<Token, detail::async_signature_t<V>>(
         [](auto handler, ComputePool* pool, PendingBatch<Rs...> b) {
             detail::launch(
                 std::move(handler), [&] { return detail::PoolAccess::start_all(*pool, b.calls()); },
@@ -241,7 +252,10 @@ auto async_broadcast(ComputePool& pool, const PendingCompute<R>& p, Token&& toke
         [](auto handler, ComputePool* pool, PendingCompute<R> p) {
             detail::launch(
                 std::move(handler),
-                [&] { return detail::PoolAccess::start(*pool, {&p.desc()}, true); },
+                [&] {
+                    return detail::PoolAccess::start(*pool, {&p.desc()},
+                                                     detail::BatchKind::broadcast);
+                },
                 [](detail::BatchState& s) { return detail::PoolAccess::take_vector<R>(s); });
         },
         token, &pool, p);
@@ -272,7 +286,5 @@ auto async_start(PoolSpec spec, Token&& token) {
         },
         token, std::move(spec));
 }
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,5 +1,5 @@
 #pragma once
-/// \file The offer catalog and instance selection (api.md §7).
+/// \file The offer catalog and instance selection (docs/api.md §7).
 ///
 /// An `Offer` is one instance type of one provider in one region with its prices. The library
 /// embeds a catalog of offers (data/catalog/<provider>.csv, compiled in), which live prices from a
@@ -33,8 +33,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// One instance type of one provider in one region, with its prices.
 struct Offer {
@@ -122,7 +120,5 @@ private:
     std::vector<Offer> offers_;
     std::unordered_map<std::string, std::vector<std::size_t>> by_provider_;
 };
-
-}  // namespace sky
 
 SKY_PUBLIC_END

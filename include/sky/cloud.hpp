@@ -1,5 +1,6 @@
 #pragma once
-/// \file The cloud adapter: what a cloud must answer so that sky can run pools on it (api.md §5).
+/// \file The cloud adapter: what a cloud must answer so that sky can run pools on it (docs/api.md
+/// §5).
 ///
 /// sky's cloud layer does everything that is the same on every cloud: it picks offers (the
 /// adapter's live offers, or the embedded catalog's where the cloud gave none), walks them on
@@ -22,8 +23,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// One machine as the cloud describes it.
 struct CloudInstance {
@@ -189,7 +188,5 @@ public:
     /// How the client logs in to the nodes.
     [[nodiscard]] virtual CloudLogin login() const { return {}; }
 };
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,5 +1,5 @@
 #pragma once
-/// \file Results as they complete (api.md §2a): Completed, and the range that
+/// \file Results as they complete (docs/api.md §2a): Completed, and the range that
 /// pool.as_completed(...) returns for a map, a gather or a batch.
 #include <cstddef>
 #include <deque>
@@ -18,8 +18,6 @@
 #include "sky/pending.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// One result of pool.as_completed(...): which item it is, and its value or error.
 template <class T>
@@ -204,7 +202,5 @@ Completed<batch_completed_t<Rs...>> completed_batch_item(std::size_t item, const
 }
 
 }  // namespace detail
-
-}  // namespace sky
 
 SKY_PUBLIC_END

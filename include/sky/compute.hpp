@@ -1,5 +1,5 @@
 #pragma once
-/// \file Remote functions: sky::compute<F> (api.md §1).
+/// \file Remote functions: sky::compute<F> (docs/api.md §1).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,8 +16,6 @@
 #include "sky/pending.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 namespace detail {
 
@@ -84,7 +82,8 @@ template <auto F>
 struct Registration {
     // Constants: the name parsing runs in the compiler, not in the program (nor is it emitted).
     static constexpr std::string_view name = function_name<F>();
-    static constexpr std::string_view signature_text = type_name<std::remove_pointer_t<decltype(F)>>();
+    static constexpr std::string_view signature_text =
+        type_name<std::remove_pointer_t<decltype(F)>>();
     static constexpr std::uint64_t signature = fnv1a(signature_text);
     static inline const bool done =
         register_function(FunctionEntry{name, signature, signature_text, &invoke<F>});
@@ -165,7 +164,5 @@ struct FunctionInfo {
 
 /// Every function registered in this program (used with sky::compute somewhere), by name.
 std::vector<FunctionInfo> registered_functions();
-
-}  // namespace sky
 
 SKY_PUBLIC_END

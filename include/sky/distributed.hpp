@@ -1,5 +1,5 @@
 #pragma once
-/// \file Distributed-training plugins (api.md §11): `p.with(sky::distributed::torch{})`.
+/// \file Distributed-training plugins (docs/api.md §11): `p.with(sky::distributed::torch{})`.
 ///
 /// A plugin names the framework whose rendezvous environment the worker sets while the call
 /// runs (and only then): node 0 is the head at its private address, every worker process of
@@ -13,8 +13,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 namespace detail {
 /// What travels with a call: which plugin (0 = none) and its backend.
@@ -79,7 +77,5 @@ concept distributed_plugin = requires(const P& p) {
     { plugin_spec(p) } -> std::same_as<PluginSpec>;
 };
 }  // namespace detail
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,5 +1,5 @@
 #pragma once
-/// \file The typed errors sky throws (api.md §3). No message ever contains a credential.
+/// \file The typed errors sky throws (docs/api.md §3). No message ever contains a credential.
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -11,9 +11,7 @@
 
 SKY_PUBLIC_BEGIN
 
-namespace sky {
-
-/// Base of every error sky throws (the event of api.md §9 is sky::ErrorEvent).
+/// Base of every error sky throws (the event of docs/api.md §9 is sky::ErrorEvent).
 class Error : public std::runtime_error {
 public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
@@ -169,7 +167,5 @@ class CancelledError : public Error {
 public:
     using Error::Error;
 };
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,5 +1,5 @@
 #pragma once
-/// \file Events and callbacks (api.md §9): what a pool reports while it lives.
+/// \file Events and callbacks (docs/api.md §9): what a pool reports while it lives.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -11,8 +11,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// Provider-side infrastructure (key pair, security group) is being created.
 struct InfraCreating {};
@@ -116,7 +114,7 @@ struct CostFinal {
 };
 /// Something went wrong that did not (yet) fail a call: a node lost, a bad frame, a provider's
 /// notice. The seeds' `Error` event: in C++ `sky::Error` is the base of the exceptions, so the
-/// event has a name of its own and, like every event, is an aggregate (api.md §9).
+/// event has a name of its own and, like every event, is an aggregate (docs/api.md §9).
 struct ErrorEvent {
     std::string message;
     std::optional<std::string> instance_id;  ///< set when it concerns one instance
@@ -168,7 +166,7 @@ private:
 /// A one-line readable form of an event ("instance local-ab12-0 stopping").
 std::string describe(const Event& event);
 
-/// The events under their api.md names; `events::Error` is the seeds' name of ErrorEvent.
+/// The events under their docs/api.md names; `events::Error` is the seeds' name of ErrorEvent.
 namespace events {
 using sky::BootstrapCompleted;
 using sky::BootstrapProgress;
@@ -189,7 +187,5 @@ using sky::Metrics;
 using sky::PoolStarted;
 using sky::PoolStopping;
 }  // namespace events
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,5 +1,5 @@
 #pragma once
-/// \file The environment on a node (api.md §6).
+/// \file The environment on a node (docs/api.md §6).
 #include <chrono>
 #include <map>
 #include <optional>
@@ -9,8 +9,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// A file to place on every node before the worker starts.
 struct File {
@@ -41,7 +39,5 @@ struct Image {
     /// Throws sky::ConfigError for a value that cannot be right (bad package or variable name).
     void validate() const;
 };
-
-}  // namespace sky
 
 SKY_PUBLIC_END

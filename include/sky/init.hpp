@@ -1,10 +1,8 @@
 #pragma once
-/// \file The first line of main (api.md §0).
+/// \file The first line of main (docs/api.md §0).
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// In a worker process (started by a pool with a worker flag) this serves calls and never
 /// returns; in the client it records that sky is initialised and returns at once.
@@ -12,7 +10,5 @@ void init(int argc, char** argv);
 
 /// True in a worker process.
 bool is_worker() noexcept;
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,5 +1,5 @@
 #pragma once
-/// \file Where a compute function runs (api.md §10) and what a pool holds (api.md §4).
+/// \file Where a compute function runs (docs/api.md §10) and what a pool holds (docs/api.md §4).
 #include <optional>
 #include <string>
 #include <vector>
@@ -7,8 +7,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// The execution environment of the current call. Outside a worker: node 0 of 1.
 struct InstanceInfo {
@@ -60,7 +58,5 @@ struct Instance {
            on_demand_price);
     }
 };
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,5 +1,5 @@
 #pragma once
-/// \file A parallel map (api.md §2a): sky::map<F> and PendingMap. Its results as they complete
+/// \file A parallel map (docs/api.md §2a): sky::map<F> and PendingMap. Its results as they complete
 /// (Completed, pool.as_completed) are in sky/completions.hpp.
 #include <array>
 #include <chrono>
@@ -27,8 +27,6 @@
 #include "sky/pending.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 template <class R>
 class PendingMap;
@@ -347,7 +345,8 @@ public:
                                d->offsets.front() == 0 && d->offsets.back() == bytes;
         for (std::size_t i = 1; ok && !stride && i < d->offsets.size(); ++i)
             ok = d->offsets[i - 1] <= d->offsets[i];
-        if (!ok) detail::throw_decode_error("a PendingMap whose element offsets do not fit its bytes");
+        if (!ok)
+            detail::throw_decode_error("a PendingMap whose element offsets do not fit its bytes");
         if (detail::mapped_function(name) == name)
             detail::throw_decode_error("a PendingMap whose function is not a map's chunk runner");
         d->count = static_cast<std::size_t>(count);
@@ -377,9 +376,9 @@ public:
 
     /// Encodes every element (as F's first parameter) and the fixed arguments; nothing runs
     /// until the map meets a pool.
-    template <std::ranges::input_range Range, class... Fixed>
-    requires(std::ranges::sized_range<Range>&& traits::arity == 1 + sizeof...(Fixed) &&
-             std::is_invocable_v<decltype(F), std::ranges::range_reference_t<Range>, Fixed...>)
+    template <detail::ranges::input_range Range, class... Fixed>
+    requires(detail::ranges::sized_range<Range>&& traits::arity == 1 + sizeof...(Fixed) &&
+             std::is_invocable_v<decltype(F), detail::ranges::range_reference_t<Range>, Fixed...>)
         PendingMap<result_type>
     operator()(Range&& range, Fixed&&... fixed) const {
         static_assert(detail::all_serializable<typename traits::args>::value);
@@ -391,8 +390,8 @@ public:
         std::size_t count = 0;
         if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
             d->stride = sizeof(E);
-            if constexpr (std::ranges::contiguous_range<Range> &&
-                          std::is_same_v<std::ranges::range_value_t<Range>, E>) {
+            if constexpr (detail::ranges::contiguous_range<Range> &&
+                          std::is_same_v<detail::ranges::range_value_t<Range>, E>) {
                 count = size;
                 d->elements.append(std::ranges::data(range), size * sizeof(E));
             } else {
@@ -425,8 +424,9 @@ public:
 
     /// Runs F over the range here, now, with no serialization (the fixed arguments are passed
     /// as they are, to every element).
-    template <std::ranges::input_range Range, class... Fixed>
-    requires std::is_invocable_v<decltype(F), std::ranges::range_reference_t<Range>, Fixed&...> auto
+    template <detail::ranges::input_range Range, class... Fixed>
+    requires std::is_invocable_v<decltype(F), detail::ranges::range_reference_t<Range>,
+                                 Fixed&...> auto
     local(Range&& range, Fixed&&... fixed) const {
         if constexpr (std::is_void_v<result_type>) {
             for (auto&& e : range) std::invoke(F, std::forward<decltype(e)>(e), fixed...);
@@ -486,7 +486,5 @@ void expand_chunk(const MapRun& run, std::size_t k, const Outcome& o,
 }
 
 }  // namespace detail
-
-}  // namespace sky
 
 SKY_PUBLIC_END

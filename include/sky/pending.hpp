@@ -1,5 +1,5 @@
 #pragma once
-/// \file Deferred computations and the operators that run them (api.md §2).
+/// \file Deferred computations and the operators that run them (docs/api.md §2).
 #include <chrono>
 #include <concepts>
 #include <memory>
@@ -16,8 +16,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 class ComputePool;
 template <class R>
@@ -78,7 +76,7 @@ public:
     }
     /// A copy that runs with a distributed-training plugin (`sky::distributed::torch{}`, ...):
     /// while it runs, the worker sets that framework's rendezvous variables, and a broadcast
-    /// runs it once per rank (api.md §11). Throws sky::ConfigError for an unknown backend.
+    /// runs it once per rank (docs/api.md §11). Throws sky::ConfigError for an unknown backend.
     template <detail::distributed_plugin P>
     [[nodiscard]] PendingCompute with(const P& plugin) const {
         PendingCompute c = *this;
@@ -204,7 +202,5 @@ template <class R>
 PendingGather<R> gather(std::vector<PendingCompute<R>> ps) {
     return PendingGather<R>(std::move(ps));
 }
-
-}  // namespace sky
 
 SKY_PUBLIC_END

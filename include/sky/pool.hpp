@@ -1,5 +1,5 @@
 #pragma once
-/// \file The pool of nodes that runs computations (api.md §4).
+/// \file The pool of nodes that runs computations (docs/api.md §4).
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -29,8 +29,6 @@
 #include "sky/volume.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// How a pool shows what it does.
 enum class Display {
@@ -69,6 +67,9 @@ struct PoolSpec {
 namespace detail {
 class PoolCore;
 struct PoolAccess;  // sky/asio.hpp's way in
+/// What a batch of calls is: each call once, on the node the scheduler picks, or each call once
+/// on every node.
+enum class BatchKind { calls, broadcast };
 }  // namespace detail
 
 /// The asynchronous result of pool.submit(...).
@@ -113,7 +114,7 @@ public:
     /// Runs one call on one worker.
     template <class R>
     R run(const PendingCompute<R>& p) {
-        auto st = start_one(p.desc(), false);
+        auto st = start_one(p.desc(), detail::BatchKind::calls);
         st->wait();
         return detail::take<R>(st->outcomes[0]);
     }
@@ -134,7 +135,7 @@ public:
     /// Runs once on every node; results in node order.
     template <class R>
     auto broadcast(const PendingCompute<R>& p) {
-        auto st = start_one(p.desc(), true);
+        auto st = start_one(p.desc(), detail::BatchKind::broadcast);
         st->wait();
         return take_vector<R>(*st);
     }
@@ -142,7 +143,7 @@ public:
     /// Starts a call and returns at once.
     template <class R>
     Future<R> submit(const PendingCompute<R>& p) {
-        return Future<R>(start_one(p.desc(), false),
+        return Future<R>(start_one(p.desc(), detail::BatchKind::calls),
                          [](detail::BatchState& s) { return detail::take<R>(s.outcomes[0]); });
     }
     template <class... Rs>
@@ -245,16 +246,17 @@ private:
     ComputePool(Adopt, std::shared_ptr<detail::PoolCore> core) noexcept;
 
     std::shared_ptr<detail::BatchState> start(std::vector<const detail::CallDesc*> calls,
-                                              bool broadcast);
+                                              detail::BatchKind kind);
     std::shared_ptr<detail::BatchState> start_all(const std::vector<detail::CallDesc>& calls);
     /// One call (run, broadcast, submit): no vector of calls is built in the caller's code.
-    std::shared_ptr<detail::BatchState> start_one(const detail::CallDesc& call, bool broadcast);
+    std::shared_ptr<detail::BatchState> start_one(const detail::CallDesc& call,
+                                                  detail::BatchKind kind);
     template <class R>
     std::shared_ptr<detail::BatchState> start_gather(const PendingGather<R>& g) {
         std::vector<const detail::CallDesc*> calls;
         calls.reserve(g.size());
         for (auto& p : g.items()) calls.push_back(&p.desc());
-        return start(std::move(calls), false);
+        return start(std::move(calls), detail::BatchKind::calls);
     }
     void add_handler(std::function<void(const Event&)> h);
     /// A map's chunks for this pool: its .chunk(n), else four chunks per slot (nodes x
@@ -360,13 +362,12 @@ private:
 template <class... Specs>
 MultiPool(Specs&&...) -> MultiPool<sizeof...(Specs)>;
 
-}  // namespace sky
+SKY_PUBLIC_END
 
+// MultiPool's structured bindings (std's templates, specialised outside sky's namespace).
 template <std::size_t N>
 struct std::tuple_size<sky::MultiPool<N>> : std::integral_constant<std::size_t, N> {};
 template <std::size_t I, std::size_t N>
 struct std::tuple_element<I, sky::MultiPool<N>> {
     using type = sky::ComputePool;
 };
-
-SKY_PUBLIC_END

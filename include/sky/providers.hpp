@@ -1,5 +1,5 @@
 #pragma once
-/// \file Where nodes come from (api.md §5).
+/// \file Where nodes come from (docs/api.md §5).
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -14,8 +14,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 class CloudAdapter;  // sky/cloud.hpp
 
@@ -67,7 +65,7 @@ struct DigitalOcean {
     std::string endpoint;
 };
 
-/// One failure a sky::Simulated cloud produces (api.md §5a). Node numbers are pool nodes (0 to
+/// One failure a sky::Simulated cloud produces (docs/api.md §5a). Node numbers are pool nodes (0 to
 /// nodes - 1). Each fault happens once, to the machine that serves its node at that moment: a
 /// replacement machine gets no fault unless another fault names the same node.
 struct Fault {
@@ -105,7 +103,7 @@ struct Fault {
     }
 };
 
-/// A cloud in a box for tests (api.md §5a): nodes are worker processes on this machine,
+/// A cloud in a box for tests (docs/api.md §5a): nodes are worker processes on this machine,
 /// launched through the same cloud layer as every real cloud, with the catalog's offers and
 /// prices and the failures a cloud produces. `SKY_SIMULATED` (JSON) adds capacity errors and
 /// faults without recompiling.
@@ -116,7 +114,7 @@ struct Simulated {
     std::uint64_t seed = 0;     ///< makes any randomness reproducible
 };
 
-/// A Slurm cluster you already use (api.md §5b): a pool is one job of `nodes` nodes, its
+/// A Slurm cluster you already use (docs/api.md §5b): a pool is one job of `nodes` nodes, its
 /// workers are steps of that job, and leaving the pool cancels it.
 struct Slurm {
     static constexpr std::string_view name = "slurm";  ///< Provider::name(), `--provider`
@@ -149,9 +147,9 @@ public:
     using Config = std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated,
                                 Slurm, CustomCloud>;
 
-    // Out of line (src/pool/provider.cpp), and the variant itself on the heap: a program's
-    // translation unit never compiles the ten-way variant (its type machinery alone cost more
-    // than the rest of this header), only a pointer to it.
+    // Out of line (src/providers/registry/provider.cpp), and the variant itself on the heap: a
+    // program's translation unit never compiles the ten-way variant (its type machinery alone cost
+    // more than the rest of this header), only a pointer to it.
     Provider();
     Provider(Local c);
     Provider(SSH c);
@@ -195,9 +193,7 @@ private:
     /// The config; a moved-from provider's is a default Local.
     [[nodiscard]] const Config* config_ptr() const noexcept;
 
-    Config* config_;  // owned; null once moved from
+    std::unique_ptr<Config> config_;  // null once moved from
 };
-
-}  // namespace sky
 
 SKY_PUBLIC_END

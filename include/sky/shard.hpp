@@ -1,8 +1,7 @@
 #pragma once
-/// \file Splitting data across nodes (api.md §10): every node takes its own disjoint part.
+/// \file Splitting data across nodes (docs/api.md §10): every node takes its own disjoint part.
 #include <cstddef>
 #include <cstdint>
-#include <numeric>  // not used here: api.md's programs call std::reduce with sky.hpp alone
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -13,8 +12,6 @@
 #include "sky/instance.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// How to shard: shuffle first (with a seed all nodes share) or keep the order.
 struct ShardOptions {
@@ -37,7 +34,7 @@ std::vector<std::size_t> shard_indices(std::size_t n, const ShardOptions& o);
 
 template <class R>
 auto take(const R& r, const std::vector<std::size_t>& idx) {
-    using T = std::ranges::range_value_t<R>;
+    using T = detail::ranges::range_value_t<R>;
     std::vector<T> out;
     out.reserve(idx.size());
     auto first = std::ranges::begin(r);
@@ -49,7 +46,8 @@ auto take(const R& r, const std::vector<std::size_t>& idx) {
 
 /// A sized random-access range (std::vector, std::span, C arrays, ...).
 template <class R>
-concept shardable = std::ranges::random_access_range<const R> && std::ranges::sized_range<const R>;
+concept shardable =
+    detail::ranges::random_access_range<const R> && detail::ranges::sized_range<const R>;
 
 /// This node's part of `data` as a std::vector.
 template <shardable R>
@@ -115,7 +113,5 @@ private:
     std::uint64_t epoch_ = 0;
     std::vector<std::size_t> indices_;
 };
-
-}  // namespace sky
 
 SKY_PUBLIC_END

@@ -1,12 +1,8 @@
 #pragma once
 /// \file The umbrella header: everything a sky program needs.
-// The standard containers a program may send (api.md §1) that sky's own headers do not need:
-// reachable from here, as when cereal's support for them brought them in.
-#include <deque>
-#include <list>
-#include <set>
-#include <unordered_map>
-#include <unordered_set>
+// What the programs of the API contract (docs/api.md) use with this header alone, though sky's
+// own headers do not need it: std::reduce (docs/api.md §1).
+#include <numeric>
 
 #include "sky/accelerator.hpp"
 #include "sky/catalog.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-/// \file Spot strategies (api.md §8): how many nodes of a pool should run on spot capacity.
+/// \file Spot strategies (docs/api.md §8): how many nodes of a pool should run on spot capacity.
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -8,8 +8,6 @@
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// A spot strategy. Implicit from "always", "if-available", "never" and from a fraction (0.8).
 struct Spot {
@@ -57,7 +55,5 @@ struct Spot {
 [[nodiscard]] bool on_demand_fallback(const Spot& spot);
 /// Whether the strategy wants any spot capacity (offers are then ranked by spot price).
 [[nodiscard]] bool wants_spot(const Spot& spot);
-
-}  // namespace sky
 
 SKY_PUBLIC_END

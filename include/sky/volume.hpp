@@ -1,13 +1,11 @@
 #pragma once
-/// \file Mounted storage (api.md §12).
+/// \file Mounted storage (docs/api.md §12).
 #include <string>
 #include <variant>
 
 #include "sky/export.hpp"
 
 SKY_PUBLIC_BEGIN
-
-namespace sky {
 
 /// An S3 bucket (or prefix of one) mounted on every node.
 struct S3Volume {
@@ -30,7 +28,5 @@ struct S3Volume {
 
 /// Any volume sky can mount.
 using Volume = std::variant<S3Volume>;
-
-}  // namespace sky
 
 SKY_PUBLIC_END

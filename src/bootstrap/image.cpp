@@ -13,7 +13,7 @@
 #include "util/encoding.hpp"
 #include "util/shell.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace {
 
@@ -197,4 +197,4 @@ std::string Image::bootstrap(std::chrono::seconds ttl) const {
     return s;
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

@@ -16,7 +16,7 @@
 #include "catalog/names.hpp"
 #include "catalog/text.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 namespace {
 
 struct Model {
@@ -454,4 +454,4 @@ std::optional<Accelerator> accelerator_from_device_name(std::string_view device_
 }
 
 }  // namespace detail
-}  // namespace sky
+}  // namespace sky::inline v0

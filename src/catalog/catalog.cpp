@@ -12,7 +12,7 @@
 #include "catalog/names.hpp"
 #include "catalog/text.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 namespace {
 
 constexpr std::string_view kHeader =
@@ -180,4 +180,4 @@ void Catalog::merge(std::vector<Offer> live) {
     reindex();
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

@@ -11,7 +11,7 @@
 #include "catalog/names.hpp"
 #include "catalog/text.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 namespace {
 
 constexpr double kTolerance = 0.01;  // GB; absorbs rounding in the data
@@ -239,4 +239,4 @@ std::string explain_no_match(const std::vector<Offer>& offers, const SelectionRe
     return {};
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

@@ -9,7 +9,7 @@
 
 #include "catalog/text.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 namespace {
 
 std::string format_percent(double fraction) {
@@ -106,4 +106,4 @@ bool wants_spot(const Spot& spot) {
     return true;
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace {
 std::string remote_what(const std::string& function, int node, const std::string& type_name,
@@ -102,4 +102,4 @@ const char* NodeLostError::reason_name(Reason r) noexcept {
     return "lost";
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

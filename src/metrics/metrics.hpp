@@ -153,7 +153,7 @@ private:
 
 }  // namespace sky::detail
 
-namespace sky {
+namespace sky::inline v0 {
 
 /// The payload of a metrics frame (worker to client): a Metrics event's numbers, not which node
 /// it is (the client knows that). Found by cereal through argument-dependent lookup.
@@ -163,4 +163,4 @@ void serialize(Archive& ar, Metrics& m) {
        m.gpu_memory_used_mb, m.gpu_memory_total_mb, m.gpu_temperature);
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

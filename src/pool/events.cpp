@@ -9,7 +9,7 @@
 
 #include "pool/event_bus.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace {
 struct GlobalCallbacks {
@@ -157,4 +157,4 @@ std::vector<Event> call_global(const Event& event) {
 }
 
 }  // namespace detail
-}  // namespace sky
+}  // namespace sky::inline v0

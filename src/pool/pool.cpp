@@ -7,7 +7,7 @@
 #include "pool/pool_core.hpp"
 #include "sky/asio.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace detail {
 
@@ -32,20 +32,20 @@ ComputePool& ComputePool::operator=(ComputePool&& o) noexcept {
 }
 
 std::shared_ptr<detail::BatchState> ComputePool::start(std::vector<const detail::CallDesc*> calls,
-                                                       bool broadcast) {
+                                                       detail::BatchKind kind) {
     if (!core_) throw Error("this ComputePool was moved from: it runs nothing");
-    return core_->submit(calls, broadcast);
+    return core_->submit(calls, kind == detail::BatchKind::broadcast);
 }
 std::shared_ptr<detail::BatchState> ComputePool::start_one(const detail::CallDesc& call,
-                                                           bool broadcast) {
-    return start({&call}, broadcast);
+                                                           detail::BatchKind kind) {
+    return start({&call}, kind);
 }
 std::shared_ptr<detail::BatchState> ComputePool::start_all(
     const std::vector<detail::CallDesc>& calls) {
     std::vector<const detail::CallDesc*> ptrs;
     ptrs.reserve(calls.size());
     for (auto& c : calls) ptrs.push_back(&c);
-    return start(std::move(ptrs), false);
+    return start(std::move(ptrs), detail::BatchKind::calls);
 }
 
 void ComputePool::close() {
@@ -71,4 +71,4 @@ void ComputePool::add_handler(std::function<void(const Event&)> h) {
     core_->add_handler(std::move(h));
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

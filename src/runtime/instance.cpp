@@ -13,10 +13,10 @@ std::mutex& worker_instance_mutex() {
 }
 }  // namespace sky::detail
 
-namespace sky {
+namespace sky::inline v0 {
 InstanceInfo instance_info() {
     if (!detail::in_worker.load(std::memory_order_acquire)) return InstanceInfo{};
     std::lock_guard lk(detail::worker_instance_mutex());
     return detail::worker_instance();
 }
-}  // namespace sky
+}  // namespace sky::inline v0

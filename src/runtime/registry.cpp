@@ -66,11 +66,11 @@ std::vector<FunctionEntry> all_functions() {
 
 }  // namespace sky::detail
 
-namespace sky {
+namespace sky::inline v0 {
 std::vector<FunctionInfo> registered_functions() {
     std::vector<FunctionInfo> out;
     for (auto& e : detail::all_functions())
         out.push_back({std::string(e.name), std::string(e.signature_text), e.signature});
     return out;
 }
-}  // namespace sky
+}  // namespace sky::inline v0

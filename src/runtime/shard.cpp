@@ -9,7 +9,7 @@
 
 #include "sky/instance.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace detail {
 
@@ -61,4 +61,4 @@ void DistributedSampler::rebuild() {
         indices_.push_back(perm[i]);
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

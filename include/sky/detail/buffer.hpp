@@ -13,7 +13,7 @@
 
 SKY_PUBLIC_BEGIN
 
-namespace sky::detail {
+namespace detail {
 
 /// Memory for Buffers. Large blocks are kept in a small cache when freed: fresh memory costs a
 /// page fault per page (measured here: ~0.5 ms per MiB, 5x a memcpy), so reusing a block is
@@ -100,6 +100,6 @@ private:
     std::size_t cap_ = 0;
 };
 
-}  // namespace sky::detail
+}  // namespace detail
 
 SKY_PUBLIC_END

@@ -20,7 +20,7 @@
 
 SKY_PUBLIC_BEGIN
 
-namespace sky::detail {
+namespace detail {
 
 /// Per-call options (`.timeout()`, `.retries()`, `.with()`).
 struct CallOptions {
@@ -135,6 +135,6 @@ R take(const Outcome& o) {
     }
 }
 
-}  // namespace sky::detail
+}  // namespace detail
 
 SKY_PUBLIC_END

@@ -13,7 +13,7 @@
 
 SKY_PUBLIC_BEGIN
 
-namespace sky::detail {
+namespace detail {
 
 /// Decodes the arguments, runs the function, appends the encoded result to `out`.
 using Invoker = void (*)(std::span<const std::byte> args, Buffer& out);
@@ -81,6 +81,6 @@ constexpr std::string_view type_name() noexcept {
     return between(type_pretty<T>(), "T = ");
 }
 
-}  // namespace sky::detail
+}  // namespace detail
 
 SKY_PUBLIC_END

@@ -26,6 +26,7 @@
 #include <variant>
 #include <vector>
 
+#include "sky/archive.hpp"
 #include "sky/detail/buffer.hpp"
 #include "sky/export.hpp"
 
@@ -46,7 +47,7 @@ struct virtual_base_class;
 
 SKY_PUBLIC_BEGIN
 
-namespace sky::detail {
+namespace detail {
 
 // The bounded decoder's errors, thrown as cereal::Exception from libsky (out of line: their
 // messages are built there, not in every translation unit).
@@ -213,10 +214,10 @@ void call_user(A& ar, T& v, [[maybe_unused]] std::uint32_t version) {
         load(ar, v, version);
 }
 
-/// The class version cereal writes for T (0 unless CEREAL_CLASS_VERSION says otherwise).
+/// The class version sky's archives write for T (sky::class_version, sky/archive.hpp).
 template <class T>
-std::uint32_t class_version() {
-    return cereal::detail::Version<T>::version;
+constexpr std::uint32_t version_of() {
+    return ::sky::class_version<T>;
 }
 
 /// A key per type, for the "version written once per archive" rule.
@@ -368,7 +369,7 @@ private:
         std::uint32_t version = 0;
         if constexpr (!unversioned_user<OutputArchive, T>) {
             // As cereal: a versioned type's version goes before its first value in the archive.
-            version = class_version<T>();
+            version = version_of<T>();
             if (!versions_.find(&type_key<T>)) {
                 versions_.add(&type_key<T>, version);
                 write(version);
@@ -643,9 +644,7 @@ constexpr bool can_travel() noexcept {
     }
 }
 
-}  // namespace sky::detail
-
-namespace sky {
+}  // namespace detail
 
 /// A type that can be an argument or a result of a remote function: sky's archives can write
 /// and read it, and it can be made empty to be read into.
@@ -807,6 +806,5 @@ void load_each(std::span<const std::byte> bytes, Ts&... values) {
 }
 
 }  // namespace detail
-}  // namespace sky
 
 SKY_PUBLIC_END

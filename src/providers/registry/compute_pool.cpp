@@ -9,7 +9,7 @@
 #include "sky/asio.hpp"
 #include "sky/pool.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace detail {
 
@@ -37,4 +37,4 @@ ComputePool::ComputePool(PoolSpec spec)
     core_->start();
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

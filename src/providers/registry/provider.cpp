@@ -6,7 +6,7 @@
 
 #include "sky/providers.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace {
 const Provider::Config& default_config() noexcept {
@@ -15,41 +15,31 @@ const Provider::Config& default_config() noexcept {
 }
 }  // namespace
 
-Provider::Provider() : config_(new Config(Local{})) {}
-Provider::Provider(Local c) : config_(new Config(std::move(c))) {}
-Provider::Provider(SSH c) : config_(new Config(std::move(c))) {}
-Provider::Provider(AWS c) : config_(new Config(std::move(c))) {}
-Provider::Provider(RunPod c) : config_(new Config(std::move(c))) {}
-Provider::Provider(VastAI c) : config_(new Config(std::move(c))) {}
-Provider::Provider(Verda c) : config_(new Config(std::move(c))) {}
-Provider::Provider(DigitalOcean c) : config_(new Config(std::move(c))) {}
-Provider::Provider(Simulated c) : config_(new Config(std::move(c))) {}
-Provider::Provider(Slurm c) : config_(new Config(std::move(c))) {}
-Provider::Provider(CustomCloud c) : config_(new Config(std::move(c))) {}
-Provider::Provider(const Provider& o) : config_(new Config(o.config())) {}
-Provider::Provider(Provider&& o) noexcept : config_(std::exchange(o.config_, nullptr)) {}
+Provider::Provider() : config_(std::make_unique<Config>(Local{})) {}
+Provider::Provider(Local c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(SSH c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(AWS c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(RunPod c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(VastAI c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(Verda c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(DigitalOcean c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(Simulated c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(Slurm c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(CustomCloud c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(const Provider& o) : config_(std::make_unique<Config>(o.config())) {}
+Provider::Provider(Provider&& o) noexcept = default;
 
 Provider& Provider::operator=(const Provider& o) {
-    if (this != &o) {
-        auto* copy = new Config(o.config());
-        delete config_;
-        config_ = copy;
-    }
+    if (this != &o) config_ = std::make_unique<Config>(o.config());
     return *this;
 }
 
-Provider& Provider::operator=(Provider&& o) noexcept {
-    if (this != &o) {
-        delete config_;
-        config_ = std::exchange(o.config_, nullptr);
-    }
-    return *this;
-}
+Provider& Provider::operator=(Provider&& o) noexcept = default;
 
-Provider::~Provider() { delete config_; }
+Provider::~Provider() = default;
 
 const Provider::Config* Provider::config_ptr() const noexcept {
-    return config_ ? config_ : &default_config();
+    return config_ ? config_.get() : &default_config();
 }
 
 std::string_view Provider::name() const noexcept {
@@ -58,4 +48,4 @@ std::string_view Provider::name() const noexcept {
     return std::visit([](const auto& c) -> std::string_view { return c.name; }, config());
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

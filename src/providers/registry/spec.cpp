@@ -10,7 +10,7 @@
 #include "sky/pool.hpp"
 #include "volumes/volumes.hpp"
 
-namespace sky {
+namespace sky::inline v0 {
 
 namespace {
 bool valid_env_name(const std::string& k) {
@@ -63,4 +63,4 @@ void PoolSpec::validate() const {
     if (!problems.empty()) bad(problems.front());
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

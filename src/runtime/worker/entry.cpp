@@ -143,7 +143,7 @@ const std::string& program_name() { return argv0(); }
 
 }  // namespace sky::detail
 
-namespace sky {
+namespace sky::inline v0 {
 
 bool is_worker() noexcept { return detail::g_is_worker.load(); }
 
@@ -157,4 +157,4 @@ void init(int argc, char** argv) {
         if (std::strcmp(argv[1], mode.flag) == 0) mode.run();
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0

@@ -380,3 +380,69 @@ TEST_CASE("async: async_start makes a pool without blocking, or fails typed and 
     CHECK_THROWS_AS(std::rethrow_exception(bad_error), sky::ConfigError);
     CHECK(bad_pool_empty);
 }
+
+namespace {
+
+/// A value with no default constructor, which the asynchronous layer must hold until it hands it
+/// to the handler.
+struct Reading {
+    explicit Reading(int v) : value(v) {}
+    int value;
+};
+
+/// One call whose int result becomes a Reading: sky's own initiation (detail::launch) with a
+/// value type that has no default constructor.
+template <class Token>
+auto async_reading(sky::ComputePool& pool, const sky::PendingCompute<int>& p, Token&& token) {
+    return asio::async_initiate<Token, sky::detail::async_signature_t<Reading>>(
+        [](auto handler, sky::ComputePool* pool, sky::PendingCompute<int> p) {
+            sky::detail::launch(
+                std::move(handler),
+                [&] {
+                    return sky::detail::PoolAccess::start(*pool, {&p.desc()},
+                                                          sky::detail::BatchKind::calls);
+                },
+                [](sky::detail::BatchState& s) {
+                    return Reading{sky::detail::take<int>(s.outcomes[0])};
+                });
+        },
+        token, &pool, p);
+}
+
+}  // namespace
+
+TEST_CASE("async: a value with no default constructor comes as an optional, empty on an error",
+          "[async]") {
+    static_assert(!std::default_initializable<Reading>);
+    static_assert(std::is_same_v<sky::detail::async_signature_t<Reading>,
+                                 void(std::exception_ptr, std::optional<Reading>)>);
+    // A value with a default keeps the contract's signature.
+    static_assert(
+        std::is_same_v<sky::detail::async_signature_t<int>, void(std::exception_ptr, int)>);
+    sky::ComputePool pool{local(1)};
+    asio::io_context ctx;
+    struct Seen {
+        bool called = false;
+        std::exception_ptr error;
+        std::optional<Reading> value;
+    };
+    Seen ok, bad;
+    auto into = [&ctx](Seen& seen) {
+        return asio::bind_executor(ctx, [&seen](std::exception_ptr e, std::optional<Reading> r) {
+            seen.called = true;
+            seen.error = e;
+            seen.value = std::move(r);
+        });
+    };
+    async_reading(pool, sky::compute<inc>(41), into(ok));
+    async_reading(pool, sky::compute<fail>(7), into(bad));
+    run_bounded(ctx);
+    REQUIRE(ok.called);
+    CHECK_FALSE(ok.error);
+    REQUIRE(ok.value);
+    CHECK(ok.value->value == 42);
+    REQUIRE(bad.called);
+    REQUIRE(bad.error);
+    CHECK_THROWS_AS(std::rethrow_exception(bad.error), sky::RemoteError);
+    CHECK_FALSE(bad.value);
+}
