@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "io/stream.hpp"
-#include "runtime/transport.hpp"
+#include "io/transport.hpp"
 
 namespace sky::detail::io {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "io/transport.hpp"
 #include "runtime/protocol.hpp"
-#include "runtime/transport.hpp"
 #include "util/random.hpp"  // the nonces' source, and what this header's users make tokens with
 
 namespace sky::detail {

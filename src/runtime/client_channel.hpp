@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "io/transport.hpp"
 #include "metrics/metrics.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/protocol.hpp"
-#include "runtime/transport.hpp"
 #include "sky/detail/call.hpp"
 
 namespace sky::detail {

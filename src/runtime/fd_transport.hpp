@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-#include "runtime/transport.hpp"
+#include "io/transport.hpp"
 
 namespace sky::detail {
 

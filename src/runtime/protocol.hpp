@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/transport.hpp"
+#include "io/transport.hpp"
 #include "sky/detail/buffer.hpp"
 
 namespace sky::detail {

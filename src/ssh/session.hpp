@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "io/stream.hpp"
-#include "runtime/transport.hpp"
+#include "io/transport.hpp"
 #include "sky/errors.hpp"
 
 namespace sky::detail::ssh {

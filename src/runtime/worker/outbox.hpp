@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "io/transport.hpp"
 #include "runtime/owned_result.hpp"
 #include "runtime/protocol.hpp"
-#include "runtime/transport.hpp"
 
 namespace sky::detail {
 

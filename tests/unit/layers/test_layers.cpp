@@ -50,14 +50,15 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // http: the AWS provider and volumes (S3) both use it.
         {"aws", {"http", "util"}},
         {"metrics", {"catalog", "util"}},
-        // The runtime: the wire and the worker. The worker samples metrics; its process
-        // modes (serving calls, serving files to peers) are its own, in runtime/worker/.
-        {"runtime", {"metrics", "util"}},
-        // The client's I/O core: the io_context and the async stream interface; its blocking
-        // adapter is a runtime Transport (runtime/transport.hpp) over a stream.
-        {"io", {"runtime", "util"}},
-        // Sessions run on the I/O core; tunnels are io::Streams.
-        {"ssh", {"io", "runtime", "util"}},
+        // The I/O core: the io_context, the async stream interface, the blocking Transport the
+        // wire runs over (io/transport.hpp) and the adapter from one to the other.
+        {"io", {"util"}},
+        // The runtime: the wire and the worker, over the I/O core's stream types. The worker
+        // samples metrics; its process modes (serving calls, serving files to peers) are its
+        // own, in runtime/worker/.
+        {"runtime", {"io", "metrics", "util"}},
+        // Sessions run on the I/O core; tunnels are io::Streams, blocking ones io::Transports.
+        {"ssh", {"io", "util"}},
         {"ship", {"runtime", "ssh", "util"}},
         // Volumes: the endpoint check every endpoint gets, the node's SSH session, the AWS
         // credentials and STS for S3.

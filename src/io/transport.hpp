@@ -1,6 +1,9 @@
 #pragma once
-// A byte stream that carries the wire protocol: a socket to a Local worker, or an SSH
-// direct-tcpip channel to a remote one. The runtime knows nothing else about it.
+// A blocking byte stream that carries the wire protocol: a socket to a Local worker, an SSH
+// direct-tcpip channel to a remote one, a worker's own socket. It is the I/O core's, beside its
+// asynchronous io::Stream (io/stream.hpp; io::BlockingStream is a Transport over one), below the
+// runtime: the worker side and the client side read and write the same stream types. The runtime
+// knows nothing else about it.
 #include <chrono>
 #include <cstddef>
 #include <memory>
