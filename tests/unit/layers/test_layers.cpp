@@ -179,6 +179,73 @@ std::map<std::string, std::set<std::string>> included_components(const fs::path&
     return out;
 }
 
+/// `pattern` with its first brace list expanded, recursively: "a.{hpp,cpp}" is a.hpp and a.cpp.
+std::vector<std::string> expand_braces(const std::string& pattern) {
+    const auto open = pattern.find('{');
+    const auto close = open == std::string::npos ? open : pattern.find('}', open);
+    if (close == std::string::npos) return {pattern};
+    std::vector<std::string> out;
+    std::string alternatives = pattern.substr(open + 1, close - open - 1);
+    for (std::size_t from = 0;;) {
+        const auto comma = alternatives.find(',', from);
+        const std::string one = alternatives.substr(from, comma - from);
+        for (auto& e : expand_braces(pattern.substr(0, open) + one + pattern.substr(close + 1)))
+            out.push_back(std::move(e));
+        if (comma == std::string::npos) break;
+        from = comma + 1;
+    }
+    return out;
+}
+
+/// Whether `path` (relative to `root`; a `*` in its last part matches any run of characters)
+/// names something that exists.
+bool source_path_exists(const fs::path& root, const std::string& path) {
+    const auto star = path.find('*');
+    if (star == std::string::npos) return fs::exists(root / path);
+    const fs::path prefix = path.substr(0, star);
+    const std::string stem = prefix.filename().string(), suffix = path.substr(star + 1);
+    const fs::path dir = root / prefix.parent_path();
+    if (!fs::is_directory(dir)) return false;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();
+        if (name.size() >= stem.size() + suffix.size() && name.rfind(stem, 0) == 0 &&
+            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+            return true;
+    }
+    return false;
+}
+
+/// The `src/...` paths that a markdown text names in backticks (outside fenced blocks) and that
+/// do not exist under `root`. Brace lists and a `*` are expanded; a path with a `<placeholder>`
+/// names no file and is skipped.
+std::vector<std::string> missing_source_paths(const std::string& markdown, const fs::path& root) {
+    std::string text;
+    bool fenced = false;
+    std::istringstream lines(markdown);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("```", 0) == 0) {
+            fenced = !fenced;
+            continue;
+        }
+        if (!fenced) text += line + "\n";
+    }
+    static const std::regex span("`([^`]+)`");
+    static const std::regex path(R"((?:^|[\s(])(src/[A-Za-z0-9_./{},*<>+-]*))");
+    std::vector<std::string> missing;
+    for (std::sregex_iterator s(text.begin(), text.end(), span), end; s != end; ++s) {
+        const std::string inner = (*s)[1].str();
+        for (std::sregex_iterator p(inner.begin(), inner.end(), path); p != end; ++p) {
+            std::string candidate = (*p)[1].str();
+            while (!candidate.empty() && (candidate.back() == '.' || candidate.back() == ','))
+                candidate.pop_back();
+            if (candidate.find('<') != std::string::npos) continue;
+            for (const auto& one : expand_braces(candidate))
+                if (!source_path_exists(root, one)) missing.push_back(one);
+        }
+    }
+    return missing;
+}
+
 }  // namespace
 
 TEST_CASE("layers: each component of src/ includes only what the table allows", "[layers]") {
@@ -345,4 +412,35 @@ TEST_CASE("layers: the topological check finds a cycle and names it", "[layers]"
     CHECK(topological_order(level, cycle) ==
           std::vector<std::string>{"util", "pool", "providers/registry"});
     CHECK(cycle.empty());
+}
+
+TEST_CASE("layers: every src/ path the docs name in backticks exists", "[layers][docs]") {
+    const fs::path root(SKY_SOURCE_DIR);
+    int pages = 0;
+    for (const auto& entry : fs::directory_iterator(root / "docs")) {
+        if (entry.path().extension() != ".md") continue;
+        ++pages;
+        std::ifstream in(entry.path());
+        std::stringstream text;
+        text << in.rdbuf();
+        for (const auto& gone : missing_source_paths(text.str(), root)) {
+            INFO("docs/" << entry.path().filename().string() << " names `" << gone
+                         << "`, which does not exist");
+            CHECK(gone.empty());
+        }
+    }
+    CHECK(pages > 5);
+}
+
+TEST_CASE("layers: the docs' path check finds a path that is gone and names it", "[layers][docs]") {
+    // The check above must be able to fail.
+    const fs::path root(SKY_SOURCE_DIR);
+    const std::string page =
+        "The pool (`src/pool/pool_core.cpp`, `src/pool/node_connection.{hpp,cpp}`,\n"
+        "`src/io/fd_stream.*`, `src/providers/<name>/`) and `src/pool/gone.cpp` and\n"
+        "`see src/nowhere/{a,b}.hpp`.\n"
+        "```\n`src/in/a/fenced/block.cpp`\n```\n";
+    CHECK(missing_source_paths(page, root) ==
+          std::vector<std::string>{"src/pool/gone.cpp", "src/nowhere/a.hpp", "src/nowhere/b.hpp"});
+    CHECK(missing_source_paths("`src/pool/pool_core.hpp` and `src/io/`", root).empty());
 }
