@@ -72,8 +72,8 @@ public:
     void stop(const std::string& id, TimePoint at);
     /// True when `id` was started (running or stopped).
     [[nodiscard]] bool known(const std::string& id) const { return instances_.count(id) != 0; }
-    /// Accrues `id` again as if it had never stopped: a worker restarted on the same machine
-    /// (SSH, Local) never stopped that machine's bill. Unknown ids are ignored.
+    /// Accrues `id` again as if it had never stopped: a worker restarted on the machine it was
+    /// lost on (same id) never stopped that machine's bill. Unknown ids are ignored.
     void resume(const std::string& id);
     /// The running totals at `now`.
     [[nodiscard]] CostSnapshot snapshot(TimePoint now) const;

@@ -99,8 +99,8 @@ TEST_CASE("every provider states who reaches its rendezvous ports; Slurm's are o
         INFO(p.name());
         const auto e = exposure(p);
         CHECK_FALSE(e.open());
-        CHECK(e.text().find("firewall") != std::string::npos ||
-              e.text().find("security group") != std::string::npos);
+        CHECK((e.text().find("firewall") != std::string::npos ||
+               e.text().find("security group") != std::string::npos));
     }
     const auto slurm = exposure(sky::Slurm{});
     CHECK(slurm.open());
