@@ -915,7 +915,8 @@ private:
                         fmt::arg("m_port", node::marks::port.text),
                         fmt::arg("m_exit", node::marks::exit.text)),
             seconds(90));
-        const auto said = node::marks::port.value_in(w.out.substr(0, w.out.find('\n')));
+        const std::string first = w.out.substr(0, w.out.find('\n'));
+        const auto said = node::marks::port.value_in(first);
         const int port = w.status == 0 && said ? std::atoi(std::string(*said).c_str()) : 0;
         if (port <= 0 || port > 65535)
             throw BootstrapError(i, n.instance_id, "worker",
