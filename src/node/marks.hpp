@@ -21,7 +21,8 @@ struct Mark {
     [[nodiscard]] std::string line(std::string_view value = {}) const;
     /// True when `l` is exactly the mark (no value).
     [[nodiscard]] bool is(std::string_view l) const { return l == text; }
-    /// The value when `l` is this mark followed by a space and a value; nullopt otherwise.
+    /// The value when `l` is this mark followed by a space and a value; nullopt otherwise. The
+    /// view is into `l`: keep the line alive while it is used (never pass a temporary).
     [[nodiscard]] std::optional<std::string_view> value_in(std::string_view l) const;
 };
 
