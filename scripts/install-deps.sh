@@ -16,6 +16,9 @@ packages+=(s3fs)
 # Firewalls: the host firewall of Verda's nodes (nftables, else iptables) run in test hosts'
 # namespaces, and the fake DigitalOcean enforcing its cloud firewalls with nft.
 packages+=(nftables iptables)
+# The shell that runs on nodes (src/**/*.sh) and the tree's scripts are checked by shellcheck
+# (tests/shellcheck).
+packages+=(shellcheck)
 command -v npm > /dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do

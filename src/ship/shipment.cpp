@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "node/shell.hpp"
 #include "runtime/auth.hpp"
-#include "ssh/session.hpp"
 #include "util/shell.hpp"
 
 namespace sky::detail::ship {
@@ -26,12 +26,7 @@ std::vector<std::string> lines_of(const std::string& text) {
     return out;
 }
 
-std::vector<std::string> tail(const ssh::ExecResult& r, std::size_t n = 20) {
-    auto out = lines_of(r.out);
-    for (auto& l : lines_of(r.err)) out.push_back(l);
-    if (out.size() > n) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(n));
-    return out;
-}
+std::vector<std::string> tail(const node::CommandOutcome& r) { return r.last_lines(20); }
 
 // Shell prelude of every shipping command: private files, the store's directories.
 // sky_sha hashes its stdin: OpenSSL's command where the node has it (it uses the CPU's SHA
@@ -44,8 +39,20 @@ constexpr const char* kPrelude =
     "else sky_sha() { sha256sum | cut -c1-64; }; fi; ";
 
 // Every shipping command runs in bash (arrays, $'..', /dev/tcp), whatever the login shell is.
-std::string in_bash(const std::string& script) {
-    return "exec bash -c " + shell_quote(std::string(kPrelude) + script);
+std::vector<std::string> in_bash(const std::string& script) {
+    return {"bash", "-c", std::string(kPrelude) + script};
+}
+
+// Runs a shipping command on the node. A command that ran out of time throws TimeoutError, as
+// a node that stops answering does.
+node::CommandOutcome run_on(const NodeSite& site, const std::vector<std::string>& argv,
+                            node::RunOptions options) {
+    auto r = site.shell->run(argv, options);
+    if (r.timed_out)
+        throw TimeoutError(
+            fmt::format("a shipping command on {} ran past {} s", site.shell->describe(),
+                        std::chrono::duration_cast<seconds>(options.timeout).count()));
+    return r;
 }
 
 // Streams a file through zstd: produces compressed bytes on demand.
@@ -129,7 +136,9 @@ std::uint64_t PoolShipment::wire_bytes_from_client() const {
 
 namespace node_scripts {
 
-std::string node_command(const std::string& script) { return in_bash(script); }
+std::string node_command(const std::string& script) {
+    return "exec bash -c " + shell_quote(std::string(kPrelude) + script);
+}
 
 std::string inventory(const std::string& prog_dir) {
     // A file the node's own system holds with the same hash (the same library installed by its
@@ -184,13 +193,13 @@ std::vector<std::string> PoolShipment::inventory(const NodeSite& site, bool& com
     std::string in;
     for (auto& f : manifest_.files)
         in += fmt::format("{}\t{}\t{}\n", f.sha256, f.size, f.source.string());
-    std::string cmd = in_bash(node_scripts::inventory(program_dir(site.home, manifest_)));
-    auto r = site.session->exec(cmd, {.stdin_data = in, .timeout = std::chrono::minutes(10)});
-    if (r.exit_status != 0)
+    auto r = run_on(site, in_bash(node_scripts::inventory(program_dir(site.home, manifest_))),
+                    {.timeout = std::chrono::minutes(10), .stdin_data = in});
+    if (r.status != 0)
         throw ShipFailure("upload",
                           fmt::format("could not take stock of the node's program store (exit "
                                       "status {})",
-                                      r.exit_status),
+                                      r.status),
                           tail(r));
     complete = false;
     has_zstd = false;
@@ -217,7 +226,7 @@ void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<st
     ProgressEmitter progress(emit, site.instance_id, "upload", total);
     progress.update(0, true);
     std::uint64_t done = 0;
-    auto& s = *site.session;
+    auto& s = *site.shell;
     for (auto* f : files) {
         const std::string incoming =
             fmt::format("{}/.sky/cas/.in-{}-{}", site.home, f->sha256, random_hex(12));
@@ -246,21 +255,21 @@ void PoolShipment::upload_from_client(const NodeSite& site, const std::vector<st
                     sent_path, 0600, [&](std::uint64_t sent) { progress.update(done + sent); });
             }
         } catch (const ShipFailure&) {
-            s.exec("rm -f " + shell_quote(sent_path), {.timeout = seconds(30)});
+            s.run({"rm", "-f", sent_path}, seconds(30));
             throw;
         } catch (const std::exception& e) {
             try {
-                s.exec("rm -f " + shell_quote(sent_path), {.timeout = seconds(30)});
+                s.run({"rm", "-f", sent_path}, seconds(30));
             } catch (...) {
             }
             throw ShipFailure("upload", fmt::format("sending {} failed: {}", f->name, e.what()));
         }
-        auto r = s.exec(in_bash(node_scripts::store_upload(*f, incoming, sent_path, zstd)),
+        auto r = run_on(site, in_bash(node_scripts::store_upload(*f, incoming, sent_path, zstd)),
                         {.timeout = std::chrono::minutes(10)});
-        if (r.exit_status != 0)
+        if (r.status != 0)
             throw ShipFailure("upload",
                               fmt::format("{} could not be stored on the node (exit status {})",
-                                          f->name, r.exit_status),
+                                          f->name, r.status),
                               tail(r));
         done += f->size;
         {
@@ -286,26 +295,27 @@ bool PoolShipment::ensure_server(Holder& h) {
         // watchdog), or at the pool's hard timeout.
         std::string in = h.token + "\n";
         for (const auto& f : manifest_.files) in += f.sha256 + "\n";
-        auto r = h.site.session->exec(
-            in_bash(fmt::format(
-                "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
-                "printf '%s\\n' \"$t\" > serve-token; cat > serve-list; "
-                "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
-                "SKY_SERVE_LIST_FILE={run}/serve-list SKY_SERVE_PORT_FILE={run}/serve-port "
-                "SKY_SERVE_ADDR={addr} SKY_SERVE_RUN_DIR={run} SKY_SERVE_LIFETIME={life} "
-                "SKY_SERVE_IDLE=120 "
-                "LD_LIBRARY_PATH={lib} setsid {exe} --sky-serve-files > serve.log 2>&1 "
-                "< /dev/null & echo $! > serve.pid; "
-                "for i in $(seq 100); do [ -s serve-port ] && cat serve-port && exit 0; "
-                "kill -0 $(cat serve.pid) 2>/dev/null || break; sleep 0.05; done; "
-                "tail -n 5 serve.log; exit 1",
-                fmt::arg("run", shell_quote(run)),
-                fmt::arg("addr", shell_quote(h.site.peer_address)),
-                fmt::arg("life", std::max<long long>(60, h.site.lifetime.count())),
-                fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
-                fmt::arg("exe", shell_quote(exe)))),
-            {.stdin_data = in, .timeout = seconds(30)});
-        int port = r.exit_status == 0 ? std::atoi(r.out.c_str()) : 0;
+        auto r =
+            run_on(h.site,
+                   in_bash(fmt::format(
+                       "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
+                       "printf '%s\\n' \"$t\" > serve-token; cat > serve-list; "
+                       "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
+                       "SKY_SERVE_LIST_FILE={run}/serve-list SKY_SERVE_PORT_FILE={run}/serve-port "
+                       "SKY_SERVE_ADDR={addr} SKY_SERVE_RUN_DIR={run} SKY_SERVE_LIFETIME={life} "
+                       "SKY_SERVE_IDLE=120 "
+                       "LD_LIBRARY_PATH={lib} setsid {exe} --sky-serve-files > serve.log 2>&1 "
+                       "< /dev/null & echo $! > serve.pid; "
+                       "for i in $(seq 100); do [ -s serve-port ] && cat serve-port && exit 0; "
+                       "kill -0 $(cat serve.pid) 2>/dev/null || break; sleep 0.05; done; "
+                       "tail -n 5 serve.log; exit 1",
+                       fmt::arg("run", shell_quote(run)),
+                       fmt::arg("addr", shell_quote(h.site.peer_address)),
+                       fmt::arg("life", std::max<long long>(60, h.site.lifetime.count())),
+                       fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
+                       fmt::arg("exe", shell_quote(exe)))),
+                   {.timeout = seconds(30), .stdin_data = in});
+        int port = r.status == 0 ? std::atoi(r.out.c_str()) : 0;
         if (port <= 0 || port > 65535) {
             h.server_failed = true;
             return false;
@@ -334,7 +344,7 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
     ProgressEmitter progress(emit, site.instance_id, "fetch", total);
     progress.update(0, true);
     std::uint64_t done = 0;
-    ssh::ExecOptions eo;
+    node::RunOptions eo;
     eo.stdin_data = in;
     eo.timeout = std::chrono::minutes(30);
     std::set<std::string> got;
@@ -352,7 +362,8 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
     // program yet. The token travels in the environment of the transfer, never in an argument.
     // No more than the manifest's size of a file is written (a wrong peer cannot fill the
     // disk), and only what hashes to the name asked for enters the store.
-    auto r = site.session->exec(
+    auto r = run_on(
+        site,
         in_bash(fmt::format(
             "IFS= read -r tok; export SKY_T=\"$tok\"; "
             "timeout 5 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {addr} {port} 2>/dev/null || "
@@ -380,23 +391,24 @@ std::string PoolShipment::compose(const NodeSite& site) {
     std::string in;
     for (auto& f : manifest_.files) in += f.sha256 + "\t" + f.name + "\n";
     const auto prog = program_dir(site.home, manifest_);
-    auto r = site.session->exec(
-        in_bash(fmt::format(
-            "prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
-            "tmp=\"$prog.tmp-$$\"; rm -rf \"$tmp\"; mkdir -p \"$tmp/lib\" || exit 1; "
-            "while IFS=$'\\t' read -r h name; do "
-            "ln \"$cas/$h\" \"$tmp/$name\" 2>/dev/null || cp -p \"$cas/$h\" "
-            "\"$tmp/$name\" || {{ echo \"missing $h\" >&2; rm -rf \"$tmp\"; exit 3; }}; "
-            "done; touch \"$tmp/.complete\"; "
-            "mv -T \"$tmp\" \"$prog\" 2>/dev/null || rm -rf \"$tmp\"; "
-            "test -f \"$prog/.complete\"",
-            fmt::arg("prog", shell_quote(prog)))),
-        {.stdin_data = in, .timeout = seconds(120)});
-    if (r.exit_status != 0)
+    auto r =
+        run_on(site,
+               in_bash(fmt::format(
+                   "prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
+                   "tmp=\"$prog.tmp-$$\"; rm -rf \"$tmp\"; mkdir -p \"$tmp/lib\" || exit 1; "
+                   "while IFS=$'\\t' read -r h name; do "
+                   "ln \"$cas/$h\" \"$tmp/$name\" 2>/dev/null || cp -p \"$cas/$h\" "
+                   "\"$tmp/$name\" || {{ echo \"missing $h\" >&2; rm -rf \"$tmp\"; exit 3; }}; "
+                   "done; touch \"$tmp/.complete\"; "
+                   "mv -T \"$tmp\" \"$prog\" 2>/dev/null || rm -rf \"$tmp\"; "
+                   "test -f \"$prog/.complete\"",
+                   fmt::arg("prog", shell_quote(prog)))),
+               {.timeout = seconds(120), .stdin_data = in});
+    if (r.status != 0)
         throw ShipFailure(
             "upload",
             fmt::format("could not assemble the program directory {} (exit status {})", prog,
-                        r.exit_status),
+                        r.status),
             tail(r));
     return prog;
 }

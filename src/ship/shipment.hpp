@@ -22,8 +22,8 @@
 #include "ship/closure.hpp"
 #include "sky/events.hpp"
 
-namespace sky::detail::ssh {
-class Session;
+namespace sky::detail::node {
+class NodeShell;
 }
 
 namespace sky::detail::ship {
@@ -32,10 +32,10 @@ namespace sky::detail::ship {
 struct NodeSite {
     int node = 0;
     std::string instance_id;
-    ssh::Session* session = nullptr;
-    std::string home;          ///< $HOME on the node
-    std::string run_dir;       ///< this pool's private (0700) directory on the node
-    std::string peer_address;  ///< how the pool's other nodes reach this one
+    node::NodeShell* shell = nullptr;  ///< how to reach the node
+    std::string home;                  ///< $HOME on the node
+    std::string run_dir;               ///< this pool's private (0700) directory on the node
+    std::string peer_address;          ///< how the pool's other nodes reach this one
     /// False: this node neither serves program files to its peers nor fetches them from a peer
     /// (its address is shared with other tenants or public, where a transfer token would go to
     /// whoever listens there): everything it lacks comes from the client.

@@ -11,9 +11,12 @@
 #include "aws/ec2_client.hpp"
 #include "aws/sts.hpp"
 #include "http/endpoint.hpp"
+#include "node/marks.hpp"
+#include "node/scripts.hpp"
+#include "node/shell.hpp"
 #include "sky/errors.hpp"
-#include "ssh/session.hpp"
 #include "util/shell.hpp"
+#include "volumes/scripts.hpp"
 
 namespace sky::detail {
 
@@ -280,149 +283,26 @@ VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& d
         plan.credentials.push_back(std::move(text));
     }
 
-    const std::string qdir = shell_quote(dir);
-    std::string m;
-    m += "#!/usr/bin/env bash\n";
-    m += "# sky volumes: mounts this pool's volumes with s3fs (one foreground process each, its\n";
-    m += "# pid, mount point and log in this directory); unmount.sh undoes it.\n";
-    m += "set -u\n";
-    m += "umask 077\n";
-    m += "export DEBIAN_FRONTEND=noninteractive\n";
-    m += fmt::format("dir={}\n", qdir);
-    m += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO='sudo -n'\n";
-    m += "failed() { echo \"::sky-volume-failed $*\"; rm -f \"$dir\"/credentials.*; exit 1; }\n";
-    // s3fs where it is missing, as the image's apt phase installs packages.
-    m += "if ! command -v s3fs > /dev/null 2>&1; then\n";
-    m += "  if ! (umask 022; $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "
-         "--no-install-recommends s3fs) > \"$dir/apt.log\" 2>&1; then\n";
-    m += "    tail -n 20 \"$dir/apt.log\"\n";
-    m += "    failed - s3fs is not installed on the node and apt-get could not install it\n";
-    m += "  fi\n";
-    m += "fi\n";
-    m += "[ -c /dev/fuse ] || failed - /dev/fuse is missing: this node cannot mount FUSE file "
-         "systems\n";
-    // safe_path INDEX PATH: every directory from PATH up to / that exists is owned by root or
-    // this user and writable by no one else unless sticky: nobody else can rename a directory
-    // on the way and put something else at the mount point (and so redirect an unmount).
-    m += "me=$(id -u)\n";
-    m += "safe_path() {\n";
-    m += "  local i=$1 d=$2 o mode\n";
-    m += "  while :; do\n";
-    m += "    if [ -L \"$d\" ]; then failed \"$i\" \"$d\" is a symbolic link; fi\n";
-    m += "    if [ -e \"$d\" ]; then\n";
-    m += "      o=$(stat -c %u -- \"$d\") && mode=$(stat -c %a -- \"$d\") || failed \"$i\" "
-         "cannot inspect \"$d\"\n";
-    m += "      [ \"$o\" = 0 ] || [ \"$o\" = \"$me\" ] || failed \"$i\" \"$d\" belongs to another "
-         "user \\(uid $o\\), who could move the mount point\n";
-    m += "      if [ $((8#$mode & 8#022)) -ne 0 ] && [ $((8#$mode & 8#1000)) -eq 0 ]; then\n";
-    m += "        failed \"$i\" \"$d\" is writable by other users \\(mode $mode\\), who could move "
-         "the mount point\n";
-    m += "      fi\n";
-    m += "    fi\n";
-    m += "    [ \"$d\" = / ] && return 0\n";
-    m += "    d=$(dirname -- \"$d\")\n";
-    m += "  done\n";
-    m += "}\n";
-    // mount_one INDEX MOUNT_PATH SOURCE S3FS_OPTIONS...: resolves the mount point once (kept in
-    // INDEX.path for unmount.sh), starts s3fs there and waits until the mount answers (three
-    // looks in a row: a bucket that fails s3fs's own check ends it just after mounting).
-    m += "mount_one() {\n";
-    m += "  local i=$1 mp=$2 src=$3 real; shift 3\n";
-    m += "  real=$(realpath -m -- \"$mp\") && [ -n \"$real\" ] || failed \"$i\" cannot resolve "
-         "\"$mp\"\n";
-    m += "  safe_path \"$i\" \"$real\"\n";
-    m += "  if [ ! -d \"$real\" ]; then\n";
-    m += "    (umask 022; $SUDO mkdir -p \"$real\") || failed \"$i\" cannot create the mount point "
-         "\"$mp\"\n";
-    m += "    [ -z \"$SUDO\" ] || $SUDO chown \"$(id -u):$(id -g)\" \"$real\" || failed \"$i\" "
-         "cannot give \"$mp\" to $(id -un)\n";
-    m += "  fi\n";
-    m += "  safe_path \"$i\" \"$real\"\n";
-    m += "  ! mountpoint -q \"$real\" || failed \"$i\" \"$mp\" is already a mount point\n";
-    m += "  printf '%s\\n' \"$real\" > \"$dir/$i.path\"\n";
-    m += "  (\n";
-    m += "    unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWSACCESSKEYID "
-         "AWSSECRETACCESSKEY AWSSESSIONTOKEN AWS_CREDENTIAL_FILE\n";
-    m += "    . \"$dir/credentials.$i\" || exit 99\n";
-    m += "    exec setsid s3fs \"$src\" \"$real\" \"$@\"\n";
-    m += "  ) > \"$dir/$i.log\" 2>&1 < /dev/null &\n";
-    m += "  local pid=$! ok=0 t\n";
-    m += "  echo \"$pid\" > \"$dir/$i.pid\"\n";
-    m += fmt::format("  for t in $(seq {}); do\n", kMountWaitSeconds * 10);
-    m += "    kill -0 \"$pid\" 2> /dev/null || break\n";
-    m += "    if mountpoint -q \"$real\"; then\n";
-    m += "      ok=$((ok + 1)); [ \"$ok\" -lt 3 ] || return 0\n";
-    m += "    else ok=0; fi\n";
-    m += "    sleep 0.1\n";
-    m += "  done\n";
-    m += "  tail -n 20 \"$dir/$i.log\"\n";
-    m += "  if kill -0 \"$pid\" 2> /dev/null; then\n";
-    m += fmt::format("    failed \"$i\" s3fs did not mount \"$mp\" within {} s\n",
-                     kMountWaitSeconds);
-    m += "  fi\n";
-    m += "  failed \"$i\" s3fs exited\n";
-    m += "}\n";
-    // Should the client vanish before the node's watchdog starts (it starts with the worker,
-    // after this phase), nothing would ever unmount: a guard does, unless the watchdog appears
-    // in time or the run directory goes (stop()).
-    m += fmt::format(
-        "( setsid bash -c 'for t in $(seq {}); do [ -e \"$0/watchdog.pid\" ] && exit 0; "
-        "[ -d \"$1\" ] || exit 0; sleep 1; done; bash \"$1/unmount.sh\"' \"$(dirname -- "
-        "\"$dir\")\" \"$dir\" > /dev/null 2>&1 < /dev/null & )\n",
-        600 + kMountWaitSeconds * static_cast<int>(volumes.size()));
+    // What to mount, as values (mount.sh and unmount.sh are the steps, the same for every pool).
+    scripts::ScriptValues m("sky volumes: mounts this pool's volumes");
+    m.word("dir", dir)
+        .number("sky_volumes", static_cast<long long>(volumes.size()))
+        .word("sky_failed_mark", node::marks::volume_failed.text)
+        .word("sky_mounted_mark", node::marks::volumes_mounted.text)
+        .number("sky_mount_wait", kMountWaitSeconds)
+        .number("sky_guard_wait", 600 + kMountWaitSeconds * static_cast<long long>(volumes.size()));
     for (std::size_t i = 0; i < volumes.size(); ++i) {
         const auto& v = std::get<S3Volume>(volumes[i]);
-        const auto args = s3fs_arguments(v);
-        m += fmt::format("mount_one {} {} {}", i, shell_quote(v.mount_path), shell_quote(args[0]));
-        for (std::size_t k = 2; k < args.size(); ++k) m += " " + shell_quote(args[k]);
-        m += "\n";
+        // Its mount path (which mount.sh resolves), the s3fs source, then s3fs's options:
+        // s3fs_arguments' first two words swapped.
+        auto args = s3fs_arguments(v);
+        std::swap(args[0], args[1]);
+        m.words(fmt::format("sky_volume_{}", i), args);
     }
-    // s3fs has read its keys: the files go now (unmount.sh removes them too, after a failure).
-    m += "rm -f \"$dir\"/credentials.*\n";
-    m += "echo ::sky-volumes-mounted\n";
-    plan.mount_script = std::move(m);
-
-    std::string u;
-    u += "#!/usr/bin/env bash\n";
-    u += "# sky volumes: unmounts what mount.sh mounted and removes the credentials "
-         "(idempotent).\n";
-    u += "set -u\n";
-    u += fmt::format("dir={}\n", qdir);
-    u += "SUDO=; [ \"$(id -u)\" -eq 0 ] || SUDO='sudo -n'\n";
-    u += "rm -f \"$dir\"/credentials.*\n";
-    // Only a volume whose s3fs mount.sh started (its pid file) is unmounted, at the path
-    // mount.sh resolved, and only while the kernel's mount table has that s3fs mount at exactly
-    // that path: never a mount of someone else's. s3fs exits once its mount is gone; a busy
-    // mount is detached lazily and s3fs ended.
-    u += "is_s3fs() { [ -n \"$1\" ] && [ \"$(cat /proc/$1/comm 2> /dev/null)\" = s3fs ]; }\n";
-    u += "is_mounted() {\n";
-    u += "  local p=${1//\\\\/\\\\134}; p=${p// /\\\\040}\n";
-    u += "  P=\"$p\" awk '{ for (k = 7; k <= NF; k++) if ($k == \"-\") { if ($5 == ENVIRON[\"P\"] "
-         "&& $(k + 1) == \"fuse.s3fs\") f = 1; break } } END { exit !f }' /proc/self/mountinfo\n";
-    u += "}\n";
-    u += "detach() { is_mounted \"$1\" && { fusermount -u -z \"$1\" 2> /dev/null || $SUDO umount "
-         "-l \"$1\" 2> /dev/null; }; true; }\n";
-    u += "unmount_one() {\n";
-    u += "  local i=$1 pid real t\n";
-    u += "  [ -f \"$dir/$i.pid\" ] || return 0\n";
-    u += "  pid=$(cat \"$dir/$i.pid\"); real=$(cat \"$dir/$i.path\" 2> /dev/null)\n";
-    u += "  if [ -n \"$real\" ] && is_mounted \"$real\"; then\n";
-    u += "    fusermount -u \"$real\" 2> /dev/null || $SUDO umount \"$real\" 2> /dev/null\n";
-    u += "  fi\n";
-    u += "  for t in $(seq 30); do is_s3fs \"$pid\" || break; sleep 0.1; done\n";
-    u += "  if is_s3fs \"$pid\"; then\n";
-    u += "    [ -z \"$real\" ] || detach \"$real\"\n";
-    u += "    kill -TERM \"$pid\" 2> /dev/null\n";
-    u += "    for t in $(seq 10); do is_s3fs \"$pid\" || break; sleep 0.1; done\n";
-    u += "    is_s3fs \"$pid\" && kill -KILL \"$pid\" 2> /dev/null\n";
-    u += "  fi\n";
-    // A mount whose s3fs died is left dangling ("Transport endpoint is not connected").
-    u += "  [ -z \"$real\" ] || detach \"$real\"\n";
-    u += "  rm -f \"$dir/$i.pid\" \"$dir/$i.path\"\n";
-    u += "}\n";
-    for (std::size_t i = volumes.size(); i-- > 0;) u += fmt::format("unmount_one {}\n", i);
-    u += "true\n";
-    plan.unmount_script = std::move(u);
+    plan.mount_script = m.then({scripts::dir_is_ours_sh(), scripts::mount_sh()});
+    scripts::ScriptValues u("sky volumes: unmounts this pool's volumes");
+    u.word("dir", dir).number("sky_volumes", static_cast<long long>(volumes.size()));
+    plan.unmount_script = u.then({scripts::unmount_sh()});
     return plan;
 }
 
@@ -449,24 +329,23 @@ std::string reason_in(const std::vector<std::string>& lines) {
 
 }  // namespace
 
-void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& pool_id,
+void mount_volumes(node::NodeShell& s, const PoolSpec& spec, const std::string& pool_id,
                    const std::string& run_dir) {
     if (spec.volumes.empty()) return;
     const std::vector<VolumeCredentials> credentials = resolve_volume_credentials(spec, pool_id);
     const std::string dir = volumes_dir(run_dir);
     const VolumePlan plan = plan_volumes(spec.volumes, dir, credentials);
-    auto mk = s.exec(fmt::format("umask 077; mkdir -p {0} && chmod 700 {0}", shell_quote(dir)),
-                     {.timeout = std::chrono::seconds(30)});
-    if (mk.exit_status != 0)
+    auto mk = s.script(fmt::format("umask 077; mkdir -p {0} && chmod 700 {0}", shell_quote(dir)),
+                       std::chrono::seconds(30));
+    if (mk.status != 0)
         throw VolumeFailure(fmt::format("cannot mount {}: cannot create {} on the node",
                                         volume_name(spec.volumes.front()), dir),
                             {mk.err});
     // unmount.sh first: whatever happens from here, stop() finds it and undoes what was done.
-    s.upload(std::string_view(plan.unmount_script), dir + "/unmount.sh", 0700);
+    s.put(plan.unmount_script, dir + "/unmount.sh", 0700);
     for (std::size_t i = 0; i < plan.credentials.size(); ++i)
-        s.upload(std::string_view(plan.credentials[i]), fmt::format("{}/credentials.{}", dir, i),
-                 0600);
-    s.upload(std::string_view(plan.mount_script), dir + "/mount.sh", 0700);
+        s.put(plan.credentials[i], fmt::format("{}/credentials.{}", dir, i), 0600);
+    s.put(plan.mount_script, dir + "/mount.sh", 0700);
 
     std::vector<std::string> secrets;
     for (const auto& c : credentials)
@@ -480,16 +359,16 @@ void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& poo
         return line;
     };
     std::vector<std::string> lines;
-    std::string failed;  // "::sky-volume-failed" line's rest
+    std::string failed;  // the volume_failed mark's value
     bool mounted = false;
-    ssh::ExecOptions eo;
+    node::RunOptions eo;
     // apt-get may run first; each mount waits at most kMountWaitSeconds.
     eo.timeout = std::chrono::minutes(10) +
                  std::chrono::seconds(kMountWaitSeconds) * static_cast<int>(spec.volumes.size());
     auto keep = [&](std::string_view line) {
-        if (line.rfind("::sky-volume-failed ", 0) == 0) {
-            failed = std::string(line.substr(20));
-        } else if (line == "::sky-volumes-mounted") {
+        if (const auto v = node::marks::volume_failed.value_in(line)) {
+            failed = std::string(*v);
+        } else if (node::marks::volumes_mounted.is(line)) {
             mounted = true;
         } else {
             lines.push_back(scrub(std::string(line)));
@@ -498,8 +377,8 @@ void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& poo
     };
     eo.on_stdout = keep;
     eo.on_stderr = keep;
-    auto r = s.exec(fmt::format("bash {}", shell_quote(dir + "/mount.sh")), eo);
-    if (r.exit_status == 0 && mounted) return;
+    auto r = s.run({"bash", dir + "/mount.sh"}, eo);
+    if (r.status == 0 && mounted) return;
 
     // Which volume: the index mount.sh named ("-" when it failed before any).
     const Volume* which = &spec.volumes.front();
@@ -517,7 +396,8 @@ void mount_volumes(ssh::Session& s, const PoolSpec& spec, const std::string& poo
     }
     while (!what.empty() && what.front() == ' ') what.erase(0, 1);
     if (failed.empty())
-        what = fmt::format("the mount script ended with exit status {}", r.exit_status);
+        what = r.timed_out ? std::string("the mount script timed out")
+                           : fmt::format("the mount script ended with exit status {}", r.status);
     const auto& s3 = std::get<S3Volume>(*which);
     std::string reason = reason_in(lines);
     throw VolumeFailure(

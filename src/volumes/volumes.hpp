@@ -20,8 +20,8 @@
 #include "sky/pool.hpp"
 #include "sky/volume.hpp"
 
-namespace sky::ssh {
-class Session;
+namespace sky::detail::node {
+class NodeShell;
 }
 
 namespace sky::detail {
@@ -104,9 +104,9 @@ public:
     std::vector<std::string> output;
 };
 
-/// The volume phase on a node reached by `session`: installs s3fs where it is missing, mounts
+/// The volume phase on a node reached through `shell`: installs s3fs where it is missing, mounts
 /// every volume of `spec` and waits (bounded) until each is really there. Throws VolumeFailure.
-void mount_volumes(ssh::Session& session, const PoolSpec& spec, const std::string& pool_id,
+void mount_volumes(node::NodeShell& shell, const PoolSpec& spec, const std::string& pool_id,
                    const std::string& run_dir);
 
 }  // namespace sky::detail

@@ -14,6 +14,7 @@
 
 #include "bootstrap/pip.hpp"
 #include "ledger/ledger.hpp"
+#include "node/marks.hpp"
 #include "providers/local/local_worker.hpp"
 #include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"
@@ -154,19 +155,20 @@ void LocalImage::apply(int node, const std::string& id, const std::function<void
 void LocalImage::check_apt(Outcome& o) {
     // Which of the packages this machine lacks; Local installs none (it is your machine).
     std::string script =
-        "command -v dpkg-query > /dev/null || { echo '::sky-no-dpkg'; exit 0; }\n"
-        "for p in";
+        fmt::format("command -v dpkg-query > /dev/null || {{ echo '{}'; exit 0; }}\nfor p in",
+                    node::marks::no_dpkg.text);
     for (auto& p : image_.apt) script += " " + shell_quote(p.substr(0, p.find('=')));
-    script +=
-        "; do dpkg-query -W -f='${Status}' \"$p\" 2>/dev/null | grep -q 'install ok installed' "
-        "|| echo \"::sky-missing $p\"; done\n";
+    script += fmt::format(
+        "; do dpkg-query -W -f='${{Status}}' \"$p\" 2>/dev/null | grep -q 'install ok installed' "
+        "|| echo \"{} $p\"; done\n",
+        node::marks::missing.text);
     std::vector<std::string> missing;
     bool no_dpkg = false;
     RunResult r = run_bash(script, cancelled_, [&](std::string_view l) {
-        if (l == "::sky-no-dpkg")
+        if (node::marks::no_dpkg.is(l))
             no_dpkg = true;
-        else if (l.rfind("::sky-missing ", 0) == 0)
-            missing.emplace_back(l.substr(14));
+        else if (const auto p = node::marks::missing.value_in(l))
+            missing.emplace_back(*p);
         else
             return true;
         return false;
@@ -217,22 +219,25 @@ void LocalImage::make_venv(Outcome& o) {
     const std::string script = fmt::format(
         "want={want}\n"
         "PY=$(command -v \"$want\" 2>/dev/null || true)\n"
-        "if [ -z \"$PY\" ]; then echo '::sky-python-missing'; "
+        "if [ -z \"$PY\" ]; then echo '{m_missing}'; "
         "PY=$(command -v python3 2>/dev/null || true); fi\n"
-        "[ -n \"$PY\" ] || {{ echo '::sky-no-python'; exit 3; }}\n"
-        "echo \"::sky-python $PY\"\n"
+        "[ -n \"$PY\" ] || {{ echo '{m_none}'; exit 3; }}\n"
+        "echo \"{m_python} $PY\"\n"
         "[ -x {v}/bin/python ] && exit 0\n"
         "umask 077\n"
         "\"$PY\" -m venv {v} || {{ st=$?; rm -rf {v}; exit $st; }}\n",
-        fmt::arg("want", shell_quote(want)), fmt::arg("v", v));
+        fmt::arg("want", shell_quote(want)), fmt::arg("v", v),
+        fmt::arg("m_missing", node::marks::python_missing.text),
+        fmt::arg("m_none", node::marks::no_python.text),
+        fmt::arg("m_python", node::marks::python.text));
     bool missing = false, none = false;
     RunResult r = run_bash(script, cancelled_, [&](std::string_view l) {
-        if (l == "::sky-python-missing")
+        if (node::marks::python_missing.is(l))
             missing = true;
-        else if (l == "::sky-no-python")
+        else if (node::marks::no_python.is(l))
             none = true;
-        else if (l.rfind("::sky-python ", 0) == 0)
-            python_ = std::string(l.substr(13));
+        else if (const auto p = node::marks::python.value_in(l))
+            python_ = std::string(*p);
         else
             return true;
         return false;

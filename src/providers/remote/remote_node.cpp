@@ -12,11 +12,13 @@
 #include <regex>
 #include <sstream>
 
+#include "node/marks.hpp"
 #include "pool/backend.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/crash_report.hpp"
 #include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
+#include "ssh/session.hpp"
 #include "util/shell.hpp"
 #include "volumes/volumes.hpp"
 
@@ -48,14 +50,14 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     n->spec_ = spec;
     n->node_ = node;
     n->instance_id_ = instance_id;
-    n->session_ = std::make_unique<ssh::Session>(n->session_options());
-    auto& s = *n->session_;
+    n->shell_ = std::make_unique<node::SshShell>(n->session_options());
+    auto& s = *n->shell_;
     emit(BootstrapStarting{instance_id});
 
     // check: architecture and C library.
     emit(BootstrapProgress{instance_id, "check"});
-    auto r = s.exec("uname -m; (ldd --version 2>&1 || true) | head -n1; echo \"$HOME\"",
-                    {.timeout = std::chrono::seconds(30)});
+    auto r = s.script("uname -m; (ldd --version 2>&1 || true) | head -n1; echo \"$HOME\"",
+                      std::chrono::seconds(30));
     std::istringstream is(r.out);
     std::string arch, libc, home;
     std::getline(is, arch);
@@ -63,8 +65,8 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     std::getline(is, home);
     utsname u{};
     ::uname(&u);
-    if (r.exit_status != 0 || home.empty())
-        n->fail("check", fmt::format("could not inspect the node (exit status {})", r.exit_status),
+    if (r.status != 0 || home.empty())
+        n->fail("check", fmt::format("could not inspect the node ({})", r.summary()),
                 {r.out, r.err});
     if (arch != u.machine)
         n->fail("check",
@@ -104,16 +106,16 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     // missing file sent once per pool (see ship/shipment.hpp).
     n->image_home_ = fmt::format("{}/.sky/image-{}", home, spec.image.content_hash());
     n->run_dir_ = fmt::format("{}/.sky/run/{}/{}", home, pool_id, node);
-    auto mk = s.exec(fmt::format("umask 077; mkdir -p {} {} && chmod 700 {}/.sky {}/.sky/run {}",
-                                 shell_quote(n->image_home_), shell_quote(n->run_dir_),
-                                 shell_quote(home), shell_quote(home), shell_quote(n->run_dir_)),
-                     {.timeout = std::chrono::seconds(30)});
-    if (mk.exit_status != 0) n->fail("bootstrap", "cannot create " + n->run_dir_, {mk.err});
+    auto mk = s.script(fmt::format("umask 077; mkdir -p {} {} && chmod 700 {}/.sky {}/.sky/run {}",
+                                   shell_quote(n->image_home_), shell_quote(n->run_dir_),
+                                   shell_quote(home), shell_quote(home), shell_quote(n->run_dir_)),
+                       std::chrono::seconds(30));
+    if (mk.status != 0) n->fail("bootstrap", "cannot create " + n->run_dir_, {mk.err});
     n->shipment_ = where.shipment ? where.shipment : std::make_shared<ship::PoolShipment>(prog);
     ship::NodeSite site;
     site.node = node;
     site.instance_id = instance_id;
-    site.session = n->session_.get();
+    site.shell = n->shell_.get();
     site.home = home;
     site.run_dir = n->run_dir_;
     site.peer_address = where.peer_address.empty() ? where.host : where.peer_address;
@@ -137,33 +139,24 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
 
     // bootstrap: the image's idempotent script, phase by phase.
     const std::string script = spec.image.bootstrap(spec.timeout);
-    s.upload(std::string_view(script), n->run_dir_ + "/bootstrap.sh", 0700);
-    std::string phase = "bootstrap";
-    std::deque<std::string> tail;
-    std::mutex tail_m;
-    auto keep = [&](std::string_view line) {
-        std::lock_guard lk(tail_m);
-        tail.emplace_back(line);
-        if (tail.size() > 20) tail.pop_front();
-    };
-    ssh::ExecOptions eo;
+    s.put(script, n->run_dir_ + "/bootstrap.sh", 0700);
+    node::PhaseReader output([&](const std::string& phase) {
+        emit(BootstrapProgress{instance_id, phase});
+    });
+    node::RunOptions eo;
     eo.timeout = std::chrono::minutes(30);
-    eo.on_stdout = [&](std::string_view line) {
-        if (line.rfind("::sky-phase ", 0) == 0) {
-            phase = std::string(line.substr(12));
-            emit(BootstrapProgress{instance_id, phase});
-        } else {
-            keep(line);
-        }
-    };
-    eo.on_stderr = keep;
-    auto b = s.exec(fmt::format("umask 077; SKY_HOME={} bash {}/bootstrap.sh",
-                                shell_quote(n->image_home_), shell_quote(n->run_dir_)),
-                    eo);
-    if (b.exit_status != 0)
-        n->fail(phase,
-                fmt::format("the bootstrap script failed with exit status {}", b.exit_status),
-                std::vector<std::string>(tail.begin(), tail.end()));
+    eo.on_stdout = [&](std::string_view line) { output.line(line); };
+    eo.on_stderr = eo.on_stdout;
+    auto b = s.run({"bash", "-c",
+                    fmt::format("umask 077; SKY_HOME={} bash {}/bootstrap.sh",
+                                shell_quote(n->image_home_), shell_quote(n->run_dir_))},
+                   eo);
+    if (b.status != 0)
+        n->fail(output.phase(),
+                b.timed_out
+                    ? std::string("the bootstrap script timed out")
+                    : fmt::format("the bootstrap script failed with exit status {}", b.status),
+                output.tail());
 
     // volumes: mounted before any call runs; stop() unmounts them, also after a failure here.
     if (!spec.volumes.empty()) {
@@ -228,20 +221,18 @@ std::string sanitizer_report_detail(const std::string& out) {
 }  // namespace
 
 void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
-    auto& s = *session_;
+    auto& s = *shell_;
     emit(BootstrapProgress{instance_id_, "worker"});
     token_ = random_hex(32);
     const std::string token_line = token_ + "\n";
-    s.upload(std::string_view(token_line), run_dir_ + "/token", 0600);
+    s.put(token_line, run_dir_ + "/token", 0600);
     // The worker listens on a Unix socket in this pool's 0700 directory: only this user (and
     // root) can connect, where any local user could reach a TCP port.
     socket_path_ = run_dir_ + "/worker.sock";
     if (socket_path_.size() >= 100) {  // sun_path holds 108 bytes
-        auto d = s.exec("umask 077; mktemp -d /tmp/sky-XXXXXXXXXX",
-                        {.timeout = std::chrono::seconds(30)});
+        auto d = s.script("umask 077; mktemp -d /tmp/sky-XXXXXXXXXX", std::chrono::seconds(30));
         std::string dir = d.out.substr(0, d.out.find('\n'));
-        if (d.exit_status != 0 || dir.empty())
-            fail("worker", "cannot make a socket directory", {d.err});
+        if (d.status != 0 || dir.empty()) fail("worker", "cannot make a socket directory", {d.err});
         socket_path_ = dir + "/worker.sock";
     }
     // Everything the user gives (PoolSpec::env) goes into a 0700 script in the private run
@@ -274,35 +265,36 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
                                         .crash_file = run_dir_ + "/crash"}
                                .shell_exports()),
         fmt::arg("exe", shell_quote(exe_path_)));
-    s.upload(std::string_view(script), run_dir_ + "/start.sh", 0700);
+    s.put(script, run_dir_ + "/start.sh", 0700);
     // setsid: the worker gets a process group of its own, which the watchdog and stop() end.
     // The files the wait below polls are removed before the worker starts, not by start.sh:
     // a restarted worker's wait would otherwise read the previous worker's port and connect
     // to a socket nobody listens on yet.
     // Its start time is recorded with its id (also in worker.pgid): whatever signals the group
     // later checks that its leader is still that process (kProcessGuards).
-    auto r = s.exec(fmt::format("umask 077; rm -f {0}/port {0}/exit; "
-                                "setsid bash {0}/start.sh > /dev/null 2>&1 < /dev/null & p=$!; "
-                                "st=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20); "
-                                "echo \"$p $st\" > {0}/worker.pgid; echo \"$p $st\"",
-                                shell_quote(run_dir_)),
-                    {.timeout = std::chrono::seconds(30)});
+    auto r =
+        s.script(fmt::format("umask 077; rm -f {0}/port {0}/exit; "
+                             "setsid bash {0}/start.sh > /dev/null 2>&1 < /dev/null & p=$!; "
+                             "st=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20); "
+                             "echo \"$p $st\" > {0}/worker.pgid; echo \"$p $st\"",
+                             shell_quote(run_dir_)),
+                 std::chrono::seconds(30));
     {
         std::istringstream ids(r.out);
         pgid_.clear();
         pgid_start_.clear();
         ids >> pgid_ >> pgid_start_;
     }
-    if (r.exit_status != 0 || pgid_.empty() ||
+    if (r.status != 0 || pgid_.empty() ||
         pgid_.find_first_not_of("0123456789") != std::string::npos ||
         pgid_start_.find_first_not_of("0123456789") != std::string::npos)
         fail("worker", "could not start the worker", {r.out, r.err});
-    auto port = s.exec(
+    auto port = s.script(
         fmt::format("cd {}; for i in $(seq 150); do [ -s port ] && cat port && exit 0; "
                     "[ -f exit ] && break; sleep 0.1; done; tail -n 20 worker.log; {}; exit 1",
                     shell_quote(run_dir_), sanitizer_report_command(run_dir_)),
-        {.timeout = std::chrono::seconds(30)});
-    if (port.exit_status != 0) {
+        std::chrono::seconds(30));
+    if (port.status != 0) {
         std::vector<std::string> lines;
         std::istringstream is(port.out);
         std::string loader;
@@ -361,12 +353,12 @@ void RemoteNode::start_worker(const std::function<void(Event)>& emit) {
         fmt::arg("after", spec_.volumes.empty()
                               ? std::string()
                               : unmount_after_worker(run_dir_, spec_.idle_timeout.count())));
-    auto w =
-        s.exec(fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
-                           "{}/watchdog.pid",
-                           shell_quote(watchdog), shell_quote(run_dir_)),
-               {.timeout = std::chrono::seconds(30)});
-    if (w.exit_status != 0) fail("watchdog", "could not start the watchdog", {w.err});
+    auto w = s.script(
+        fmt::format("umask 077; setsid bash -c {} > /dev/null 2>&1 < /dev/null & echo $! > "
+                    "{}/watchdog.pid",
+                    shell_quote(watchdog), shell_quote(run_dir_)),
+        std::chrono::seconds(30));
+    if (w.status != 0) fail("watchdog", "could not start the watchdog", {w.err});
 }
 
 std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
@@ -374,17 +366,16 @@ std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
     for (const auto& a : addresses)
         if (!a.empty()) args += " " + shell_quote(a);
     try {
-        auto r = session_->exec(
+        auto r = shell_->script(
             fmt::format("f={}/admit-peers; S=; [ \"$(id -u)\" = 0 ] || S='sudo -n'; "
                         "$S test -f \"$f\" || {{ echo absent; exit 0; }}; $S sh \"$f\"{}",
                         shell_quote(kHostFirewallDir), args),
-            {.timeout = std::chrono::seconds(30)});
+            std::chrono::seconds(30));
         std::string kind = r.out.substr(0, r.out.find('\n'));
         if (kind == "absent") return "the boot script set none up";
         if (kind == "none") return "the image has neither nftables nor iptables";
-        if (r.exit_status != 0)
-            return fmt::format("admitting the pool's nodes failed with exit status {}",
-                               r.exit_status);
+        if (r.status != 0)
+            return fmt::format("admitting the pool's nodes failed ({})", r.summary());
         return {};
     } catch (const std::exception& e) {
         return e.what();
@@ -393,7 +384,9 @@ std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
 
 std::unique_ptr<io::Stream> RemoteNode::connect_worker() {
     // A direct-streamlocal channel on the node's session, read and written on the I/O core.
-    return session_->open_unix_socket(socket_path_, std::chrono::seconds(30));
+    const auto session = shell_->session();
+    if (!session) throw ssh::ConnectionLost("the SSH connection to " + where_.host + " was closed");
+    return session->open_unix_socket(socket_path_, std::chrono::seconds(30));
 }
 
 std::unique_ptr<io::Stream> RemoteNode::reconnect_worker(std::chrono::milliseconds within) {
@@ -415,55 +408,54 @@ std::unique_ptr<io::Stream> RemoteNode::reconnect_worker(std::chrono::millisecon
                 fmt::format("no worker listens on {} any more: {}", where_.host, e.what()));
         }
     };
-    if (session_ && session_->alive()) {
+    if (shell_->alive()) {
+        const auto connection = shell_->connection();
         try {
-            return open(*session_);
+            if (auto s = shell_->session()) return open(*s);
         } catch (const WorkerGone&) {
             throw;
         } catch (const std::exception&) {
-            session_->close();  // then exit_reason() does not wait on it either
+            shell_->drop(connection);  // then exit_reason() does not wait on it either
         }
     }
     // A new session, one attempt within what is left (the pool paces the attempts). It
     // replaces the dead one only once it is connected: until then exit_reason() sees the
     // dead one and answers at once.
-    auto o = session_options();
-    o.connect_attempts = 1;
-    // At most 5 s: a connect begun while the link was down does not hold the next one back
-    // long after it is up again (SYN retries back off).
-    o.connect_timeout = std::min({left(), where_.connect_timeout, milliseconds(5000)});
-    auto fresh = std::make_unique<ssh::Session>(o);
-    auto stream = open(*fresh);
-    session_ = std::move(fresh);
-    return stream;
+    shell_->reconnect(left());
+    const auto s = shell_->session();
+    if (!s) throw ssh::ConnectionLost("the SSH connection to " + where_.host + " was closed");
+    return open(*s);
 }
 
 void RemoteNode::restart_worker(const std::function<void(Event)>& emit) {
     // The run directory is made again: the node's watchdog removes it when it ends a worker
     // that heard nothing for idle_timeout (a link cut for that long), and the new worker's
     // token, script and socket go there.
-    session_->exec(
+    shell_->script(
         fmt::format("{2}sky_killpg KILL {0} {3}; sky_kill_pidfile {1}/watchdog.pid "
                     "{1}; umask 077; mkdir -p {1}; true",
                     pgid_, shell_quote(run_dir_), kProcessGuards, shell_quote(pgid_start_)),
-        {.timeout = std::chrono::seconds(30)});
+        std::chrono::seconds(30));
     start_worker(emit);
 }
 
 NodeExit RemoteNode::exit_reason() {
-    if (!session_ || !session_->alive())
+    if (!shell_ || !shell_->alive())
         return {NodeLostError::Reason::unreachable,
                 fmt::format("the SSH connection to {} was lost", where_.host)};
     try {
         // The worker's crash report (runtime/crash_report.hpp) follows a marker line.
-        auto r = session_->exec(
+        auto r = shell_->script(
             fmt::format("[ -f {0}/preempted ] && echo preempted && exit 0; "
                         "for i in $(seq 20); do [ -f {0}/exit ] && break; sleep 0.1; done; "
                         "[ -f {0}/preempted ] && echo preempted && exit 0; "
                         "cat {0}/exit 2>/dev/null || echo running; {1}; echo {2}; "
                         "head -c 1048576 {0}/crash 2>/dev/null; true",
                         shell_quote(run_dir_), sanitizer_report_command(run_dir_), crash_marker),
-            {.timeout = std::chrono::seconds(10)});
+            std::chrono::seconds(10));
+        if (r.timed_out)
+            return {NodeLostError::Reason::unreachable,
+                    fmt::format("{} did not say within 10 s why its worker ended", where_.host)};
         std::optional<WorkerCrash> crash;
         if (const auto at = r.out.find(std::string(crash_marker) + "\n"); at != std::string::npos) {
             crash = read_crash_report(std::string_view(r.out).substr(at + crash_marker.size() + 1));
@@ -493,15 +485,15 @@ NodeExit RemoteNode::exit_reason() {
     }
 }
 
-bool RemoteNode::reachable() const { return session_ && session_->alive(); }
+bool RemoteNode::reachable() const { return shell_ && shell_->alive(); }
 
 void RemoteNode::stop() noexcept {
-    if (!session_) return;
+    if (!shell_) return;
     // Peers stop fetching from this node before its session goes.
     if (shipment_ && shipped_) shipment_->forget(node_);
     try {
-        if (session_->alive() && !run_dir_.empty())
-            session_->exec(
+        if (shell_->alive() && !run_dir_.empty())
+            shell_->script(
                 fmt::format(
                     "{guards}sky_kill_pidfile {run}/watchdog.pid {run}; "
                     "sky_kill_pidfile {run}/serve.pid {run}; "
@@ -528,11 +520,11 @@ void RemoteNode::stop() noexcept {
                                                          "0.2; sky_killpg KILL {0} {1}; ",
                                                          pgid_, shell_quote(pgid_start_)))),
                 // Each volume's unmount may wait up to 4 s for its s3fs to end.
-                {.timeout = std::chrono::seconds(15 + 4 * static_cast<int>(spec_.volumes.size()))});
+                std::chrono::seconds(15 + 4 * static_cast<int>(spec_.volumes.size())));
     } catch (...) {
     }
     try {
-        session_->close();
+        shell_->close();
     } catch (...) {
     }
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "node/ssh_shell.hpp"
 #include "pool/backend.hpp"
 #include "ship/shipment.hpp"
 #include "ssh/session.hpp"
@@ -94,7 +95,7 @@ private:
     PoolSpec spec_;
     int node_ = 0;
     std::string instance_id_;
-    std::unique_ptr<ssh::Session> session_;
+    std::unique_ptr<node::SshShell> shell_;
     std::string home_;      // $HOME on the node
     std::string exe_path_;  // the program on the node
     std::string lib_dir_;   // shipped shared libraries

@@ -17,7 +17,7 @@ bool live(const JobState& j) { return j.phase != JobPhase::ended; }
 
 // squeue's answer, or an exception when it gave none (the controller did not answer): an
 // unanswered question must never read as "the job is gone".
-CommandOutcome squeue(LoginShell& login, const std::vector<std::string>& argv) {
+node::CommandOutcome squeue(node::NodeShell& login, const std::vector<std::string>& argv) {
     auto r = login.run(argv, kQueryLimit);
     if (r.status != 0 && r.err.find("Invalid job id") == std::string::npos)
         throw Error("slurm: squeue failed on " + login.describe() + ": " + r.summary());
@@ -26,7 +26,7 @@ CommandOutcome squeue(LoginShell& login, const std::vector<std::string>& argv) {
 
 }  // namespace
 
-std::optional<JobState> query_job(LoginShell& login, const std::string& job_id) {
+std::optional<JobState> query_job(node::NodeShell& login, const std::string& job_id) {
     for (auto& j : parse_squeue(squeue(login, squeue_argv({job_id})).out))
         if (j.id == job_id) return j;
     // squeue forgets a job some minutes after it ended (MinJobAge); sacct remembers where the
@@ -37,7 +37,7 @@ std::optional<JobState> query_job(LoginShell& login, const std::string& job_id) 
     return std::nullopt;
 }
 
-std::vector<JobState> query_by_name(LoginShell& login, const std::string& job_name) {
+std::vector<JobState> query_by_name(node::NodeShell& login, const std::string& job_name) {
     auto argv = squeue_user_argv({job_name});
     argv.push_back("--user=" + login.user());
     argv.push_back("--states=all");
@@ -47,7 +47,7 @@ std::vector<JobState> query_by_name(LoginShell& login, const std::string& job_na
     return out;
 }
 
-std::vector<JobState> query_sky_jobs(LoginShell& login) {
+std::vector<JobState> query_sky_jobs(node::NodeShell& login) {
     auto argv = squeue_user_argv();
     argv.push_back("--user=" + login.user());
     std::vector<JobState> out;
@@ -56,7 +56,8 @@ std::vector<JobState> query_sky_jobs(LoginShell& login) {
     return out;
 }
 
-std::string cancel_job(LoginShell& login, const std::string& job_id, const std::string& job_name) {
+std::string cancel_job(node::NodeShell& login, const std::string& job_id,
+                       const std::string& job_name) {
     auto r = login.run(
         job_id.empty() ? scancel_name_argv(job_name, login.user()) : scancel_argv({job_id}),
         kQueryLimit);
@@ -68,11 +69,11 @@ std::string cancel_job(LoginShell& login, const std::string& job_id, const std::
     return "scancel on " + login.describe() + " failed: " + r.summary();
 }
 
-std::string pool_dir(const LoginShell& login, const std::string& pool_id) {
+std::string pool_dir(const node::NodeShell& login, const std::string& pool_id) {
     return login.home() + "/.sky/slurm/" + pool_id;
 }
 
-void remove_pool_files(LoginShell& login, const std::string& pool_id) {
+void remove_pool_files(node::NodeShell& login, const std::string& pool_id) {
     if (pool_id.empty() || pool_id.find('/') != std::string::npos) return;
     login.script("d=" + shell_quote(pool_dir(login, pool_id)) +
                      // The watchdog leads a session of its own: its group goes, its sleep too.
@@ -81,7 +82,7 @@ void remove_pool_files(LoginShell& login, const std::string& pool_id) {
                  kQueryLimit);
 }
 
-std::optional<JobState> wait_gone(LoginShell& login, const std::string& job_id,
+std::optional<JobState> wait_gone(node::NodeShell& login, const std::string& job_id,
                                   const std::string& job_name, std::chrono::seconds limit,
                                   const std::function<bool()>& give_up) {
     const auto until = Clock::now() + limit;

@@ -14,28 +14,29 @@ namespace sky::detail::slurm {
 
 /// The job as squeue shows it, else as sacct remembers it (a job squeue has forgotten); none
 /// when the cluster knows no such job.
-std::optional<JobState> query_job(LoginShell& login, const std::string& job_id);
+std::optional<JobState> query_job(node::NodeShell& login, const std::string& job_id);
 
 /// The calling user's jobs with this name (every state squeue still shows).
-std::vector<JobState> query_by_name(LoginShell& login, const std::string& job_name);
+std::vector<JobState> query_by_name(node::NodeShell& login, const std::string& job_name);
 
 /// Every job of the calling user whose name starts with "sky-" (sky ls).
-std::vector<JobState> query_sky_jobs(LoginShell& login);
+std::vector<JobState> query_sky_jobs(node::NodeShell& login);
 
 /// Asks Slurm to end the job (by id; by name when the id is empty, for a submission whose id
 /// was never seen). Returns scancel's failure, empty on success.
-std::string cancel_job(LoginShell& login, const std::string& job_id, const std::string& job_name);
+std::string cancel_job(node::NodeShell& login, const std::string& job_id,
+                       const std::string& job_name);
 
 /// The pool's private directory on the login node: its srun outputs, its watchdog's files.
-std::string pool_dir(const LoginShell& login, const std::string& pool_id);
+std::string pool_dir(const node::NodeShell& login, const std::string& pool_id);
 
 /// Ends the pool's watchdog on the login node and removes the pool's directory there. Never
 /// throws for the command's failure (a lost connection throws ssh::SshError).
-void remove_pool_files(LoginShell& login, const std::string& pool_id);
+void remove_pool_files(node::NodeShell& login, const std::string& pool_id);
 
 /// Waits (polling, at most `limit`) until the job has ended or the cluster forgets it; returns
 /// its last state when it did not (still completing: its processes are not dead yet).
-std::optional<JobState> wait_gone(LoginShell& login, const std::string& job_id,
+std::optional<JobState> wait_gone(node::NodeShell& login, const std::string& job_id,
                                   const std::string& job_name, std::chrono::seconds limit,
                                   const std::function<bool()>& give_up = {});
 

@@ -130,7 +130,7 @@ public:
 private:
     // One connection per login node for the adapter's life (sshd takes only a few
     // unauthenticated connections at once).
-    LoginShell& login_for(const JobRef& r) {
+    node::NodeShell& login_for(const JobRef& r) {
         const std::string key = r.login + "\n" + r.identity_file + "\n" + r.known_hosts;
         std::lock_guard lk(m_);
         auto& l = logins_[key];
@@ -145,7 +145,7 @@ private:
     }
 
     std::mutex m_;
-    std::map<std::string, std::unique_ptr<LoginShell>> logins_;
+    std::map<std::string, std::unique_ptr<node::NodeShell>> logins_;
 };
 
 }  // namespace

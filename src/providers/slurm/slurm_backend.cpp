@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "ledger/ledger.hpp"
+#include "node/marks.hpp"
 #include "pool/backend.hpp"
 #include "providers/cloud/collect.hpp"
 #include "providers/slurm/jobs.hpp"
@@ -23,6 +24,7 @@
 #include "providers/slurm/provider.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
+#include "providers/slurm/srun_shell.hpp"
 #include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
 #include "ship/shipment.hpp"
@@ -57,11 +59,8 @@ std::vector<std::string> lines_of(const std::string& text) {
     return out;
 }
 
-std::vector<std::string> last_lines(const CommandOutcome& r, std::size_t n = kTailLines) {
-    auto out = lines_of(r.out);
-    for (auto& l : lines_of(r.err)) out.push_back(l);
-    if (out.size() > n) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(n));
-    return out;
+std::vector<std::string> last_lines(const node::CommandOutcome& r, std::size_t n = kTailLines) {
+    return r.last_lines(n);
 }
 
 bool is_ipv4(const std::string& s) {
@@ -154,7 +153,7 @@ public:
         // The program reaches the login node's store before the job is queued: an allocation
         // never waits for an upload.
         try {
-            prog_on_login_ = login.ship_program(event_id_, pool_dir_, emit);
+            prog_on_login_ = ship_program(login, event_id_, pool_dir_, emit);
         } catch (const ship::ShipFailure& e) {
             throw BootstrapError(
                 0, event_id_, e.phase,
@@ -286,7 +285,7 @@ public:
         try {
             // A live login node answers a channel request within a round trip.
             return login_->open_channel(n.address, n.port, std::min(left(), milliseconds(2000)));
-        } catch (const ssh::ChannelError& e) {
+        } catch (const node::ChannelRefused& e) {
             throw WorkerGone(fmt::format("no worker listens on {} ({}:{}) any more: {}", n.name,
                                          n.address, n.port, e.what()));
         } catch (...) {
@@ -328,9 +327,9 @@ public:
             std::string code;
             std::vector<std::string> before;
             for (const auto& l : lines_of(r.out)) {
-                if (l.rfind("::sky-exit ", 0) == 0)
-                    code = l.substr(11);
-                else if (l.rfind("::sky-", 0) != 0)
+                if (const auto v = node::marks::exit.value_in(l))
+                    code = std::string(*v);
+                else if (!node::is_mark(l))
                     before.push_back(l);
             }
             const std::string where = fmt::format("node {} of job {}", n.name, n.job);
@@ -376,9 +375,9 @@ public:
             ids = fmt::format("{}", fmt::join(jobs_, ","));
         }
         std::string trouble;
-        std::unique_ptr<LoginShell> fresh;
+        std::unique_ptr<node::NodeShell> fresh;
         try {
-            LoginShell* login = login_.get();
+            node::NodeShell* login = login_.get();
             if (!login || !login->alive()) {
                 // The connection died (a cut link, a restarted sshd): one new one to end the job.
                 fresh = open_login(login_options());
@@ -501,7 +500,7 @@ private:
     // client's connection there (the sshd process that serves it; here, the client itself) and
     // cancels the pool's jobs (by name: a replacement job too) idle_timeout after it is gone.
     // Teardown ends it; a reconnect to the login node moves it to the new connection.
-    void start_watchdog(LoginShell& login) {
+    void start_watchdog(node::NodeShell& login) {
         // Two nodes' reconnects may each make a connection (one dropped as half-open, then
         // another): one at a time, so that each ends the watchdog before it and one is left.
         std::lock_guard wl(watchdog_m_);
@@ -531,7 +530,7 @@ private:
                 login.describe(), r.summary()));
     }
 
-    void check_tools(LoginShell& login) {
+    void check_tools(node::NodeShell& login) {
         auto r = login.script(
             "for c in sbatch squeue scancel srun sinfo scontrol sbcast; do command -v \"$c\" "
             ">/dev/null 2>&1 || printf '%s ' \"$c\"; done; echo",
@@ -655,16 +654,18 @@ private:
             "g=$( (ldd --version 2>&1 || true) | head -n1 | grep -oE '[0-9]+\\.[0-9]+$'); "
             "s=$(cat {probe} 2>/dev/null || echo -); c=-; "
             "[ -f \"$HOME/.sky/prog/{id}/.complete\" ] && c=cached; "
-            "echo \"::sky-probe $n $a ${{g:--}} $s $c $HOME\"",
-            fmt::arg("probe", shell_quote(probe_file)), fmt::arg("id", prog.id));
+            "echo \"{mark} $n $a ${{g:--}} $s $c $HOME\"",
+            fmt::arg("probe", shell_quote(probe_file)), fmt::arg("id", prog.id),
+            fmt::arg("mark", node::marks::probe.text));
         auto p = login.run(srun_argv(job, names, {"bash", "-c", probe}), kCommandLimit * 2);
         struct Seen {
             std::string arch, glibc, nonce, cached, home;
         };
         std::map<std::string, Seen> seen;
         for (const auto& l : lines_of(p.out)) {
-            if (l.rfind("::sky-probe ", 0) != 0) continue;
-            std::istringstream is(l.substr(12));
+            const auto facts = node::marks::probe.value_in(l);
+            if (!facts) continue;
+            std::istringstream is{std::string(*facts)};
             std::string name;
             Seen s;
             is >> name >> s.arch >> s.glibc >> s.nonce >> s.cached;
@@ -715,7 +716,7 @@ private:
 
     // Names that are not IPv4 addresses, resolved as the login node resolves them (the worker
     // listens on, and the peers dial, an address).
-    void resolve_addresses(LoginShell& login, std::vector<Node>& nodes) {
+    void resolve_addresses(node::NodeShell& login, std::vector<Node>& nodes) {
         std::string names;
         for (const auto& n : nodes)
             if (!is_ipv4(n.address)) names += " " + shell_quote(n.address);
@@ -755,7 +756,7 @@ private:
         auto t = login.script(fmt::format("umask 077; tar -C {} -cf {} .",
                                           shell_quote(prog_on_login_), shell_quote(tar)),
                               seconds(300));
-        auto fail = [&](const std::string& what, const CommandOutcome& r) {
+        auto fail = [&](const std::string& what, const node::CommandOutcome& r) {
             throw BootstrapError(0, nodes.front().instance_id, "upload",
                                  fmt::format("{}: {}", what, r.summary()), last_lines(r));
         };
@@ -768,12 +769,13 @@ private:
             "chmod 700 \"$HOME/.sky\"; x=\"$d.tmp-$$\"; rm -rf \"$x\"; "
             "mkdir -p \"$x\" && tar -xf \"$t\" -C \"$x\" && "
             "{{ mv -T \"$x\" \"$d\" 2>/dev/null || rm -rf \"$x\"; }}; fi; rm -f \"$t\"; "
-            "[ -f \"$d/.complete\" ] && echo \"::sky-placed ${{SLURMD_NODENAME:-$(hostname -s)}}\"",
-            fmt::arg("id", prog.id), fmt::arg("tar", shell_quote(dest)));
+            "[ -f \"$d/.complete\" ] && echo \"{mark} ${{SLURMD_NODENAME:-$(hostname -s)}}\"",
+            fmt::arg("id", prog.id), fmt::arg("tar", shell_quote(dest)),
+            fmt::arg("mark", node::marks::placed.text));
         auto u = login.run(srun_argv(job, names, {"bash", "-c", unpack}), seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
         for (std::size_t k = 0; k < nodes.size(); ++k)
-            if (u.out.find("::sky-placed " + nodes[k].name + "\n") == std::string::npos)
+            if (u.out.find(node::marks::placed.line(nodes[k].name) + "\n") == std::string::npos)
                 throw BootstrapError(
                     static_cast<int>(k), nodes[k].instance_id, "upload",
                     fmt::format("the program did not arrive on {}: {}", nodes[k].name, u.summary()),
@@ -794,30 +796,24 @@ private:
             "exec 9>>\"$HOME/.sky/image-{0}.lock\"; flock 9; "
             "SKY_HOME=\"$HOME/.sky/image-{0}\" bash -s 2>&1",
             hash);
-        std::deque<std::string> tail;
-        std::string phase = "bootstrap";
-        auto r = login_->run(srun_argv(n.job, {n.name}, {"bash", "-c", wrapper}),
-                             std::chrono::minutes(30), spec_.image.bootstrap(spec_.timeout));
-        for (const auto& l : lines_of(r.out)) {
-            if (l.rfind("::sky-phase ", 0) == 0) {
-                phase = l.substr(12);
+        node::PhaseReader output(
+            [&](const std::string& phase) {
                 emit(BootstrapProgress{n.instance_id, phase});
-                continue;
-            }
-            tail.push_back(l);
-            if (tail.size() > kTailLines) tail.pop_front();
-        }
-        for (const auto& l : lines_of(r.err)) {
-            tail.push_back(l);
-            if (tail.size() > kTailLines) tail.pop_front();
-        }
+            },
+            "bootstrap", kTailLines);
+        SrunShell shell(*login_, n.job, n.name, n.home);
+        const std::string script = spec_.image.bootstrap(spec_.timeout);
+        node::RunOptions o{.timeout = std::chrono::minutes(30), .stdin_data = script};
+        o.on_stdout = [&](std::string_view l) { output.line(l); };
+        o.on_stderr = o.on_stdout;
+        auto r = shell.run({"bash", "-c", wrapper}, o);
         if (r.status != 0)
-            throw BootstrapError(i, n.instance_id, phase,
+            throw BootstrapError(i, n.instance_id, output.phase(),
                                  r.timed_out ? std::string("the bootstrap script timed out")
                                              : fmt::format("the bootstrap script failed on {} "
                                                            "with exit status {}",
                                                            n.name, r.status),
-                                 std::vector<std::string>(tail.begin(), tail.end()));
+                                 output.tail());
     }
 
     std::string out_file(int i, int generation) const {
@@ -865,10 +861,10 @@ private:
             "eval \"$(cat)\"; touch heartbeat; "
             "{exe} --sky-worker < /dev/null & w=$!; "
             "trap 'kill -TERM $w 2>/dev/null' TERM INT HUP; "
-            "for i in $(seq 600); do [ -s port ] && {{ echo \"::sky-port $(cat port)\"; break; }}; "
+            "for i in $(seq 600); do [ -s port ] && {{ echo \"{m_port} $(cat port)\"; break; }}; "
             "kill -0 $w 2>/dev/null || break; sleep 0.1; done; "
             "wait $w; s=$?; while kill -0 $w 2>/dev/null; do wait $w; s=$?; done; "
-            "echo \"::sky-exit $s\"; "
+            "echo \"{m_exit} $s\"; "
             // Silent for idle_timeout: the pool's client is gone; the job is released. Unless
             // the pool gave up on this worker and started a fresh step on the node: the client
             // lives, and the job is its. The pool replaces a worker within a few seconds of
@@ -879,15 +875,18 @@ private:
             "for i in $(seq {grace}); do [ -z \"$q\" ] && "
             "[ \"$(cat \"$cur\" 2>/dev/null || echo \"$me\")\" = \"$me\" ] || break; sleep 1; "
             "done; c=$(cat \"$cur\" 2>/dev/null || echo \"$me\"); "
-            "if [ \"$c\" = \"$me\" ]; then echo ::sky-idle; scancel \"$SLURM_JOB_ID\"; "
-            "else echo \"::sky-superseded $c\"; fi; fi; "
+            "if [ \"$c\" = \"$me\" ]; then echo {m_idle}; scancel \"$SLURM_JOB_ID\"; "
+            "else echo \"{m_superseded} $c\"; fi; fi; "
             "[ \"$(cat \"$cur\" 2>/dev/null)\" = \"$me\" ] && rm -f \"$cur\"; "
             "cd /; rm -rf \"$run\"; rmdir \"${{run%/*}}\" 2>/dev/null; exit $s",
             fmt::arg("run", shell_quote(run)), fmt::arg("cur", shell_quote(current)),
             fmt::arg("grace", kSupersededGrace.count()),
             fmt::arg("img", shell_quote(n.home + "/.sky/image-" + spec_.image.content_hash())),
             fmt::arg("exe", shell_quote(n.prog + "/" + prog.program().name)),
-            fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)));
+            fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)),
+            fmt::arg("m_port", node::marks::port.text), fmt::arg("m_exit", node::marks::exit.text),
+            fmt::arg("m_idle", node::marks::idle.text),
+            fmt::arg("m_superseded", node::marks::superseded.text));
         const std::string out = out_file(i, n.generation);
         const std::string pid = fmt::format("{}/node-{}.srun-pid", pool_dir_, i);
         const std::string srun =
@@ -908,13 +907,17 @@ private:
                                  "could not start the worker's step: " + r.summary(),
                                  last_lines(r));
         auto w = login_->script(
-            fmt::format("for i in $(seq 600); do l=$(grep -m1 '^::sky-port ' {out}) && "
-                        "{{ echo \"$l\"; exit 0; }}; grep -q '^::sky-exit ' {out} && break; "
+            fmt::format("for i in $(seq 600); do l=$(grep -m1 '^{m_port} ' {out}) && "
+                        "{{ echo \"$l\"; exit 0; }}; grep -q '^{m_exit} ' {out} && break; "
                         "kill -0 $(cat {pid}) 2>/dev/null || break; sleep 0.1; done; "
                         "tail -n 20 {out}; exit 1",
-                        fmt::arg("out", shell_quote(out)), fmt::arg("pid", shell_quote(pid))),
+                        fmt::arg("out", shell_quote(out)), fmt::arg("pid", shell_quote(pid)),
+                        fmt::arg("m_port", node::marks::port.text),
+                        fmt::arg("m_exit", node::marks::exit.text)),
             seconds(90));
-        const int port = w.status == 0 ? std::atoi(w.out.c_str() + 11) : 0;
+        const std::string first = w.out.substr(0, w.out.find('\n'));
+        const auto said = node::marks::port.value_in(first);
+        const int port = w.status == 0 && said ? std::atoi(std::string(*said).c_str()) : 0;
         if (port <= 0 || port > 65535)
             throw BootstrapError(i, n.instance_id, "worker",
                                  fmt::format("the worker on {} did not start listening", n.name),
@@ -932,7 +935,7 @@ private:
 
     mutable std::mutex m_;
     std::mutex watchdog_m_;  // start_watchdog, one at a time
-    std::unique_ptr<LoginShell> login_;
+    std::unique_ptr<node::NodeShell> login_;
     std::vector<std::string> jobs_;  // every job submitted, in order
     std::vector<Node> nodes_;
     // Jobs whose nodes were lost because the job ended: whether a new job may replace them

@@ -365,12 +365,6 @@ std::vector<NodeInfo> parse_scontrol_nodes(std::string_view text) {
     return out;
 }
 
-std::string shell_command(const std::vector<std::string>& argv) {
-    std::string command;
-    for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);
-    return command;
-}
-
 std::vector<std::string> srun_argv(const std::string& job_id, const std::vector<std::string>& nodes,
                                    const std::vector<std::string>& command) {
     std::vector<std::string> a{"srun",

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "node/shell.hpp"
 #include "sky/accelerator.hpp"
 #include "sky/errors.hpp"
 
@@ -114,8 +115,8 @@ std::vector<NodeInfo> parse_scontrol_nodes(std::string_view text);
 /// beside the batch step (--overlap), in /tmp.
 std::vector<std::string> srun_argv(const std::string& job_id, const std::vector<std::string>& nodes,
                                    const std::vector<std::string>& command);
-/// argv as one shell command line, each word single-quoted.
-std::string shell_command(const std::vector<std::string>& argv);
+/// argv as one shell command line, each word single-quoted (the node shells' own).
+using node::shell_command;
 /// sbcast of a file to every node of the job (run where the file is: the login node).
 std::vector<std::string> sbcast_argv(const std::string& job_id, const std::string& source,
                                      const std::string& destination);

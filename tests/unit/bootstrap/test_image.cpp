@@ -218,7 +218,7 @@ TEST_CASE("bootstrap: a directory every user may write to (not sticky) is refuse
     sky::Image img{.files = {{dir + "/open/f", "x", 0600}}};
     std::string output;
     CHECK(run_bootstrap(img.bootstrap(0), dir, dir + "/home", output) != 0);
-    CHECK(output.find("writable by every user") != std::string::npos);
+    CHECK(output.find("writable by other users") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(dir + "/open/f"));
     // Sticky (as /tmp is): allowed, other users cannot replace what is ours.
     ::chmod((dir + "/open").c_str(), 01777);
@@ -263,11 +263,37 @@ TEST_CASE("bootstrap: pip gets its requirements and index credentials in files, 
     // credentials in a netrc file, the requirements in a file.
     CHECK(line.find(token) == std::string::npos);
     CHECK(line.find("pkg==1.0") == std::string::npos);
-    CHECK(line.find("PIP_EXTRA_INDEX_URL='https://pypi.example.com/simple'") != std::string::npos);
-    CHECK(line.find("NETRC=") != std::string::npos);
     CHECK(line.find("-r \"$pip_dir/requirements.txt\"") != std::string::npos);
-    // Nowhere in the script in clear (the files are written from base64 with builtins).
+    CHECK(script.find("sky_pip_extra_index_url='https://pypi.example.com/simple'\n") !=
+          std::string::npos);
+    CHECK(script.find("export PIP_EXTRA_INDEX_URL=\"$sky_pip_extra_index_url\"") !=
+          std::string::npos);
+    CHECK(script.find("export NETRC=\"$pip_dir/netrc\"") != std::string::npos);
+    // Nowhere in the script in clear (the netrc entry is written from base64 with builtins).
     CHECK(script.find(token) == std::string::npos);
+}
+
+TEST_CASE("bootstrap: the script names every package it installs, in readable text", "[image]") {
+    sky::Image img{.pip = {"torch", "numpy"}, .apt = {"libgomp1", "git=1:2.39.5-0+deb12u1"}};
+    const std::string script = img.bootstrap(0);
+    INFO(script);
+    // The pip requirements, one a line, in a quoted here-document (never on a command line).
+    CHECK(script.find("\ntorch\nnumpy\n") != std::string::npos);
+    CHECK(script.find("sky_apt=('libgomp1' 'git=1:2.39.5-0+deb12u1')\n") != std::string::npos);
+    CHECK(script.find("base64 -d <<< 'dG9yY2gKbnVtcHkK'") == std::string::npos);
+    // A requirement that looks like the here-document's end does not end it early.
+    sky::Image tricky{.pip = {"SKY_END", "numpy"}};
+    const std::string t = tricky.bootstrap(0);
+    CHECK(t.find("<<'SKY_END_'\nSKY_END\nnumpy\nSKY_END_\n") != std::string::npos);
+    // And the script still parses, with the requirements as its value.
+    char tmpl[] = "/tmp/sky-image-words-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    RemoveAll cleanup{dir};
+    std::ofstream(dir + "/b.sh") << t.substr(0, t.find("\nset -euo pipefail\n")) +
+                                        "\nprintf '%s\\n' \"$sky_pip_requirements\" > " + dir +
+                                        "/req\n";
+    REQUIRE(std::system(("bash " + dir + "/b.sh").c_str()) == 0);
+    CHECK(read_all(dir + "/req") == "SKY_END\nnumpy\n");
 }
 
 TEST_CASE("bootstrap: with python or pip, env.sh makes the image's venv active", "[image]") {

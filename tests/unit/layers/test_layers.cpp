@@ -42,7 +42,6 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // Leaf services and drivers.
         {"catalog", {"util"}},
         {"http", {"util"}},
-        {"bootstrap", {"util"}},
         // The pool ledger, on its own: the pool, the providers that write to it and the tool
         // that reads it all sit above it.
         {"ledger", {"util"}},
@@ -59,10 +58,17 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"runtime", {"io", "metrics", "util"}},
         // Sessions run on the I/O core; tunnels are io::Streams, blocking ones io::Transports.
         {"ssh", {"io", "util"}},
-        {"ship", {"runtime", "ssh", "util"}},
-        // Volumes: the endpoint check every endpoint gets, the node's SSH session, the AWS
+        // A node's shell: what bringing a node up needs of the machine (run, upload, home,
+        // a channel, reconnect), over an SSH session or on this machine. Its channels are
+        // io::Streams. And the marks a node's programs print for the client, defined once.
+        {"node", {"io", "runtime", "ssh", "util"}},
+        // The image's bootstrap script prints the node's phase marks (node/marks.hpp).
+        {"bootstrap", {"node", "util"}},
+        // Shipping and volumes reach the node through its shell, never through SSH itself.
+        {"ship", {"node", "runtime", "util"}},
+        // Volumes: the endpoint check every endpoint gets, the node's shell, the AWS
         // credentials and STS for S3.
-        {"volumes", {"aws", "http", "ssh", "util"}},
+        {"volumes", {"aws", "http", "node", "util"}},
         // The pool engine. It names no provider: its backend factory and its provider's stated
         // facts come to PoolCore's constructor (pool/backend_factory.hpp) from the registry
         // above it (which also holds PoolSpec::validate, whose last check is the provider's).
@@ -75,13 +81,14 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // phase) and unmounts them. The worker's tunnel reaches the pool as an io::Stream (the
         // SSH layer's channel).
         {"providers/remote",
-         {"bootstrap", "io", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
+         {"bootstrap", "io", "node", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
         {"providers/cloud",
          {"catalog", "ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
         // Local gives pip an image's settings in the same private files a node's bootstrap
-        // writes (bootstrap/pip.hpp); a Local worker's socket pair is an io::FdStream.
+        // writes (bootstrap/pip.hpp); a Local worker's socket pair is an io::FdStream; its
+        // image checks print node marks.
         {"providers/local",
-         {"bootstrap", "io", "ledger", "pool", "providers/descriptor", "runtime", "util"}},
+         {"bootstrap", "io", "ledger", "node", "pool", "providers/descriptor", "runtime", "util"}},
         {"providers/ssh",
          {"ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
         // The REST clouds' shared descriptor helper makes their cloud backends.
@@ -98,12 +105,12 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"providers/simulated",
          {"catalog", "io", "ledger", "pool", "providers/cloud", "providers/descriptor",
           "providers/local", "runtime", "util"}},
-        // A Slurm pool is one job: the login node over SSH (ssh), the program into its store
-        // (ship), workers started with the runtime's launch variables, reached through io
-        // streams. Of the cloud layer only its collector: `sky ls`/`sky gc` reach sky's jobs as
-        // they reach a cloud's machines.
+        // A Slurm pool is one job: the login node's shell over SSH (node, ssh), the program
+        // into its store (ship), workers started with the runtime's launch variables, reached
+        // through the shell's channels. Of the cloud layer only its collector: `sky ls`/`sky gc`
+        // reach sky's jobs as they reach a cloud's machines.
         {"providers/slurm",
-         {"io", "ledger", "pool", "providers/cloud", "providers/descriptor", "runtime", "ship",
+         {"ledger", "node", "pool", "providers/cloud", "providers/descriptor", "runtime", "ship",
           "ssh", "util"}},
         // The composition root. The registry lists every provider and links each one
         // (its CMakeLists.txt), and ComputePool's constructor wires them into the pool;

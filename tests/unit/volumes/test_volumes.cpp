@@ -186,12 +186,17 @@ TEST_CASE("no credential in the mount or unmount script or on s3fs's command lin
     CHECK(plan.mount_script.find(". \"$dir/credentials.$i\"") != std::string::npos);
     CHECK(plan.mount_script.find("exec setsid s3fs \"$src\" \"$real\" \"$@\"") !=
           std::string::npos);
-    CHECK(plan.mount_script.find("rm -f \"$dir\"/credentials.*\necho ::sky-volumes-mounted") !=
+    CHECK(plan.mount_script.find("rm -f \"$dir\"/credentials.*\necho \"$sky_mounted_mark\"") !=
+          std::string::npos);
+    CHECK(plan.mount_script.find("sky_mounted_mark='::sky-volumes-mounted'\n") !=
           std::string::npos);
     CHECK(plan.unmount_script.find("rm -f \"$dir\"/credentials.*") != std::string::npos);
-    CHECK(plan.mount_script.find("mount_one 0 '/data' 'ds:/datasets' '-f'") != std::string::npos);
+    CHECK(plan.mount_script.find("sky_volume_0=('/data' 'ds:/datasets' '-f'") != std::string::npos);
+    CHECK(plan.mount_script.find("mount_one \"$i\" \"${volume[@]}\"") != std::string::npos);
     // Unmounted in reverse order, each only when mount.sh started its s3fs.
-    CHECK(plan.unmount_script.find("unmount_one 1\nunmount_one 0") != std::string::npos);
+    CHECK(plan.unmount_script.find("sky_volumes=2\n") != std::string::npos);
+    CHECK(plan.unmount_script.find("for ((i = sky_volumes - 1; i >= 0; i--)); do unmount_one "
+                                   "\"$i\"; done") != std::string::npos);
     CHECK(unmount_command("/r") ==
           "[ -f '/r/volumes/unmount.sh' ] && bash '/r/volumes/unmount.sh' > /dev/null 2>&1; ");
 }

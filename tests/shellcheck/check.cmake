@@ -1,0 +1,26 @@
+# Runs shellcheck on every .sh file under SOURCE_DIR (not in a build tree or .git); fails on any
+# finding, printing them.
+find_program(SHELLCHECK shellcheck)
+if(NOT SHELLCHECK)
+  message("skipped: shellcheck is not installed (scripts/install-deps.sh installs it)")
+  return()
+endif()
+file(GLOB_RECURSE scripts LIST_DIRECTORIES false RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/*.sh)
+set(checked "")
+foreach(s IN LISTS scripts)
+  if(s MATCHES "^(\\.git|build[^/]*|_deps)/" OR "${SOURCE_DIR}/${s}" MATCHES "^${BINARY_DIR}/")
+    continue()
+  endif()
+  list(APPEND checked ${s})
+endforeach()
+list(LENGTH checked count)
+if(count EQUAL 0)
+  message(FATAL_ERROR "no .sh file found under ${SOURCE_DIR}")
+endif()
+# Each script's `source`d files are looked up beside it (-x follows them).
+execute_process(COMMAND ${SHELLCHECK} -x ${checked} WORKING_DIRECTORY ${SOURCE_DIR}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "shellcheck found problems in the tree's shell scripts:\n${out}${err}")
+endif()
+message("shellcheck: ${count} scripts, no finding")
