@@ -21,6 +21,7 @@
 #include "providers/slurm/jobs.hpp"
 #include "providers/slurm/login.hpp"
 #include "providers/slurm/provider.hpp"
+#include "providers/slurm/scripts.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "runtime/worker_launch.hpp"
@@ -743,41 +744,60 @@ private:
     }
 
     // Nodes that see neither the login node's files nor the program in their own store get it
-    // by sbcast: one archive of the program's directory, unpacked into each node's store.
+    // by sbcast: one archive of the program's directory, into a private directory of the pool
+    // on each node (made first, mode 0700, its random name on the step's stdin: no other user
+    // of a node can create or replace what sbcast writes), then unpacked into each node's store
+    // from a private copy whose SHA-256 is the login node's archive's (scripts/incoming.sh,
+    // scripts/unpack.sh).
     void broadcast_program(const std::string& job, const std::vector<std::string>& names,
                            const std::vector<Node>& nodes, const std::function<void(Event)>& emit) {
         auto& login = *login_;
         const auto& prog = ship::this_program();
         const std::string tar = pool_dir_ + "/program.tar";
-        const std::string dest = fmt::format("/tmp/sky-{}-program.tar", pool_id_);
+        const std::string incoming = fmt::format("/tmp/sky-{}-{}", pool_id_, random_hex(16));
         for (const auto& n : nodes)
             emit(BootstrapProgress{n.instance_id, "sbcast", 0, prog.total_bytes()});
-        auto t = login.script(fmt::format("umask 077; tar -C {} -cf {} .",
+        auto t = login.script(fmt::format("umask 077; tar -C {0} -cf {1} . && sha256sum < {1}",
                                           shell_quote(prog_on_login_), shell_quote(tar)),
                               seconds(300));
         auto fail = [&](const std::string& what, const CommandOutcome& r) {
             throw BootstrapError(0, nodes.front().instance_id, "upload",
                                  fmt::format("{}: {}", what, r.summary()), last_lines(r));
         };
-        if (t.status != 0) fail("cannot archive the program on the login node", t);
-        auto b = login.run(sbcast_argv(job, tar, dest), seconds(600));
-        if (b.status != 0) fail("sbcast could not copy the program to the job's nodes", b);
-        const std::string unpack = fmt::format(
-            "umask 077; d=\"$HOME/.sky/prog/{id}\"; t={tar}; "
-            "if [ ! -f \"$d/.complete\" ]; then mkdir -p \"$HOME/.sky/prog\" && "
-            "chmod 700 \"$HOME/.sky\"; x=\"$d.tmp-$$\"; rm -rf \"$x\"; "
-            "mkdir -p \"$x\" && tar -xf \"$t\" -C \"$x\" && "
-            "{{ mv -T \"$x\" \"$d\" 2>/dev/null || rm -rf \"$x\"; }}; fi; rm -f \"$t\"; "
-            "[ -f \"$d/.complete\" ] && echo \"::sky-placed ${{SLURMD_NODENAME:-$(hostname -s)}}\"",
-            fmt::arg("id", prog.id), fmt::arg("tar", shell_quote(dest)));
-        auto u = login.run(srun_argv(job, names, {"bash", "-c", unpack}), seconds(300));
+        const std::string sum = t.out.substr(0, std::min<std::size_t>(t.out.size(), 64));
+        if (t.status != 0 || sum.size() != 64 ||
+            sum.find_first_not_of("0123456789abcdef") != std::string::npos)
+            fail("cannot archive the program on the login node", t);
+        const auto each_node = [&](const CommandOutcome& r, const std::string& mark,
+                                   const std::string& what) {
+            for (std::size_t k = 0; k < nodes.size(); ++k) {
+                if (r.out.find(mark + nodes[k].name + "\n") != std::string::npos) continue;
+                std::string why = r.summary();
+                for (const auto& l : lines_of(r.out))
+                    if (l.rfind("::sky-refused " + nodes[k].name + " ", 0) == 0)
+                        why = l.substr(14 + nodes[k].name.size() + 1);
+                throw BootstrapError(static_cast<int>(k), nodes[k].instance_id, "upload",
+                                     fmt::format("{} {}: {}", what, nodes[k].name, why),
+                                     last_lines(r));
+            }
+        };
+        auto d = login.run(
+            srun_argv(job, names,
+                      {"bash", "-c", std::string(node_script("incoming.sh")), "sky-incoming"}),
+            kCommandLimit, incoming + "\n");
+        each_node(d, "::sky-incoming ", "cannot make the pool's private directory on");
+        auto b = login.run(sbcast_argv(job, tar, incoming + "/program.tar"), seconds(600));
+        if (b.status != 0) {
+            // The private directories go with the failure (unpack.sh removes them otherwise).
+            (void)login.run(srun_argv(job, names, {"rm", "-rf", "--", incoming}), kCommandLimit);
+            fail("sbcast could not copy the program to the job's nodes", b);
+        }
+        auto u = login.run(srun_argv(job, names,
+                                     {"bash", "-c", std::string(node_script("unpack.sh")),
+                                      "sky-unpack", incoming, prog.id, sum}),
+                           seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
-        for (std::size_t k = 0; k < nodes.size(); ++k)
-            if (u.out.find("::sky-placed " + nodes[k].name + "\n") == std::string::npos)
-                throw BootstrapError(
-                    static_cast<int>(k), nodes[k].instance_id, "upload",
-                    fmt::format("the program did not arrive on {}: {}", nodes[k].name, u.summary()),
-                    last_lines(u));
+        each_node(u, "::sky-placed ", "the program did not arrive on");
         for (const auto& n : nodes)
             emit(
                 BootstrapProgress{n.instance_id, "sbcast", prog.total_bytes(), prog.total_bytes()});
