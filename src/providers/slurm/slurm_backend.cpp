@@ -22,6 +22,7 @@
 #include "providers/slurm/login.hpp"
 #include "providers/slurm/provider.hpp"
 #include "providers/slurm/scripts.hpp"
+#include "providers/slurm/scripts.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "runtime/worker_launch.hpp"
@@ -865,6 +866,11 @@ private:
             env += fmt::format("export {}={}\n", k, shell_quote(v));
         env += fmt::format("export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n",
                            shell_quote(n.prog + "/lib"));
+        // The client's connection comes from the login node, from the address srun reached the
+        // node from: the worker accepts no other peer (other hosts of the cluster network).
+        env +=
+            "case ${SLURM_LAUNCH_NODE_IPADDR:-} in *[!0-9a-fA-F.:]*|'') ;; *) export "
+            "SKY_WORKER_ALLOW_FROM=\"$SLURM_LAUNCH_NODE_IPADDR\" ;; esac\n";
         env += WorkerLaunch{.listen = n.address + ":0",
                             .token_file = run + "/token",
                             .port_file = run + "/port",
