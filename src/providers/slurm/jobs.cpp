@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "providers/slurm/scripts.hpp"
 #include "util/shell.hpp"
 
 namespace sky::detail::slurm {
@@ -74,10 +75,12 @@ std::string pool_dir(const LoginShell& login, const std::string& pool_id) {
 
 void remove_pool_files(LoginShell& login, const std::string& pool_id) {
     if (pool_id.empty() || pool_id.find('/') != std::string::npos) return;
-    login.script("d=" + shell_quote(pool_dir(login, pool_id)) +
-                     // The watchdog leads a session of its own: its group goes, its sleep too.
-                     "; w=$(cat \"$d/watchdog.pid\" 2>/dev/null); [ -n \"$w\" ] && "
-                     "kill -- \"-$w\" 2>/dev/null; rm -rf \"$d\"",
+    // The watchdog is signalled only while it is the process that recorded itself (its start
+    // time and command line): a pid the kernel gave to another process since is left alone.
+    const std::string dir = pool_dir(login, pool_id);
+    login.script(shell_command({"bash", "-c", std::string(node_script("watchdog.sh")),
+                                "sky-watchdog", "stop", dir}) +
+                     "; rm -rf -- " + shell_quote(dir),
                  kQueryLimit);
 }
 

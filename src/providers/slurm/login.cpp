@@ -142,6 +142,14 @@ public:
         return dir;
     }
 
+    void hold(const std::vector<std::string>& argv) override {
+        // Not a Slot: it holds its channel for the pool's life (MaxSessions 10 leaves room).
+        current()->async_exec(
+            shell_command(argv),
+            {.on_stdout = [](std::string_view) {}, .on_stderr = [](std::string_view) {}},
+            [](std::exception_ptr, ssh::ExecResult) {});
+    }
+
     std::string describe() const override { return address_.to_string(); }
     bool alive() const override {
         const auto s = current();

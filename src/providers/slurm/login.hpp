@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,14 @@ public:
     /// as sky::Error (the caller names the phase).
     virtual std::string ship_program(const std::string& event_id, const std::string& run_dir,
                                      const std::function<void(Event)>& emit) = 0;
+    /// Starts argv there on a channel of the connection in use that stays open until the
+    /// command ends or the connection does (its output is discarded); returns at once. The
+    /// command learns that the connection is gone when its writes to stdout fail. Throws
+    /// std::logic_error on this machine (no connection), ssh::SshError when it is lost.
+    virtual void hold(const std::vector<std::string>& argv) {
+        (void)argv;
+        throw std::logic_error("slurm: no connection to hold a command on");
+    }
     /// "root@10.0.0.1:22", "this machine".
     [[nodiscard]] virtual std::string describe() const = 0;
     /// False once the connection to the login node is lost.

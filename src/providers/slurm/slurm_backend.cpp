@@ -10,6 +10,8 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -21,7 +23,6 @@
 #include "providers/slurm/jobs.hpp"
 #include "providers/slurm/login.hpp"
 #include "providers/slurm/provider.hpp"
-#include "providers/slurm/scripts.hpp"
 #include "providers/slurm/scripts.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
@@ -499,38 +500,71 @@ private:
     }
 
     // The job must not outlive a client that dies without its teardown (kill -9, a crash, a
-    // lost link) by more than idle_timeout: a small process on the login node watches this
-    // client's connection there (the sshd process that serves it; here, the client itself) and
-    // cancels the pool's jobs (by name: a replacement job too) idle_timeout after it is gone.
-    // Teardown ends it; a reconnect to the login node moves it to the new connection.
+    // lost link) by more than idle_timeout: a small process on the login node
+    // (scripts/watchdog.sh) watches this client's connection there (an exec channel this
+    // client holds open; on the login node itself, the client's process, by pid and start
+    // time) and cancels the pool's jobs (by name: a replacement job too) idle_timeout after it
+    // is gone. Teardown ends it; a reconnect to the login node starts one on the new
+    // connection, which ends the one before.
     void start_watchdog(LoginShell& login) {
         // Two nodes' reconnects may each make a connection (one dropped as half-open, then
         // another): one at a time, so that each ends the watchdog before it and one is left.
         std::lock_guard wl(watchdog_m_);
-        const std::string who =
-            cfg_.login.empty()
-                ? std::to_string(::getpid())
-                : std::string(
-                      "$(p=$PPID; while [ \"$p\" -gt 1 ] && [ \"$(ps -o comm= -p \"$p\")\" "
-                      "!= sshd ]; do p=$(ps -o ppid= -p \"$p\" | tr -d ' '); done; "
-                      "echo \"$p\")");
-        auto r = login.script(
-            fmt::format(
-                "umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
-                // The watchdog of a connection before this one (a reconnect) ends first.
-                "o=$(cat watchdog.pid 2>/dev/null); [ -n \"$o\" ] && kill -- \"-$o\" 2>/dev/null; "
-                "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
-                "done; sleep \"$2\"; shift 2; exec \"$@\"' sky-watchdog \"$w\" {idle} "
-                "{cancel} > watchdog.log 2>&1 < /dev/null & echo $! > watchdog.pid",
-                fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("who", who),
-                fmt::arg("idle", spec_.idle_timeout.count()),
-                fmt::arg("cancel", shell_command(scancel_name_argv(job_name_, login.user())))),
-            kCommandLimit);
-        if (r.status != 0)
+        const std::string script(node_script("watchdog.sh"));
+        const std::string nonce = random_hex(16);
+        std::vector<std::string> argv{"bash",
+                                      "-c",
+                                      script,
+                                      "sky-watchdog",
+                                      "watch",
+                                      pool_dir_,
+                                      std::to_string(spec_.idle_timeout.count()),
+                                      nonce};
+        if (cfg_.login.empty()) {
+            argv.insert(argv.end(), {"pid", std::to_string(::getpid()), own_start_time()});
+        } else {
+            argv.emplace_back("channel");
+        }
+        argv.emplace_back("--");
+        for (auto& a : scancel_name_argv(job_name_, login.user())) argv.push_back(a);
+        std::string trouble;
+        try {
+            if (cfg_.login.empty()) {
+                auto r = login.script(fmt::format("setsid nohup {} > /dev/null 2>&1 < /dev/null &",
+                                                  shell_command(argv)),
+                                      kCommandLimit);
+                if (r.status != 0) trouble = r.summary();
+            } else {
+                login.hold(argv);
+            }
+            if (trouble.empty()) {
+                auto c =
+                    login.run({"bash", "-c", script, "sky-watchdog", "check", pool_dir_, nonce},
+                              kCommandLimit);
+                if (c.status != 0) trouble = c.summary();
+            }
+        } catch (const ssh::SshError&) {
+            throw;
+        } catch (const std::exception& e) {
+            trouble = e.what();
+        }
+        if (!trouble.empty())
             throw ProvisionError(fmt::format(
                 "slurm: cannot start the pool's watchdog on {} (it cancels the job if this "
                 "client dies): {}",
-                login.describe(), r.summary()));
+                login.describe(), trouble));
+    }
+
+    // Field 22 of /proc/self/stat: with the pid, what tells this process from a later one
+    // that the kernel gives the same pid.
+    static std::string own_start_time() {
+        std::ifstream f("/proc/self/stat");
+        std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+        std::string field;
+        for (int k = 3; k <= 22 && rest >> field; ++k) {
+        }
+        return field;
     }
 
     void check_tools(LoginShell& login) {

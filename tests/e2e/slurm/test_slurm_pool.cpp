@@ -661,7 +661,7 @@ void killed_client_released(bool shared_home, bool without_watchdog, std::chrono
     const std::string pool_id = ready->substr(6);
     const std::string dir = "~/.sky/slurm/" + pool_id;
     if (without_watchdog)
-        REQUIRE(c.on_login("kill -- -$(cat " + dir + "/watchdog.pid)").status == 0);
+        REQUIRE(c.on_login("kill $(cut -d' ' -f1 " + dir + "/watchdog.pid)").status == 0);
     REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
     REQUIRE(driver.wait(30s));
     REQUIRE(jobs_of(c, pool_id).size() == 1);
@@ -680,6 +680,37 @@ void killed_client_released(bool shared_home, bool without_watchdog, std::chrono
 }
 
 }  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: with sshd's processes named sshd-session (OpenSSH 9.8+), the watchdog keeps a "
+    "live pool and cancels a killed client's",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .sshd_session_name = true});
+    auto args = driver_args(c);
+    args.push_back("5");  // idle_timeout
+    Child driver(args);
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    const std::string dir = "~/.sky/slurm/" + pool_id;
+    INFO(c.on_login("cat " + dir + "/watchdog.log; ps -eo pid,comm,args | grep -i ssh").output);
+    // A live client's pool outlives idle_timeout many times over: the watchdog watches its
+    // connection, whatever sshd's processes are called.
+    std::this_thread::sleep_for(25s);
+    CHECK(jobs_of(c, pool_id).size() == 1);
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    // Gone within idle_timeout of the connection's end (and well before the workers' own
+    // idle end plus their 30 s wait for a fresh step, which would take longer).
+    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 30s));
+    const std::string log = c.on_login("cat " + dir + "/watchdog.log").output;
+    CHECK(log.find("the client is gone") != std::string::npos);
+    c.on_login("rm -rf " + dir);
+    check_nothing_left(c);
+}
 
 TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
           "[slurm_pool]") {
@@ -992,7 +1023,7 @@ void calls_survive(const SlurmCluster& c, const std::function<void()>& cut) {
         // process table with the other Slurm tests' login nodes.
         std::string watchdogs;
         const std::string count_ours =
-            "pgrep -f -c '^bash -c while kill -0.*sky-" + pool.id() + "'";
+            "pgrep -f -c '^bash -c #!/bin/bash.*sky-watchdog watch .*sky-" + pool.id() + "'";
         for (int k = 0; k < 20; ++k) {
             watchdogs = c.on_login(count_ours).output;
             if (watchdogs == "1\n") break;
