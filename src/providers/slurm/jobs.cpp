@@ -48,12 +48,21 @@ std::vector<JobState> query_by_name(LoginShell& login, const std::string& job_na
     return out;
 }
 
+std::string pool_of_job_name(std::string_view job_name) {
+    if (job_name.rfind("sky-", 0) != 0) return {};
+    const std::string_view id = job_name.substr(4);
+    const bool hex = std::all_of(id.begin(), id.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    });
+    return hex && id.size() >= 8 && id.size() <= 32 ? std::string(id) : std::string();
+}
+
 std::vector<JobState> query_sky_jobs(LoginShell& login) {
     auto argv = squeue_user_argv();
     argv.push_back("--user=" + login.user());
     std::vector<JobState> out;
     for (auto& j : parse_squeue(squeue(login, argv).out))
-        if (j.name.rfind("sky-", 0) == 0) out.push_back(std::move(j));
+        if (!pool_of_job_name(j.name).empty()) out.push_back(std::move(j));
     return out;
 }
 
