@@ -7,7 +7,8 @@ constexpr Mark all[] = {marks::phase,     marks::port,          marks::exit,
                         marks::idle,      marks::superseded,    marks::probe,
                         marks::placed,    marks::volume_failed, marks::volumes_mounted,
                         marks::no_dpkg,   marks::missing,       marks::python_missing,
-                        marks::no_python, marks::python};
+                        marks::no_python, marks::python,        marks::incoming,
+                        marks::refused};
 }  // namespace
 
 std::string Mark::line(std::string_view value) const {

@@ -40,6 +40,10 @@ inline constexpr Mark superseded{"::sky-superseded"};
 // and a node where the program arrived by sbcast ("<name>").
 inline constexpr Mark probe{"::sky-probe"};
 inline constexpr Mark placed{"::sky-placed"};
+// Slurm's private directory for sbcast: made on a node ("<name>"), or refused there ("<name>
+// <why>": it exists and is not this user's own).
+inline constexpr Mark incoming{"::sky-incoming"};
+inline constexpr Mark refused{"::sky-refused"};
 // Volumes' mount script: which volume failed and why ("<index|-> <reason>"), all mounted.
 inline constexpr Mark volume_failed{"::sky-volume-failed"};
 inline constexpr Mark volumes_mounted{"::sky-volumes-mounted"};

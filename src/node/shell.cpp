@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 
 #include "util/shell.hpp"
 #include "util/text.hpp"
@@ -41,6 +42,11 @@ void NodeShell::put(std::string_view content, const std::string& path, int mode)
             return k;
         },
         path, mode);
+}
+
+void NodeShell::hold(const std::vector<std::string>& argv) {
+    (void)argv;
+    throw std::logic_error(describe() + ": no connection to hold a command on");
 }
 
 std::string shell_command(const std::vector<std::string>& argv) {

@@ -106,6 +106,12 @@ public:
     /// Ends connection `connection` when it is still the one in use: it looks alive but does
     /// not answer (half-open), and the next reconnect() replaces it. Never throws.
     virtual void drop(std::uint64_t connection) noexcept { (void)connection; }
+    /// Starts argv there on a channel of the connection in use that stays open until the
+    /// command ends or the connection does (its output is discarded); returns at once. The
+    /// command learns that the connection is gone when its writes to stdout fail: a watchdog of
+    /// the client's connection, whatever the far side's sshd calls its processes. Throws
+    /// std::logic_error where there is no connection to hold (this machine).
+    virtual void hold(const std::vector<std::string>& argv);
     /// "root@10.0.0.1:22", "this machine".
     [[nodiscard]] virtual std::string describe() const = 0;
     /// False once the connection is lost.

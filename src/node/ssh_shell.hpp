@@ -33,6 +33,9 @@ public:
     bool reconnect(std::chrono::milliseconds within) override;
     [[nodiscard]] std::uint64_t connection() const override;
     void drop(std::uint64_t connection) noexcept override;
+    /// Not one of the 8 command slots: it holds its channel for the pool's life (sshd's
+    /// MaxSessions 10 leaves room).
+    void hold(const std::vector<std::string>& argv) override;
     [[nodiscard]] std::string describe() const override;
     [[nodiscard]] bool alive() const override;
     void close() noexcept override;

@@ -1,17 +1,21 @@
 #include "runtime/auth.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "sky/errors.hpp"
@@ -107,7 +111,27 @@ struct Pending {
     std::array<std::byte, frame_header_size + auth_max_frame> in{};
     std::size_t have = 0;
     std::chrono::steady_clock::time_point until;
+    std::chrono::steady_clock::time_point since;  // accepted at (the oldest silent goes first)
+    std::string source;                           // the peer's IP address ("" off the network)
 };
+
+// The IP address of an accepted TCP peer ("" for a Unix socket's).
+std::string peer_address(const sockaddr_storage& a) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET)
+        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof text);
+    else if (a.ss_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text,
+                    sizeof text);
+    return text;
+}
+
+// Whether the peer has sent bytes not read yet: it has spoken, even if this round has not
+// read it (a newcomer accepted in the same round must not push it out).
+bool has_unread(int fd) {
+    int n = 0;
+    return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
 
 bool send_all(int fd, const Buffer& b) {
     std::size_t off = 0;
@@ -186,19 +210,53 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
                         std::chrono::steady_clock::time_point deadline,
                         std::chrono::milliseconds per_peer,
                         const std::function<void(const std::string&)>& note) {
+    return worker_authenticate(listen_fd, fd, token, deadline, per_peer, note, {});
+}
+
+int worker_authenticate(int listen_fd, int fd, std::string_view token,
+                        std::chrono::steady_clock::time_point deadline,
+                        std::chrono::milliseconds per_peer,
+                        const std::function<void(const std::string&)>& note,
+                        std::string_view allow_from) {
     using Clock = std::chrono::steady_clock;
-    // Bounded so that a flood of connections costs a fixed amount of memory and descriptors;
-    // the oldest unauthenticated peer makes room for a new one.
-    constexpr std::size_t max_pending = 32;
+    // Bounded so that a flood of connections costs a fixed amount of memory and descriptors.
+    // A peer that has sent bytes of its answer is never dropped for a newcomer (it may be the
+    // client half-way through); a silent one may be, but only for a newcomer from its own
+    // address once that address has auth_pending_per_source peers waiting, or for any
+    // newcomer once the table is full and that address holds the most: silent connections
+    // from one address cannot push out a client from another. When nothing may make room,
+    // the newcomer is refused.
+    constexpr std::size_t max_pending = auth_max_pending;
     std::vector<Pending> pending;
     auto drop = [&](std::size_t i, const std::string& why) {
-        note(fmt::format("dropped a connection that failed authentication: {}", why));
+        note(fmt::format("dropped a connection{} that failed authentication: {}",
+                         pending[i].source.empty() ? "" : " from " + pending[i].source, why));
         ::close(pending[i].fd);
         pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
     };
     auto close_all = [&] {
         for (auto& p : pending) ::close(p.fd);
         pending.clear();
+    };
+    // The oldest silent peer from `source` ("*": from the address with the most peers waiting);
+    // pending.size() when there is none.
+    auto oldest_silent = [&](const std::string& source) {
+        std::string from = source;
+        if (from == "*") {
+            std::map<std::string, std::size_t> count;
+            std::size_t most = 0;
+            for (const auto& p : pending)
+                if (p.have == 0 && !has_unread(p.fd) && ++count[p.source] > most) {
+                    most = count[p.source];
+                    from = p.source;
+                }
+        }
+        std::size_t best = pending.size();
+        for (std::size_t i = 0; i < pending.size(); ++i)
+            if (pending[i].have == 0 && !has_unread(pending[i].fd) && pending[i].source == from &&
+                (best == pending.size() || pending[i].since < pending[best].since))
+                best = i;
+        return best;
     };
     if (listen_fd < 0) {
         pending.push_back({});
@@ -241,18 +299,52 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
         std::size_t first = 0;
         if (listen_fd >= 0) {
             first = 1;
-            if (fds[0].revents & POLLIN) {
-                int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-                if (c >= 0) {
-                    if (pending.size() >= max_pending) drop(0, "too many connections at once");
-                    Pending p;
-                    p.fd = c;
-                    if (start(p, per_peer)) {
-                        pending.push_back(p);
-                    } else {
-                        note("dropped a connection that closed before the challenge");
+            // Every connection waiting in the backlog, not one a round: a flood must not fill
+            // the backlog while the client's connection waits behind it.
+            for (int k = 0; (fds[0].revents & POLLIN) && k < 64; ++k) {
+                sockaddr_storage addr{};
+                socklen_t len = sizeof addr;
+                int c =
+                    ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+                if (c < 0) break;
+                Pending p;
+                p.fd = c;
+                p.since = Clock::now();
+                p.source = peer_address(addr);
+                if (!allow_from.empty() && p.source != allow_from) {
+                    note(fmt::format("refused a connection from {}: only {} may connect",
+                                     p.source.empty() ? "an unknown address" : p.source,
+                                     allow_from));
+                    ::close(c);
+                    continue;
+                }
+                std::size_t same = 0;
+                for (const auto& q : pending) same += q.source == p.source;
+                std::size_t room = pending.size();
+                if (!p.source.empty() && same >= auth_pending_per_source) {
+                    room = oldest_silent(p.source);
+                    if (room == pending.size()) {
+                        note(
+                            fmt::format("refused a connection from {}: {} connections from there "
+                                        "are in the handshake",
+                                        p.source, same));
                         ::close(c);
+                        continue;
                     }
+                } else if (pending.size() >= max_pending) {
+                    room = oldest_silent("*");
+                    if (room == pending.size()) {
+                        note("refused a connection: too many connections in the handshake");
+                        ::close(c);
+                        continue;
+                    }
+                }
+                if (room != pending.size()) drop(room, "too many connections at once");
+                if (start(p, per_peer)) {
+                    pending.push_back(p);
+                } else {
+                    note("dropped a connection that closed before the challenge");
+                    ::close(c);
                 }
             }
         }

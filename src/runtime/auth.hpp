@@ -60,13 +60,26 @@ void check_worker_proof(const ClientAuthAnswer& answer, const AuthBlock& proof);
 void client_authenticate(Transport& t, FrameReader& reader, std::string_view token,
                          std::chrono::milliseconds timeout);
 
+/// How many peers may be in the handshake at once, in all and from one IP address.
+inline constexpr std::size_t auth_max_pending = 64;
+inline constexpr std::size_t auth_pending_per_source = 4;
+
 /// The worker's side. Authenticates connections until one proves it holds `token`:
 /// - `listen_fd` >= 0: accepts on it (several unauthenticated peers at once, each dropped after
-///   `per_peer` or at its first wrong byte), so a squatter that connects first cannot keep the
-///   client out;
+///   `per_peer` or at its first wrong byte), so that squatters cannot keep the client out: a
+///   peer that has sent bytes is never dropped for a newcomer, at most auth_pending_per_source
+///   peers of one address wait at once (a newcomer from there replaces the oldest silent one),
+///   and with `allow_from` (an IP address) set, connections from any other address are closed
+///   at once;
 /// - else the one connected descriptor `fd` (a socketpair from a Local client).
 /// Returns the authenticated descriptor (blocking, the worker's proof already sent), or -1 when
 /// `deadline` passed or the single peer failed. Each dropped peer is reported through `note`.
+int worker_authenticate(int listen_fd, int fd, std::string_view token,
+                        std::chrono::steady_clock::time_point deadline,
+                        std::chrono::milliseconds per_peer,
+                        const std::function<void(const std::string&)>& note,
+                        std::string_view allow_from);
+/// The same, from any address.
 int worker_authenticate(int listen_fd, int fd, std::string_view token,
                         std::chrono::steady_clock::time_point deadline,
                         std::chrono::milliseconds per_peer,

@@ -104,18 +104,21 @@ std::optional<CrashReport> parse_crash_report(std::string_view text) {
         } else if (key == "call") {
             number(next_word(line), r.call_id);
         } else if (key == "running") {
-            for (std::uint64_t id; !line.empty();)
+            for (std::uint64_t id; !line.empty() && r.running.size() < crash_report_max_running;)
                 if (number(next_word(line), id)) r.running.push_back(id);
         } else if (key == "module") {
             CrashReport::Module m;
             std::size_t index = 0;
-            if (!number(next_word(line), index) || index != r.modules.size()) continue;
+            if (!number(next_word(line), index) || index != r.modules.size() ||
+                index >= crash_report_max_modules)
+                continue;
             m.main = next_word(line) == "main";
             m.build_id = next_word(line);
             if (m.build_id == "-") m.build_id.clear();
             m.path = line;
             r.modules.push_back(std::move(m));
         } else if (key == "frame") {
+            if (r.frames.size() >= crash_report_max_frames) continue;
             CrashReport::Frame f;
             const std::string_view mod = next_word(line);
             if (mod != "-" && !number(mod, f.module)) continue;

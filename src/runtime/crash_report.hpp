@@ -14,6 +14,7 @@
 //   end
 // Frames are innermost first. A frame's offset is relative to its module's load address, so
 // the client adds its own load address of the same module (matched by build id) despite ASLR.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,6 +26,12 @@
 namespace sky::detail {
 
 inline constexpr std::string_view crash_report_magic = "sky-crash 1";
+/// What a crash report holds at most, as the worker's handler writes it; the client reads no
+/// more of a report than this (a hostile worker's report is not amplified into every lost
+/// call): frames of the stack, ids of the calls that ran, loaded modules.
+inline constexpr std::size_t crash_report_max_frames = 64;
+inline constexpr std::size_t crash_report_max_running = 256;
+inline constexpr std::size_t crash_report_max_modules = 4096;
 
 struct CrashReport {
     struct Module {

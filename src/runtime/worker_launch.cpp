@@ -1,5 +1,7 @@
 #include "runtime/worker_launch.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <sys/un.h>
 
@@ -24,6 +26,7 @@ constexpr const char* port_file_var = "SKY_WORKER_PORT_FILE";
 constexpr const char* heartbeat_file_var = "SKY_WORKER_HEARTBEAT_FILE";
 constexpr const char* accept_timeout_var = "SKY_WORKER_ACCEPT_TIMEOUT";
 constexpr const char* crash_file_var = "SKY_WORKER_CRASH_FILE";
+constexpr const char* allow_from_var = "SKY_WORKER_ALLOW_FROM";
 constexpr const char* parent_pid_var = "SKY_PARENT_PID";
 constexpr const char* parent_pool_var = "SKY_PARENT_POOL";
 
@@ -80,6 +83,7 @@ std::vector<std::string> WorkerLaunch::env() const {
     add(heartbeat_file_var, heartbeat_file);
     if (accept_timeout) add(accept_timeout_var, std::to_string(accept_timeout->count()));
     add(crash_file_var, crash_file);
+    add(allow_from_var, allow_from);
     if (parent_pid > 0) add(parent_pid_var, std::to_string(parent_pid));
     add(parent_pool_var, parent_pool);
     return out;
@@ -120,6 +124,14 @@ WorkerLaunch WorkerLaunch::from_env(const std::function<const char*(const char*)
     l.port_file = get(port_file_var);
     l.heartbeat_file = get(heartbeat_file_var);
     l.crash_file = get(crash_file_var);
+    if (auto v = get(allow_from_var); !v.empty()) {
+        in6_addr a{};
+        const std::string text(v);
+        if (::inet_pton(AF_INET, text.c_str(), &a) != 1 &&
+            ::inet_pton(AF_INET6, text.c_str(), &a) != 1)
+            malformed(allow_from_var, v, "an IPv4 or IPv6 address");
+        l.allow_from = text;
+    }
     if (auto v = get(accept_timeout_var); !v.empty())
         l.accept_timeout = std::chrono::seconds(whole_number(
             accept_timeout_var, v, 1, 365LL * 24 * 3600, "a number of seconds from 1"));

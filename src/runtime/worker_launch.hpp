@@ -35,6 +35,9 @@ struct WorkerLaunch {
     /// SKY_WORKER_CRASH_FILE: where the worker writes its crash report when a call kills it
     /// (runtime/crash_report.hpp); the launcher reads it once the worker has ended.
     std::string crash_file;
+    /// SKY_WORKER_ALLOW_FROM: the one IP address a listening worker accepts connections from
+    /// (where its client's connection comes from, when the launcher knows it); empty: any.
+    std::string allow_from;
     /// SKY_PARENT_PID (> 0): the client's process; the worker dies with it. 0: none.
     long parent_pid = 0;
     /// SKY_PARENT_POOL: the pool of a worker this machine's client started (Local): `sky gc`

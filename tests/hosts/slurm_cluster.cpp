@@ -306,7 +306,16 @@ void SlurmCluster::setup() {
             seconds(60)))
         throw std::runtime_error("slurm cluster: the nodes did not become idle: " +
                                  on_login("sinfo -N").output + logs());
-    spawn(login_, {"/usr/sbin/sshd", "-D", "-e", "-f", "/etc/ssh/sshd_config"},
+    std::string sshd = "/usr/sbin/sshd";
+    if (options_.sshd_session_name) {
+        // In the login host's /root (its own or the shared one): visible there, at an absolute
+        // path sshd re-executes.
+        fs::copy_file("/usr/sbin/sshd", login_.dir / "root/sshd-session",
+                      fs::copy_options::overwrite_existing);
+        fs::permissions(login_.dir / "root/sshd-session", fs::perms(0755));
+        sshd = "/root/sshd-session";
+    }
+    spawn(login_, {sshd, "-D", "-e", "-f", "/etc/ssh/sshd_config"},
           (login_.dir / "sshd.log").string());
     if (!wait_until(
             [&] {
@@ -634,8 +643,8 @@ std::vector<std::string> SlurmCluster::job_processes(int host) const {
         if (p == h.holder) continue;
         std::string comm = read_file("/proc/" + std::to_string(p) + "/comm");
         while (!comm.empty() && comm.back() == '\n') comm.pop_back();
-        static const std::set<std::string> daemons = {"munged", "slurmd", "slurmctld",
-                                                      "slurmscriptd", "sshd"};
+        static const std::set<std::string> daemons = {"munged",       "slurmd", "slurmctld",
+                                                      "slurmscriptd", "sshd",   "sshd-session"};
         if (comm.empty() || daemons.count(comm)) continue;
         std::string args = read_file("/proc/" + std::to_string(p) + "/cmdline");
         for (auto& c : args)

@@ -40,6 +40,10 @@ struct SlurmClusterOptions {
     /// preempt (cancel) the jobs of `partition` (PreemptType=preempt/partition_prio,
     /// PreemptMode=CANCEL).
     bool preemption = false;
+    /// The login host's sshd runs from a copy named `sshd-session`, so that its processes are
+    /// called as OpenSSH 9.8 and later call the per-connection ones: nothing of sky's may go
+    /// by sshd's process names.
+    bool sshd_session_name = false;
 };
 
 class SlurmCluster {

@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "providers/slurm/scripts.hpp"
 #include "util/shell.hpp"
 
 namespace sky::detail::slurm {
@@ -47,12 +48,21 @@ std::vector<JobState> query_by_name(node::NodeShell& login, const std::string& j
     return out;
 }
 
+std::string pool_of_job_name(std::string_view job_name) {
+    if (job_name.rfind("sky-", 0) != 0) return {};
+    const std::string_view id = job_name.substr(4);
+    const bool hex = std::all_of(id.begin(), id.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    });
+    return hex && id.size() >= 8 && id.size() <= 32 ? std::string(id) : std::string();
+}
+
 std::vector<JobState> query_sky_jobs(node::NodeShell& login) {
     auto argv = squeue_user_argv();
     argv.push_back("--user=" + login.user());
     std::vector<JobState> out;
     for (auto& j : parse_squeue(squeue(login, argv).out))
-        if (j.name.rfind("sky-", 0) == 0) out.push_back(std::move(j));
+        if (!pool_of_job_name(j.name).empty()) out.push_back(std::move(j));
     return out;
 }
 
@@ -75,10 +85,12 @@ std::string pool_dir(const node::NodeShell& login, const std::string& pool_id) {
 
 void remove_pool_files(node::NodeShell& login, const std::string& pool_id) {
     if (pool_id.empty() || pool_id.find('/') != std::string::npos) return;
-    login.script("d=" + shell_quote(pool_dir(login, pool_id)) +
-                     // The watchdog leads a session of its own: its group goes, its sleep too.
-                     "; w=$(cat \"$d/watchdog.pid\" 2>/dev/null); [ -n \"$w\" ] && "
-                     "kill -- \"-$w\" 2>/dev/null; rm -rf \"$d\"",
+    // The watchdog is signalled only while it is the process that recorded itself (its start
+    // time and command line): a pid the kernel gave to another process since is left alone.
+    const std::string dir = pool_dir(login, pool_id);
+    login.script(shell_command({"bash", "-c", std::string(scripts::watchdog_sh()),
+                                "sky-watchdog", "stop", dir}) +
+                     "; rm -rf -- " + shell_quote(dir),
                  kQueryLimit);
 }
 

@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "providers/slurm/login.hpp"
@@ -19,7 +20,12 @@ std::optional<JobState> query_job(node::NodeShell& login, const std::string& job
 /// The calling user's jobs with this name (every state squeue still shows).
 std::vector<JobState> query_by_name(node::NodeShell& login, const std::string& job_name);
 
-/// Every job of the calling user whose name starts with "sky-" (sky ls).
+/// The pool of a job named as sky names its jobs, "sky-<pool id>" (a pool id is 8 to 32
+/// lowercase hex digits); "" for any other name: a job its user named "sky-notebook" is never
+/// taken for a pool's (`sky gc --include-unknown` would cancel it).
+[[nodiscard]] std::string pool_of_job_name(std::string_view job_name);
+
+/// Every job of the calling user named as a pool's job (pool_of_job_name; sky ls).
 std::vector<JobState> query_sky_jobs(node::NodeShell& login);
 
 /// Asks Slurm to end the job (by id; by name when the id is empty, for a submission whose id

@@ -31,9 +31,7 @@ CloudInstance::State cloud_state(const JobState& j) {
     }
 }
 
-std::string pool_of(const std::string& job_name) {
-    return job_name.rfind("sky-", 0) == 0 ? job_name.substr(4) : std::string();
-}
+std::string pool_of(const std::string& job_name) { return pool_of_job_name(job_name); }
 
 // Whether this machine has a Slurm of its own to ask (a login node): its configuration and
 // squeue. A machine with Slurm's commands but no cluster would wait for a controller that

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -22,6 +24,7 @@
 #include "providers/slurm/jobs.hpp"
 #include "providers/slurm/login.hpp"
 #include "providers/slurm/provider.hpp"
+#include "providers/slurm/scripts.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "providers/slurm/srun_shell.hpp"
@@ -496,38 +499,71 @@ private:
     }
 
     // The job must not outlive a client that dies without its teardown (kill -9, a crash, a
-    // lost link) by more than idle_timeout: a small process on the login node watches this
-    // client's connection there (the sshd process that serves it; here, the client itself) and
-    // cancels the pool's jobs (by name: a replacement job too) idle_timeout after it is gone.
-    // Teardown ends it; a reconnect to the login node moves it to the new connection.
+    // lost link) by more than idle_timeout: a small process on the login node
+    // (scripts/watchdog.sh) watches this client's connection there (an exec channel this
+    // client holds open; on the login node itself, the client's process, by pid and start
+    // time) and cancels the pool's jobs (by name: a replacement job too) idle_timeout after it
+    // is gone. Teardown ends it; a reconnect to the login node starts one on the new
+    // connection, which ends the one before.
     void start_watchdog(node::NodeShell& login) {
         // Two nodes' reconnects may each make a connection (one dropped as half-open, then
         // another): one at a time, so that each ends the watchdog before it and one is left.
         std::lock_guard wl(watchdog_m_);
-        const std::string who =
-            cfg_.login.empty()
-                ? std::to_string(::getpid())
-                : std::string(
-                      "$(p=$PPID; while [ \"$p\" -gt 1 ] && [ \"$(ps -o comm= -p \"$p\")\" "
-                      "!= sshd ]; do p=$(ps -o ppid= -p \"$p\" | tr -d ' '); done; "
-                      "echo \"$p\")");
-        auto r = login.script(
-            fmt::format(
-                "umask 077; cd {dir} || exit 1; w={who}; [ \"$w\" -gt 1 ] || exit 2; "
-                // The watchdog of a connection before this one (a reconnect) ends first.
-                "o=$(cat watchdog.pid 2>/dev/null); [ -n \"$o\" ] && kill -- \"-$o\" 2>/dev/null; "
-                "setsid nohup bash -c 'while kill -0 \"$1\" 2>/dev/null; do sleep 2; "
-                "done; sleep \"$2\"; shift 2; exec \"$@\"' sky-watchdog \"$w\" {idle} "
-                "{cancel} > watchdog.log 2>&1 < /dev/null & echo $! > watchdog.pid",
-                fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("who", who),
-                fmt::arg("idle", spec_.idle_timeout.count()),
-                fmt::arg("cancel", shell_command(scancel_name_argv(job_name_, login.user())))),
-            kCommandLimit);
-        if (r.status != 0)
+        const std::string script(scripts::watchdog_sh());
+        const std::string nonce = random_hex(16);
+        std::vector<std::string> argv{"bash",
+                                      "-c",
+                                      script,
+                                      "sky-watchdog",
+                                      "watch",
+                                      pool_dir_,
+                                      std::to_string(spec_.idle_timeout.count()),
+                                      nonce};
+        if (cfg_.login.empty()) {
+            argv.insert(argv.end(), {"pid", std::to_string(::getpid()), own_start_time()});
+        } else {
+            argv.emplace_back("channel");
+        }
+        argv.emplace_back("--");
+        for (auto& a : scancel_name_argv(job_name_, login.user())) argv.push_back(a);
+        std::string trouble;
+        try {
+            if (cfg_.login.empty()) {
+                auto r = login.script(fmt::format("setsid nohup {} > /dev/null 2>&1 < /dev/null &",
+                                                  shell_command(argv)),
+                                      kCommandLimit);
+                if (r.status != 0) trouble = r.summary();
+            } else {
+                login.hold(argv);
+            }
+            if (trouble.empty()) {
+                auto c =
+                    login.run({"bash", "-c", script, "sky-watchdog", "check", pool_dir_, nonce},
+                              kCommandLimit);
+                if (c.status != 0) trouble = c.summary();
+            }
+        } catch (const ssh::SshError&) {
+            throw;
+        } catch (const std::exception& e) {
+            trouble = e.what();
+        }
+        if (!trouble.empty())
             throw ProvisionError(fmt::format(
                 "slurm: cannot start the pool's watchdog on {} (it cancels the job if this "
                 "client dies): {}",
-                login.describe(), r.summary()));
+                login.describe(), trouble));
+    }
+
+    // Field 22 of /proc/self/stat: with the pid, what tells this process from a later one
+    // that the kernel gives the same pid.
+    static std::string own_start_time() {
+        std::ifstream f("/proc/self/stat");
+        std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+        std::string field;
+        for (int k = 3; k <= 22 && rest >> field; ++k) {
+        }
+        return field;
     }
 
     void check_tools(node::NodeShell& login) {
@@ -744,42 +780,61 @@ private:
     }
 
     // Nodes that see neither the login node's files nor the program in their own store get it
-    // by sbcast: one archive of the program's directory, unpacked into each node's store.
+    // by sbcast: one archive of the program's directory, into a private directory of the pool
+    // on each node (made first, mode 0700, its random name on the step's stdin: no other user
+    // of a node can create or replace what sbcast writes), then unpacked into each node's store
+    // from a private copy whose SHA-256 is the login node's archive's (scripts/incoming.sh,
+    // scripts/unpack.sh).
     void broadcast_program(const std::string& job, const std::vector<std::string>& names,
                            const std::vector<Node>& nodes, const std::function<void(Event)>& emit) {
         auto& login = *login_;
         const auto& prog = ship::this_program();
         const std::string tar = pool_dir_ + "/program.tar";
-        const std::string dest = fmt::format("/tmp/sky-{}-program.tar", pool_id_);
+        const std::string incoming = fmt::format("/tmp/sky-{}-{}", pool_id_, random_hex(16));
         for (const auto& n : nodes)
             emit(BootstrapProgress{n.instance_id, "sbcast", 0, prog.total_bytes()});
-        auto t = login.script(fmt::format("umask 077; tar -C {} -cf {} .",
+        auto t = login.script(fmt::format("umask 077; tar -C {0} -cf {1} . && sha256sum < {1}",
                                           shell_quote(prog_on_login_), shell_quote(tar)),
                               seconds(300));
         auto fail = [&](const std::string& what, const node::CommandOutcome& r) {
             throw BootstrapError(0, nodes.front().instance_id, "upload",
                                  fmt::format("{}: {}", what, r.summary()), last_lines(r));
         };
-        if (t.status != 0) fail("cannot archive the program on the login node", t);
-        auto b = login.run(sbcast_argv(job, tar, dest), seconds(600));
-        if (b.status != 0) fail("sbcast could not copy the program to the job's nodes", b);
-        const std::string unpack = fmt::format(
-            "umask 077; d=\"$HOME/.sky/prog/{id}\"; t={tar}; "
-            "if [ ! -f \"$d/.complete\" ]; then mkdir -p \"$HOME/.sky/prog\" && "
-            "chmod 700 \"$HOME/.sky\"; x=\"$d.tmp-$$\"; rm -rf \"$x\"; "
-            "mkdir -p \"$x\" && tar -xf \"$t\" -C \"$x\" && "
-            "{{ mv -T \"$x\" \"$d\" 2>/dev/null || rm -rf \"$x\"; }}; fi; rm -f \"$t\"; "
-            "[ -f \"$d/.complete\" ] && echo \"{mark} ${{SLURMD_NODENAME:-$(hostname -s)}}\"",
-            fmt::arg("id", prog.id), fmt::arg("tar", shell_quote(dest)),
-            fmt::arg("mark", node::marks::placed.text));
-        auto u = login.run(srun_argv(job, names, {"bash", "-c", unpack}), seconds(300));
+        const std::string sum = t.out.substr(0, std::min<std::size_t>(t.out.size(), 64));
+        if (t.status != 0 || sum.size() != 64 ||
+            sum.find_first_not_of("0123456789abcdef") != std::string::npos)
+            fail("cannot archive the program on the login node", t);
+        const auto each_node = [&](const node::CommandOutcome& r, const node::Mark& mark,
+                                   const std::string& what) {
+            for (std::size_t k = 0; k < nodes.size(); ++k) {
+                if (r.out.find(mark.line(nodes[k].name) + "\n") != std::string::npos) continue;
+                std::string why = r.summary();
+                for (const auto& l : lines_of(r.out))
+                    if (auto v = node::marks::refused.value_in(l);
+                        v && v->rfind(nodes[k].name + " ", 0) == 0)
+                        why = std::string(v->substr(nodes[k].name.size() + 1));
+                throw BootstrapError(static_cast<int>(k), nodes[k].instance_id, "upload",
+                                     fmt::format("{} {}: {}", what, nodes[k].name, why),
+                                     last_lines(r));
+            }
+        };
+        auto d = login.run(
+            srun_argv(job, names,
+                      {"bash", "-c", std::string(scripts::incoming_sh()), "sky-incoming"}),
+            kCommandLimit, incoming + "\n");
+        each_node(d, node::marks::incoming, "cannot make the pool's private directory on");
+        auto b = login.run(sbcast_argv(job, tar, incoming + "/program.tar"), seconds(600));
+        if (b.status != 0) {
+            // The private directories go with the failure (unpack.sh removes them otherwise).
+            (void)login.run(srun_argv(job, names, {"rm", "-rf", "--", incoming}), kCommandLimit);
+            fail("sbcast could not copy the program to the job's nodes", b);
+        }
+        auto u = login.run(srun_argv(job, names,
+                                     {"bash", "-c", std::string(scripts::unpack_sh()),
+                                      "sky-unpack", incoming, prog.id, sum}),
+                           seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
-        for (std::size_t k = 0; k < nodes.size(); ++k)
-            if (u.out.find(node::marks::placed.line(nodes[k].name) + "\n") == std::string::npos)
-                throw BootstrapError(
-                    static_cast<int>(k), nodes[k].instance_id, "upload",
-                    fmt::format("the program did not arrive on {}: {}", nodes[k].name, u.summary()),
-                    last_lines(u));
+        each_node(u, node::marks::placed, "the program did not arrive on");
         for (const auto& n : nodes)
             emit(
                 BootstrapProgress{n.instance_id, "sbcast", prog.total_bytes(), prog.total_bytes()});
@@ -841,6 +896,11 @@ private:
             env += fmt::format("export {}={}\n", k, shell_quote(v));
         env += fmt::format("export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n",
                            shell_quote(n.prog + "/lib"));
+        // The client's connection comes from the login node, from the address srun reached the
+        // node from: the worker accepts no other peer (other hosts of the cluster network).
+        env +=
+            "case ${SLURM_LAUNCH_NODE_IPADDR:-} in *[!0-9a-fA-F.:]*|'') ;; *) export "
+            "SKY_WORKER_ALLOW_FROM=\"$SLURM_LAUNCH_NODE_IPADDR\" ;; esac\n";
         env += WorkerLaunch{.listen = n.address + ":0",
                             .token_file = run + "/token",
                             .port_file = run + "/port",

@@ -330,14 +330,19 @@ std::vector<std::string> expand_hostlist(std::string_view list) {
                 std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo);
                 std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi);
                 if (hi < lo) bad(fmt::format("the range '{}' runs backwards", range));
-                if (static_cast<std::size_t>(hi - lo) >= limit) bad("too many hosts");
+                // Counted before anything is built: a list of many ranges, or of brackets
+                // whose product is large, must not allocate its way to the limit.
+                if (static_cast<std::size_t>(hi - lo) >= limit - values.size())
+                    bad("too many hosts");
                 for (long v = lo; v <= hi; ++v)
                     values.push_back(fmt::format("{:0{}}", v, lo_s.size()));
             }
+            if (!values.empty() && names.size() > (limit - out.size()) / values.size())
+                bad("too many hosts");
             std::vector<std::string> next;
+            next.reserve(names.size() * values.size());
             for (const auto& n : names)
                 for (const auto& v : values) next.push_back(n + v);
-            if (next.size() > limit) bad("too many hosts");
             names = std::move(next);
             i = close + 1;
         }

@@ -21,8 +21,8 @@ namespace {
 
 constexpr int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr std::size_t alt_stack_size = 256u << 10;
-constexpr std::size_t max_frames = 64;
-constexpr int max_slots = 256;
+constexpr std::size_t max_frames = crash_report_max_frames;
+constexpr int max_slots = static_cast<int>(crash_report_max_running);
 
 std::atomic<int> g_fd{-1};
 std::atomic<int> g_out_fds[2] = {-1, -1};

@@ -101,7 +101,7 @@ std::string& argv0() {
         tok.clear();
     } else {
         const auto timeout = launch.accept_timeout.value_or(std::chrono::seconds(600));
-        listener = std::make_unique<Listener>(launch.listen);
+        listener = std::make_unique<Listener>(launch.listen, launch.allow_from);
         if (!listener->valid()) std::_Exit(5);
         listener->write_port_file(launch.port_file);
         fd = listener->accept_authenticated(tok, std::chrono::steady_clock::now() + timeout);

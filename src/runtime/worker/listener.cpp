@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "runtime/auth.hpp"
 
@@ -22,7 +23,8 @@ void note_to_stderr(const std::string& msg) {
 }
 }  // namespace
 
-Listener::Listener(const std::string& where) {
+Listener::Listener(const std::string& where, std::string allow_from)
+    : allow_from_(std::move(allow_from)) {
     if (where.rfind("unix:", 0) == 0) {
         const std::string path = where.substr(5);
         sockaddr_un a{};
@@ -112,7 +114,7 @@ int Listener::accept_authenticated(std::string_view token,
     if (fd_ < 0) return -1;
     try {
         return worker_authenticate(fd_, -1, token, deadline, std::chrono::seconds(10),
-                                   note_to_stderr);
+                                   note_to_stderr, allow_from_);
     } catch (const std::exception& e) {
         note_to_stderr(e.what());
         return -1;

@@ -11,7 +11,8 @@ namespace sky::detail {
 class Listener {
 public:
     /// Listens on `where`; valid() is false, with a message on stderr, when it cannot.
-    explicit Listener(const std::string& where);
+    /// `allow_from` (an IP address, or empty for any): the only peer address accepted.
+    explicit Listener(const std::string& where, std::string allow_from = {});
     /// Closes the socket and removes a Unix socket's file.
     ~Listener();
     Listener(const Listener&) = delete;
@@ -35,6 +36,7 @@ private:
     int fd_ = -1;
     std::string unix_path_;
     std::string port_text_;
+    std::string allow_from_;
 };
 
 }  // namespace sky::detail

@@ -193,6 +193,96 @@ TEST_CASE("slurm pool: private homes, the program by sbcast", "[slurm_pool]") {
 
 namespace slurm_pool {
 
+// Another user of a compute node (uid 65534) who squats the program archive's path of every
+// sky job in squeue (`/tmp/<job name>-program.tar`, where sbcast once wrote it), waits for the
+// archive to be written into the squat, and swaps in their own program (with fs.protected_regular
+// at 0, the kernel's default): a `prog` that leaves /tmp/mallory-ran. Runs until /tmp/mallory/stop
+// exists or 240 s pass.
+std::string quoted(const std::string& s) {
+    std::string q = "'";
+    for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+}
+
+constexpr const char* kSquatter = R"sh(
+set -u; cd /tmp || exit 1
+trap 'kill $(jobs -p) 2>/dev/null' EXIT
+mkdir -p /tmp/mallory/prog/lib && touch /tmp/mallory/prog/.complete
+printf '#!/bin/sh\necho "attacker code runs as uid $(id -u)" > /tmp/mallory-ran\n' > "/tmp/mallory/prog/$1"
+chmod 755 "/tmp/mallory/prog/$1" && tar -C /tmp/mallory/prog -cf /tmp/mallory/evil.tar . || exit 1
+seen=
+for _ in $(seq 4800); do
+  [ -e /tmp/mallory/stop ] && exit 0
+  for j in $(squeue --noheader --format=%j 2>/dev/null); do
+    case " $seen " in *" $j "*) continue ;; esac
+    seen="$seen $j"
+    f="/tmp/$j-program.tar"
+    # The squat: the file made world-writable and a descriptor to it kept, which still writes
+    # after slurmd has taken the file over (chown, chmod 0700).
+    /usr/bin/python3 -c 'import ctypes, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666); os.fchmod(fd, 0o666)
+print("squatted", sys.argv[1], flush=True)
+l = ctypes.CDLL("libc.so.6"); i = l.inotify_init()
+l.inotify_add_watch(i, sys.argv[1].encode(), 8)  # IN_CLOSE_WRITE
+os.read(i, 64)
+evil = open(sys.argv[2], "rb").read()
+os.pwrite(fd, evil, 0); os.ftruncate(fd, len(evil))
+print("swapped", sys.argv[1], flush=True)' "$f" /tmp/mallory/evil.tar &
+  done
+  sleep 0.05
+done
+)sh";
+
+}  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: another user's squat of the program's old /tmp path neither runs their program "
+    "nor stops the pool",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .shared_home = false});
+    const std::string exe = fs::read_symlink("/proc/self/exe").filename().string();
+    auto squatter = std::async(std::launch::async, [&] {
+        return c.on_node(0,
+                         "exec setpriv --reuid=65534 --regid=65534 --clear-groups bash -c " +
+                             quoted(kSquatter) + " squatter " + quoted(exe),
+                         250s);
+    });
+    // The squatter watches squeue before the pool's job exists.
+    std::this_thread::sleep_for(1s);
+    Events ev;
+    std::string pool_id;
+    std::optional<int> sum;
+    std::string failure;
+    try {
+        sky::ComputePool pool{spec_for(c, 1, ev)};
+        pool_id = pool.id();
+        sum = sky::compute<add>(2, 3) >> pool;
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    const auto stop = c.host_path(0, "/tmp/mallory/stop");
+    std::ofstream(stop.string()) << "stop\n";
+    const auto out = squatter.get();
+    INFO("pool: " << failure << "\nsquatter: " << out.output << "\nevents:\n" << ev.dump());
+    // The squat happened (the old path of this pool's archive is the other user's file)...
+    CHECK(out.output.find("squatted /tmp/sky-") != std::string::npos);
+    // ...and the genuine program ran, from the private copy; the attacker's never did.
+    CHECK(failure.empty());
+    CHECK(sum == 5);
+    CHECK(ev.has_step("sbcast"));
+    CHECK_FALSE(fs::exists(c.host_path(0, "/tmp/mallory-ran")));
+    // Nothing of the pool's private directory is left in the node's /tmp.
+    for (const auto& e : fs::directory_iterator(c.host_path(0, "/tmp")))
+        if (const auto name = e.path().filename().string();
+            !pool_id.empty() && name != "sky-" + pool_id + "-program.tar")
+            CHECK(name.rfind("sky-" + pool_id + "-", 0) != 0);
+    fs::remove_all(c.host_path(0, "/tmp/mallory"));
+    check_nothing_left(c);
+}
+
+namespace slurm_pool {
+
 // Submits a job that holds `gres` on every node (a user beside the pool) and waits until it
 // runs; returns its id.
 std::string blocker(const SlurmCluster& c, const std::string& gres) {
@@ -571,7 +661,7 @@ void killed_client_released(bool shared_home, bool without_watchdog, std::chrono
     const std::string pool_id = ready->substr(6);
     const std::string dir = "~/.sky/slurm/" + pool_id;
     if (without_watchdog)
-        REQUIRE(c.on_login("kill -- -$(cat " + dir + "/watchdog.pid)").status == 0);
+        REQUIRE(c.on_login("kill $(cut -d' ' -f1 " + dir + "/watchdog.pid)").status == 0);
     REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
     REQUIRE(driver.wait(30s));
     REQUIRE(jobs_of(c, pool_id).size() == 1);
@@ -590,6 +680,37 @@ void killed_client_released(bool shared_home, bool without_watchdog, std::chrono
 }
 
 }  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: with sshd's processes named sshd-session (OpenSSH 9.8+), the watchdog keeps a "
+    "live pool and cancels a killed client's",
+    "[slurm_pool]") {
+    SKIP_WITHOUT_SLURM();
+    TempHome home;
+    SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .sshd_session_name = true});
+    auto args = driver_args(c);
+    args.push_back("5");  // idle_timeout
+    Child driver(args);
+    const auto ready = driver.line("ready ", 120s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    const std::string dir = "~/.sky/slurm/" + pool_id;
+    INFO(c.on_login("cat " + dir + "/watchdog.log; ps -eo pid,comm,args | grep -i ssh").output);
+    // A live client's pool outlives idle_timeout many times over: the watchdog watches its
+    // connection, whatever sshd's processes are called.
+    std::this_thread::sleep_for(25s);
+    CHECK(jobs_of(c, pool_id).size() == 1);
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    // Gone within idle_timeout of the connection's end (and well before the workers' own
+    // idle end plus their 30 s wait for a fresh step, which would take longer).
+    CHECK(sky::test::wait_until([&] { return jobs_of(c, pool_id).empty(); }, 30s));
+    const std::string log = c.on_login("cat " + dir + "/watchdog.log").output;
+    CHECK(log.find("the client is gone") != std::string::npos);
+    c.on_login("rm -rf " + dir);
+    check_nothing_left(c);
+}
 
 TEST_CASE("slurm pool: a killed client's job releases its nodes after idle_timeout",
           "[slurm_pool]") {
@@ -902,7 +1023,7 @@ void calls_survive(const SlurmCluster& c, const std::function<void()>& cut) {
         // process table with the other Slurm tests' login nodes.
         std::string watchdogs;
         const std::string count_ours =
-            "pgrep -f -c '^bash -c while kill -0.*sky-" + pool.id() + "'";
+            "pgrep -f -c '^bash -c #!/bin/bash.*sky-watchdog watch .*sky-" + pool.id() + "'";
         for (int k = 0; k < 20; ++k) {
             watchdogs = c.on_login(count_ours).output;
             if (watchdogs == "1\n") break;

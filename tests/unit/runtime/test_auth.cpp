@@ -1,5 +1,7 @@
 // The handshake (mutual challenge-response over a socketpair, both sides the real code), the
 // randomness behind secrets, and bounded decoding of everything a peer sends.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +15,8 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <chrono>
+#include <cstring>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -252,6 +256,138 @@ TEST_CASE("the worker drops garbage, truncated and oversized answers without a c
     try_answer(cut, true);
     try_answer(Buffer{}, false);  // silence: dropped after its time
     CHECK(max_rss_kib() < 300 * 1024);
+}
+
+namespace {
+
+// A TCP socket from `source` (a loopback address) to 127.0.0.1:port; connected, or in
+// progress when `wait` is false.
+int connect_from(const char* source, std::uint16_t port, bool wait) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (wait ? 0 : SOCK_NONBLOCK), 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    REQUIRE(::inet_pton(AF_INET, source, &from.sin_addr) == 1);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int r = ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    REQUIRE((r == 0 || (!wait && errno == EINPROGRESS)));
+    return fd;
+}
+
+// The real worker side on a loopback listener (backlog 16, as a worker's), and a client that
+// reads its challenge, then waits while `squat` opens connections that never speak (or speak a
+// first piece of an answer), then answers: whether the client got in.
+struct Squatted {
+    bool client_in = false;
+    std::vector<std::string> notes;
+};
+Squatted squatted_handshake(const std::string& allow_from, const char* squatters_from,
+                            int squatters, bool client_speaks_first) {
+    const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(lfd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(lfd, 16) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    const std::uint16_t port = ntohs(a.sin_port);
+    Squatted o;
+    std::mutex m;
+    int got = -2;
+    std::vector<int> idle;
+    int client = -1;
+    std::thread w([&] {
+        got = worker_authenticate(
+            lfd, -1, "tok", std::chrono::steady_clock::now() + 10s, 5s,
+            [&](const std::string& n) {
+                std::lock_guard lk(m);
+                o.notes.push_back(n);
+            },
+            allow_from);
+    });
+    // Also when a REQUIRE fails: the worker ends by its deadline, every socket is closed.
+    struct Cleanup {
+        std::thread& w;
+        std::vector<int>& fds;
+        int& client;
+        int lfd;
+        ~Cleanup() {
+            if (client >= 0) ::shutdown(client, SHUT_RDWR);
+            if (w.joinable()) w.join();
+            for (int fd : fds) ::close(fd);
+            if (client >= 0) ::close(client);
+            ::close(lfd);
+        }
+    } cleanup{w, idle, client, lfd};
+    client = connect_from("127.0.0.1", port, true);
+    timeval tv{5, 0};
+    ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::array<std::byte, frame_header_size + auth_nonce_size> challenge{};
+    REQUIRE(::recv(client, challenge.data(), challenge.size(), MSG_WAITALL) ==
+            static_cast<ssize_t>(challenge.size()));
+    AuthBlock nw{};
+    std::memcpy(nw.data(), challenge.data() + frame_header_size, nw.size());
+    const ClientAuthAnswer answer = client_auth_answer("tok", nw);
+    std::size_t sent = 0;
+    if (client_speaks_first) {
+        REQUIRE(::send(client, answer.frame.data(), frame_header_size, MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(frame_header_size));
+        sent = frame_header_size;
+    }
+    for (int i = 0; i < squatters; ++i) idle.push_back(connect_from(squatters_from, port, false));
+    // The worker meets them all: those beyond the backlog come back with the kernel's SYN
+    // retransmission, 1 s later (a slow client's round trip, many times over).
+    std::this_thread::sleep_for(1500ms);
+    REQUIRE(::send(client, answer.frame.data() + sent, answer.frame.size() - sent, MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(answer.frame.size() - sent));
+    std::array<std::byte, frame_header_size + auth_mac_size> proof{};
+    if (::recv(client, proof.data(), proof.size(), MSG_WAITALL) ==
+        static_cast<ssize_t>(proof.size())) {
+        AuthBlock p{};
+        std::memcpy(p.data(), proof.data() + frame_header_size, p.size());
+        o.client_in = auth_equal(p, answer.expected_proof);
+    }
+    w.join();
+    if (got >= 0) ::close(got);
+    o.client_in = o.client_in && got >= 0;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("40 idle connections from another address do not keep the client out", "[auth]") {
+    // At most auth_pending_per_source of them wait at once: each newcomer replaces one of its
+    // own, never the client.
+    const auto any = squatted_handshake("", "127.0.0.2", 40, false);
+    INFO(any.notes.size() << " notes, first: " << (any.notes.empty() ? "" : any.notes.front()));
+    CHECK(any.client_in);
+    bool replaced = false;
+    for (const auto& n : any.notes) replaced |= n.find("from 127.0.0.2") != std::string::npos;
+    CHECK(replaced);
+    // Where the client's address is known, no other is even served a challenge.
+    const auto only = squatted_handshake("127.0.0.1", "127.0.0.2", 40, false);
+    CHECK(only.client_in);
+    std::size_t refused = 0, served = 0;
+    for (const auto& n : only.notes) {
+        refused +=
+            n.find("refused a connection from 127.0.0.2: only 127.0.0.1") != std::string::npos;
+        served += n.find("dropped a connection from 127.0.0.2") != std::string::npos;
+    }
+    CHECK(refused >= 16);
+    CHECK(served == 0);
+}
+
+TEST_CASE("a client that has spoken is never dropped for newcomers from its own address",
+          "[auth]") {
+    const auto r = squatted_handshake("", "127.0.0.1", 40, true);
+    INFO(r.notes.size() << " notes");
+    CHECK(r.client_in);
 }
 
 TEST_CASE("bounded decoding refuses sizes larger than the bytes left, before allocating",

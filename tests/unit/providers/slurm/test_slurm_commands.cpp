@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "providers/slurm/jobs.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "sky/errors.hpp"
 #include "sky/pool.hpp"
@@ -293,6 +294,27 @@ TEST_CASE("slurm: host lists expand as Slurm writes them", "[slurm]") {
     for (const char* bad : {"c[0-1", "c0-1]", "c[a-b]", "c[3-1]", "c[0-99999999]"}) {
         INFO(bad);
         CHECK_THROWS_AS(expand_hostlist(bad), sky::Error);
+    }
+    // Over 65,536 hosts is refused before the names are built: a product of brackets, many
+    // ranges in one bracket, many items (each would have asked for billions of strings).
+    CHECK(expand_hostlist("c[0-255][0-255]").size() == 65536);
+    for (const char* huge : {"c[0-65535][0-65535]", "c[0-60000,0-60000]", "a[0-65535],b[0-1]",
+                             "r[0-9999]n[0-9999]x[0-9999]"}) {
+        INFO(huge);
+        CHECK_THROWS_WITH(expand_hostlist(huge), Catch::Contains("too many hosts"));
+    }
+}
+
+TEST_CASE("slurm: only sky-<pool id> names a pool's job", "[slurm]") {
+    CHECK(pool_of_job_name("sky-0123456789abcdef") == "0123456789abcdef");
+    CHECK(pool_of_job_name("sky-01234567") == "01234567");
+    // A user's own job that only starts like one of sky's is never a pool's (sky gc would
+    // cancel it).
+    for (const char* other :
+         {"sky-notebook", "sky-", "sky-0123456", "sky-0123456789ABCDEF", "sky-0123456789abcdef-x",
+          "sky-0123456789abcdef0123456789abcdef0", "notsky-0123456789abcdef", "other-user"}) {
+        INFO(other);
+        CHECK(pool_of_job_name(other).empty());
     }
 }
 
