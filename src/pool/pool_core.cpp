@@ -241,7 +241,8 @@ void PoolCore::finish_start() {
         active_ = true;
         for (auto& n : nodes_) {
             sched_->set_state(n->index, NodeState::ready);
-            if (n->ended_early) ended.emplace_back(n->index, *n->ended_early);
+            if (auto early = n->life.started())
+                ended.emplace_back(n->index, std::pair{early->why, early->protocol_error});
         }
         next_hb_ = Clock::now() + hb_;
         next_cost_ = Clock::now() + cost_interval;
@@ -295,12 +296,9 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
         generation = ++n.generation;
         if (!resume) {
             // A fresh worker: a session of its own.
-            n.silence_reason.clear();
             n.token = s.token;
             n.session = random_hex(16);
             n.resumable = resumable;
-            n.reconnecting = false;
-            n.resync = false;
         }
         session = n.session;
     }
@@ -427,22 +425,17 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
     std::vector<std::uint64_t> confirms;  // at-most-once calls the client now counts as started
     std::vector<std::uint64_t> acks;      // answers received, which a resumable worker keeps
     std::shared_ptr<NodeConnection> conn;
-    bool resynced = false;
-    std::size_t resent = 0, resumed_answers = 0, resumed_again = 0;
-    double away_s = 0;
+    std::optional<Resynced> resynced;
+    std::size_t resent = 0;
     {
         std::lock_guard lk(m_);
         if (generation != n.generation || closing_) return;
         const auto now = Clock::now();
         for (auto& r : frames) {
             if (r.type == MsgType::heartbeat) {
-                if (n.resync) {
-                    resynced = true;
+                if (n.life.is<life::Resyncing>()) {
                     resent = sched_->inflight(i);
-                    resumed_answers = n.resumed_answers;
-                    resumed_again = n.resumed_again;
-                    away_s = std::chrono::duration<double>(now - n.dropped_at).count();
-                    resync_locked(n, sends);
+                    resynced = resync_locked(n, now, sends);
                 }
                 continue;
             }
@@ -464,7 +457,7 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             // Every answer is acknowledged, also one sent again after a resume (ignored here).
             if (n.resumable) acks.push_back(r.call_id);
             auto t = sched_->take(i, r.call_id);
-            if (n.resync) ++(t ? n.resumed_answers : n.resumed_again);
+            n.life.resumed_answer(t.has_value());
             if (!t) continue;  // timed out or cancelled already
             // A result after the call's deadline (the timer had not got to it yet) did not
             // finish in time: the call fails as its .timeout() says.
@@ -488,7 +481,8 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             fmt::format("node {}: reconnected to its worker after {:.1f} s; {} kept answer(s) "
                         "received ({} of them had arrived before the drop); {} call(s) still "
                         "unanswered sent again (the worker runs each once)",
-                        i, away_s, resumed_answers, resumed_again, resent),
+                        i, std::chrono::duration<double>(resynced->away).count(),
+                        resynced->resumed_answers, resynced->resumed_again, resent),
             instance_id});
     send(sends);
     Completion::deliver(done);
@@ -503,7 +497,7 @@ void PoolCore::on_ended(int i, std::uint64_t generation, const std::string& why,
         instance_id = n.instance.id;
         if (closing_ || generation != n.generation) return;
         if (!active_) {
-            n.ended_early.emplace(why, protocol_error);
+            n.life.ended_while_starting(why, protocol_error);
             return;
         }
         // A worker that breaks the protocol is not talked to again; one that listens for its
@@ -513,7 +507,8 @@ void PoolCore::on_ended(int i, std::uint64_t generation, const std::string& why,
             notice = fmt::format(
                 "node {}: the connection to its worker dropped ({}); reconnecting for up to "
                 "{:.0f} s, its {} call(s) kept",
-                i, n.drop_reason, std::chrono::duration<double>(n.reconnect_deadline - now).count(),
+                i, n.life.window()->drop_reason,
+                std::chrono::duration<double>(n.life.window()->deadline - now).count(),
                 sched_->inflight(i));
     }
     if (!notice.empty()) {
@@ -659,26 +654,12 @@ void PoolCore::fail_waiting_if_none_live_locked(std::vector<Completion>& done) {
 // ---- a dropped connection ---------------------------------------------------------------------
 
 bool PoolCore::start_reconnect_locked(NodeSlot& n, const std::string& why, Clock::time_point now) {
-    if (!n.reconnecting) {
-        // The window opens at the last sign of life: the drop, or the heartbeat that went
-        // unanswered. A drop while the window is open (a resumed connection that drops again
-        // before its worker answered) keeps it: a frozen worker cannot extend it.
-        const bool silent = !n.silence_reason.empty();
-        const auto base = silent ? n.silent_since : now;
-        std::chrono::seconds window =
-            silent ? reconnect_bound - hb_ - ask_why_bound : reconnect_bound;
-        window = std::min(window, spec_.idle_timeout);
-        n.reconnect_deadline = base + window;
-        n.dropped_at = now;
-        n.drop_reason = silent ? n.silence_reason : why;
-        n.drop_silent = silent;
-        n.reconnect_attempts = 0;
-        n.resume_error.clear();
-        if (now >= n.reconnect_deadline) return false;
-        n.reconnecting = true;
-        n.silence_reason.clear();
-    }
-    n.resync = false;
+    // A silent node's window opens at the heartbeat that went unanswered, and leaves time to
+    // ask the backend why; idle_timeout shortens both.
+    const WindowRule rule{
+        std::min<Clock::duration>(reconnect_bound, spec_.idle_timeout),
+        std::min<Clock::duration>(reconnect_bound - hb_ - ask_why_bound, spec_.idle_timeout)};
+    if (!n.life.dropped(why, now, rule)) return false;
     n.conn.reset();
     sched_->set_state(n.index, NodeState::restarting);  // no calls for it meanwhile
     return true;
@@ -691,10 +672,11 @@ void PoolCore::reconnect_attempt(int i) {
     std::string last_error;
     {
         std::lock_guard lk(m_);
-        if (closing_ || !n.reconnecting) return;
-        deadline = n.reconnect_deadline;
-        last_error = n.resume_error;
-        ++n.reconnect_attempts;
+        if (closing_) return;
+        const ReconnectWindow* w = n.life.attempt();
+        if (!w) return;
+        deadline = w->deadline;
+        last_error = w->resume_error;
         s.instance = n.instance;
         s.token = n.token;
     }
@@ -722,9 +704,7 @@ void PoolCore::reconnect_attempt(int i) {
                 {
                     std::lock_guard lk(self->m_);
                     auto& n = *self->nodes_[static_cast<std::size_t>(i)];
-                    if (self->closing_ || !n.reconnecting) return;
-                    n.resync = true;
-                    n.resumed_answers = n.resumed_again = 0;
+                    if (self->closing_ || !n.life.resumed()) return;
                     conn = n.conn;
                 }
                 // The worker sent "started" for its running calls and every answer it kept
@@ -742,15 +722,16 @@ void PoolCore::retry_reconnect(int i, const std::string& why) {
     Clock::time_point at;
     {
         std::lock_guard lk(m_);
-        if (closing_ || !n.reconnecting) return;
-        n.resume_error = why;
+        if (closing_) return;
+        const ReconnectWindow* w = n.life.attempt_failed(why);
+        if (!w) return;
         n.conn.reset();
         const auto now = Clock::now();
-        if (now < n.reconnect_deadline) {
-            const int k = std::min(n.reconnect_attempts - 1, 3);
+        if (now < w->deadline) {
+            const int k = std::min(w->attempts - 1, 3);
             const auto pause = std::min<Clock::duration>(
                 reconnect_pause_first * (1 << std::max(k, 0)), reconnect_pause_max);
-            at = std::min(now + pause, n.reconnect_deadline);
+            at = std::min(now + pause, w->deadline);
         }
     }
     if (at == Clock::time_point{}) {
@@ -771,28 +752,18 @@ void PoolCore::give_up_reconnect(int i, const std::string& why, bool worker_gone
     std::uint64_t generation = 0;
     {
         std::lock_guard lk(m_);
-        if (closing_ || !n.reconnecting) return;
-        n.reconnecting = false;
-        n.resync = false;
+        if (closing_ || !n.life.window()) return;
         generation = n.generation;
-        // The node's loss says this, unless the backend knows better (a crash, a reclaim). A
-        // worker that is gone ended the connection: the backend's word on why, or the silence
-        // that came first, says it best.
-        if (worker_gone)
-            n.silence_reason = n.drop_silent ? n.drop_reason : std::string();
-        else
-            n.silence_reason = fmt::format(
-                "its connection dropped ({}) and could not be resumed within {:.0f} s ({} "
-                "attempt(s)): {}",
-                n.drop_reason, std::chrono::duration<double>(Clock::now() - n.dropped_at).count(),
-                n.reconnect_attempts, why);
+        // The node's loss says the reason this gives, unless the backend knows better (a
+        // crash, a reclaim).
+        n.life.give_up(why, worker_gone, Clock::now());
     }
     node_ended(i, generation, why, false);
 }
 
-void PoolCore::resync_locked(NodeSlot& n, Sends& sends) {
-    n.resync = false;
-    n.reconnecting = false;
+std::optional<Resynced> PoolCore::resync_locked(NodeSlot& n, Clock::time_point now, Sends& sends) {
+    auto done = n.life.caught_up(now);
+    if (!done) return done;
     // What is still in flight was never received, or still runs there: sent again, the worker
     // runs a call id once (a running or queued one is not run again).
     Outgoing out;
@@ -801,6 +772,7 @@ void PoolCore::resync_locked(NodeSlot& n, Sends& sends) {
         encode_call(out, t->call_id, t->call, t->pinned_worker);
     if (!out.empty()) sends.emplace_back(n.conn, std::move(out));
     sched_->set_state(n.index, NodeState::ready);
+    return done;
 }
 
 // ---- loss and replacement ---------------------------------------------------------------------
@@ -819,7 +791,7 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
         std::lock_guard lk(m_);
         if (closing_ || generation != n.generation) return;
         instance_id = n.instance.id;
-        silence = n.silence_reason;
+        silence = n.life.ended_reason();
     }
     NodeExit ex;
     if (protocol_error) {
@@ -842,14 +814,14 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
             return;
         }
         n.conn.reset();
-        n.reconnecting = false;
-        n.resync = false;
+        n.life.lose();
         n.lost_reason = ex.reason;
         n.lost_detail = ex.detail;
         cost_->stop(n.instance.id, Clock::now());
         if (may_restart_locked(i)) {
             ++n.restarts;
             restart = true;
+            n.life.replace();
         }
         // Calls with retries left wait for another node (or the replacement); the rest fail.
         // A crash report names the calls that were running: they had started.
@@ -902,6 +874,7 @@ void PoolCore::replacement_failed(int i, const std::string& old_id, const std::s
             retry = true;
         } else {
             sched_->set_state(i, NodeState::lost);
+            n.life.lose();
             n.lost_reason = NodeLostError::Reason::unreachable;
             n.lost_detail = fmt::format("its replacement failed: {}", why);
             // Calls pinned to this node while it was being replaced (a broadcast's share) can
@@ -927,6 +900,7 @@ void PoolCore::replacement_ready(int i, const std::string& old_id) {
         std::lock_guard lk(m_);
         if (closing_) return;
         sched_->set_state(i, NodeState::ready);
+        nodes_[static_cast<std::size_t>(i)]->life.replaced();
         new_id = nodes_[static_cast<std::size_t>(i)]->instance.id;
         dispatch_locked(sends);
     }
@@ -987,21 +961,20 @@ void PoolCore::tick() {
             // A resumed worker that goes quiet before it answered the heartbeat after its kept
             // answers does not hold its node past the window: the connection ends, and the
             // window being closed, the node is lost.
-            if (n->reconnecting && n->resync && n->conn && now > n->reconnect_deadline &&
-                n->conn->unanswered(now) > hb_)
+            if (const auto* w = n->life.window(); w && n->life.is<life::Resyncing>() && n->conn &&
+                                                  now > w->deadline &&
+                                                  n->conn->unanswered(now) > hb_)
                 silent.emplace_back(n->conn, n->index, n->instance.id,
                                     "the resumed worker went silent before it caught up");
             if (sched_->state(n->index) != NodeState::ready || !n->conn) continue;
             if (heartbeat) heartbeats.push_back(n->conn);
             if (n->resumable) acks.push_back(n->conn);
             const auto quiet = n->conn->unanswered(now);
-            if (quiet > silence_ && n->silence_reason.empty()) {
-                n->silent_since = now - quiet;
-                n->silence_reason =
-                    fmt::format("the worker answered no heartbeat for {} s",
-                                std::chrono::duration_cast<std::chrono::seconds>(quiet).count());
-                silent.emplace_back(n->conn, n->index, n->instance.id, n->silence_reason);
-            }
+            if (quiet <= silence_) continue;
+            auto why = fmt::format("the worker answered no heartbeat for {} s",
+                                   std::chrono::duration_cast<std::chrono::seconds>(quiet).count());
+            if (n->life.silent(why, now - quiet))
+                silent.emplace_back(n->conn, n->index, n->instance.id, std::move(why));
         }
         if (now >= next_cost_) {
             next_cost_ = now + cost_interval;

@@ -26,14 +26,15 @@
 #include "pool/backend.hpp"
 #include "pool/event_bus.hpp"
 #include "pool/node_connection.hpp"
+#include "pool/node_life.hpp"
 #include "pool/scheduler.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
 
-/// One node as the supervisor keeps it: its machine, its connection and why it ended; all
-/// guarded by PoolCore::m_. Its scheduling state (ready, lost, calls in flight) is the
-/// Scheduler's.
+/// One node as the supervisor keeps it: its machine, its connection, where it is in its life
+/// (pool/node_life.hpp) and why it was last lost; all guarded by PoolCore::m_. Its scheduling
+/// state (ready, lost, calls in flight) is the Scheduler's.
 struct NodeSlot {
     int index = 0;
     Instance instance;
@@ -43,39 +44,19 @@ struct NodeSlot {
     std::uint64_t generation = 0;
     /// Replacement attempts so far (failed ones too): at most max_restarts.
     int restarts = 0;
-    /// Why the supervisor ended the connection for silence (empty: it did not), or why a
-    /// dropped connection could not be resumed: the node's loss then says this.
-    std::string silence_reason;
-    /// When the heartbeat that went unanswered was written (with silence_reason).
-    Clock::time_point silent_since{};
+    /// Starting, ready, reconnecting (its window), resyncing, replacing, lost.
+    NodeLife life;
     /// The worker's token and session (ClientHello::session, random per started worker): a
     /// connection that comes back after a drop proves the one and resumes the other.
     std::string token;
     std::string session;
     /// The backend can reach this node's worker again after its connection drops.
     bool resumable = false;
-    /// The connection dropped and the pool is reconnecting (the node's calls stay in flight)
-    /// until reconnect_deadline; resync: the resumed worker's kept answers are arriving, and
-    /// the heartbeat sent after its ready frame marks their end.
-    bool reconnecting = false;
-    bool resync = false;
-    Clock::time_point dropped_at{};
-    Clock::time_point reconnect_deadline{};
-    int reconnect_attempts = 0;
-    /// During a resync: answers the pool was waiting for, and answers it had already (the
-    /// worker keeps only what was not acknowledged, so these are the last second's at most).
-    std::size_t resumed_answers = 0;
-    std::size_t resumed_again = 0;
-    std::string drop_reason;   ///< why the connection dropped
-    bool drop_silent = false;  ///< it was ended for silence
-    std::string resume_error;  ///< why the last reconnect attempt failed
     /// Why the node was last lost: a call made when no node is left fails with it.
     NodeLostError::Reason lost_reason = NodeLostError::Reason::unreachable;
     std::string lost_detail;
     /// A free port per worker process, from the worker's ready frame (rendezvous).
     std::vector<std::int32_t> ports;
-    /// The connection ended while the pool was still starting: handled once it is active.
-    std::optional<std::pair<std::string, bool>> ended_early;
 };
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
@@ -154,8 +135,9 @@ private:
     /// worker listens): the node is lost as any other (on the blocking pool).
     void give_up_reconnect(int i, const std::string& why, bool worker_gone);
     /// The resumed worker answered the heartbeat that follows its kept answers: the calls it
-    /// never got go again and the node takes calls (under m_).
-    void resync_locked(NodeSlot& n, Sends& sends);
+    /// never got go again and the node takes calls (under m_). What the resync brought, or
+    /// nothing when the node was not resyncing.
+    std::optional<Resynced> resync_locked(NodeSlot& n, Clock::time_point now, Sends& sends);
 
     // Loss and replacement (on the blocking pool).
     /// Node i's connection ended: why (the backend's word), its calls retried or failed, and a
