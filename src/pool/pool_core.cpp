@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <future>
+#include <map>
 #include <tuple>
 
 #include "ledger/ledger.hpp"
@@ -108,6 +109,31 @@ void PoolCore::run_blocking(std::function<void()> task, std::function<void()> sk
     });
 }
 
+std::shared_ptr<NodeSlot> PoolCore::slot_locked(int i) const {
+    auto it = std::lower_bound(nodes_.begin(), nodes_.end(), i,
+                               [](const auto& n, int index) { return n->index < index; });
+    return it != nodes_.end() && (*it)->index == i ? *it : nullptr;
+}
+
+std::shared_ptr<NodeSlot> PoolCore::slot(int i) const {
+    std::lock_guard lk(m_);
+    return slot_locked(i);
+}
+
+NodeSlot& PoolCore::add_slot_locked(int i) {
+    auto it = std::lower_bound(nodes_.begin(), nodes_.end(), i,
+                               [](const auto& n, int index) { return n->index < index; });
+    if (it != nodes_.end() && (*it)->index == i) return **it;
+    auto n = std::make_shared<NodeSlot>();
+    n->index = i;
+    return **nodes_.insert(it, std::move(n));
+}
+
+std::string PoolCore::instance_id_locked(int i) const {
+    const auto n = slot_locked(i);
+    return n ? n->instance.id : std::string();
+}
+
 // ---- start-up ---------------------------------------------------------------------------------
 
 void PoolCore::start() {
@@ -140,14 +166,15 @@ void PoolCore::start_async(std::function<void(std::exception_ptr)> done) {
                 done(e);
                 return;
             }
-            const int n = static_cast<int>(self->nodes_.size());
+            std::vector<int> ids;
             {
                 std::lock_guard lk(self->m_);
+                for (auto& n : self->nodes_) ids.push_back(n->index);
                 self->start_done_ = done;
-                self->start_left_ = n;
-                self->start_errors_.assign(self->nodes_.size(), nullptr);
+                self->start_left_ = static_cast<int>(ids.size());
+                self->start_errors_.clear();
             }
-            for (int i = 0; i < n; ++i)
+            for (int i : ids)
                 self->run_blocking([self, i] { self->start_node(i); },
                                    [self, i] {
                                        self->node_started(
@@ -167,7 +194,7 @@ void PoolCore::prepare() {
     bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event, [this] {
         std::vector<int> running;
         std::lock_guard lk(m_);
-        for (int i = 0; sched_ && i < sched_->nodes(); ++i)
+        for (int i : sched_ ? sched_->node_ids() : std::vector<int>{})
             running.push_back(static_cast<int>(std::min<std::size_t>(
                 sched_->inflight(i), static_cast<std::size_t>(spec_.concurrency))));
         return running;
@@ -180,11 +207,7 @@ void PoolCore::prepare() {
     {
         std::lock_guard lk(m_);
         sched_ = std::make_unique<Scheduler>(spec_.nodes, spec_.concurrency, max_pipeline_depth);
-        for (int i = 0; i < spec_.nodes; ++i) {
-            auto n = std::make_unique<NodeSlot>();
-            n->index = i;
-            nodes_.push_back(std::move(n));
-        }
+        for (int i = 0; i < spec_.nodes; ++i) add_slot_locked(i);
     }
     // From here (backend and node slots in place, nothing started yet) a SIGINT, SIGTERM or
     // SIGHUP closes this pool before the program ends.
@@ -206,7 +229,7 @@ void PoolCore::start_node(int i) {
 void PoolCore::node_started(int i, std::exception_ptr e) {
     {
         std::lock_guard lk(m_);
-        start_errors_[static_cast<std::size_t>(i)] = std::move(e);
+        start_errors_[i] = std::move(e);
         if (--start_left_ > 0) return;
     }
     finish_start();
@@ -219,7 +242,7 @@ void PoolCore::finish_start() {
         std::lock_guard lk(m_);
         done = std::move(start_done_);
         // The first error in node order, as the nodes are numbered.
-        for (auto& e : start_errors_)
+        for (auto& [i, e] : start_errors_)
             if (e && !error) error = e;
         if (!error && closing_)
             error = std::make_exception_ptr(CancelledError("the pool was closed while it started"));
@@ -251,7 +274,7 @@ void PoolCore::finish_start() {
     for (auto& [i, why] : ended) {
         {
             std::lock_guard lk(m_);
-            generation = nodes_[static_cast<std::size_t>(i)]->generation;
+            if (auto n = slot_locked(i)) generation = n->generation;
         }
         run_blocking([self = shared_from_this(), i, generation, why] {
             self->node_ended(i, generation, why.first, why.second);
@@ -276,7 +299,9 @@ void PoolCore::cost_started(const Instance& i) {
 
 void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done,
                       std::optional<std::chrono::seconds> resume_within) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) throw Error(fmt::format("node {} is not part of the pool", i));
+    auto& n = *slot_of_i;
     const Instance instance = s.instance;
     const bool resume = resume_within.has_value();
     const bool resumable = resume || backend_->can_reconnect(i);
@@ -293,7 +318,9 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
             throw CancelledError("the pool was closed while it started");
         }
         n.conn = conn;
-        generation = ++n.generation;
+        // Counted pool-wide: a node that leaves and another that takes its index later never
+        // share a generation, so a late event of the first is dropped.
+        generation = n.generation = ++generations_;
         if (!resume) {
             // A fresh worker: a session of its own.
             n.token = s.token;
@@ -346,7 +373,9 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
 
 std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const WorkerReady& ready,
                                       bool resumed) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return std::make_exception_ptr(Error(fmt::format("node {} left the pool", i)));
+    auto& n = *slot_of_i;
     bool running = false;
     {
         std::lock_guard lk(m_);
@@ -390,7 +419,9 @@ void PoolCore::send_layout(int joining) {
 
 void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& instance_id,
                          std::vector<Incoming>& frames) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     // Events first (outside the lock), then results, errors and call output under one lock.
     bool calls = false;
     for (auto& in : frames) {
@@ -493,7 +524,9 @@ void PoolCore::on_ended(int i, std::uint64_t generation, const std::string& why,
     std::string notice, instance_id;
     {
         std::lock_guard lk(m_);
-        auto& n = *nodes_[static_cast<std::size_t>(i)];
+        const auto slot_of_i = slot_locked(i);
+        if (!slot_of_i) return;
+        auto& n = *slot_of_i;
         instance_id = n.instance.id;
         if (closing_ || generation != n.generation) return;
         if (!active_) {
@@ -555,13 +588,13 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                     {batch, i, {}, std::make_exception_ptr(Error("the pool is closed"))});
         } else if (broadcast) {
             for (auto [item, node] : sched_->broadcast(batch, *calls[0], per_rank, now))
-                done.push_back({batch,
-                                item,
-                                {},
-                                std::make_exception_ptr(NodeLostError(
-                                    node, nodes_[static_cast<std::size_t>(node)]->instance.id,
-                                    NodeLostError::Reason::unreachable,
-                                    "the node was lost earlier and could not be replaced"))});
+                done.push_back(
+                    {batch,
+                     item,
+                     {},
+                     std::make_exception_ptr(NodeLostError(
+                         node, instance_id_locked(node), NodeLostError::Reason::unreachable,
+                         "the node was lost earlier and could not be replaced"))});
         } else if (!sched_->any_live()) {
             // Every node is gone for good (lost, past the pool's timeout, not replaceable):
             // waiting could only be forever.
@@ -582,18 +615,17 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
 }
 
 void PoolCore::dispatch_locked(Sends& sends) {
-    std::vector<Outgoing> out;
+    std::map<int, Outgoing> out;  // by node
     sched_->dispatch([&](int node, std::uint64_t call_id, const Task& t) {
-        if (out.empty()) out.resize(nodes_.size());
-        auto& o = out[static_cast<std::size_t>(node)];
+        auto& o = out[node];
         // The answers received so far travel with the calls: no write of their own.
         if (o.empty())
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn) c->take_acks(o.small);
+            if (auto n = slot_locked(node); n && n->conn) n->conn->take_acks(o.small);
         encode_call(o, call_id, t.call, t.pinned_worker);
     });
-    for (std::size_t i = 0; i < out.size(); ++i)
-        if (!out[i].empty() && nodes_[i]->conn)
-            sends.emplace_back(nodes_[i]->conn, std::move(out[i]));
+    for (auto& [i, o] : out)
+        if (auto n = slot_locked(i); !o.empty() && n && n->conn)
+            sends.emplace_back(n->conn, std::move(o));
 }
 
 void PoolCore::send(Sends& sends) {
@@ -619,9 +651,8 @@ bool PoolCore::cancel_batch(BatchState* b) {
         if (!sched_) return false;
         removed = sched_->cancel(b);
         for (auto [node, id] : removed.cancels)
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn;
-                c && sched_->state(node) == NodeState::ready)
-                cancels.emplace_back(c, id);
+            if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
+                cancels.emplace_back(n->conn, id);
     }
     for (auto& t : removed.tasks)
         done.push_back(Completion::failed(
@@ -634,6 +665,8 @@ bool PoolCore::cancel_batch(BatchState* b) {
 
 std::exception_ptr PoolCore::no_live_node_locked(Clock::time_point now) const {
     // Names the first node and why it ended; the pool's timeout, when it is the cause.
+    if (nodes_.empty())
+        return std::make_exception_ptr(Error("the pool has no node: none was started"));
     const NodeSlot& first = *nodes_.front();
     std::string detail = fmt::format("every node of the pool is lost (node {}: {})", first.index,
                                      first.lost_detail.empty() ? "lost" : first.lost_detail);
@@ -666,7 +699,9 @@ bool PoolCore::start_reconnect_locked(NodeSlot& n, const std::string& why, Clock
 }
 
 void PoolCore::reconnect_attempt(int i) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     NodeStart s;
     Clock::time_point deadline;
     std::string last_error;
@@ -703,9 +738,9 @@ void PoolCore::reconnect_attempt(int i) {
                 std::shared_ptr<NodeConnection> conn;
                 {
                     std::lock_guard lk(self->m_);
-                    auto& n = *self->nodes_[static_cast<std::size_t>(i)];
-                    if (self->closing_ || !n.life.resumed()) return;
-                    conn = n.conn;
+                    auto n = self->slot_locked(i);
+                    if (self->closing_ || !n || !n->life.resumed()) return;
+                    conn = n->conn;
                 }
                 // The worker sent "started" for its running calls and every answer it kept
                 // before it reads this: its answer marks the end of what it had.
@@ -718,7 +753,9 @@ void PoolCore::reconnect_attempt(int i) {
 }
 
 void PoolCore::retry_reconnect(int i, const std::string& why) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     Clock::time_point at;
     {
         std::lock_guard lk(m_);
@@ -748,7 +785,9 @@ void PoolCore::retry_reconnect(int i, const std::string& why) {
 }
 
 void PoolCore::give_up_reconnect(int i, const std::string& why, bool worker_gone) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     std::uint64_t generation = 0;
     {
         std::lock_guard lk(m_);
@@ -778,14 +817,16 @@ std::optional<Resynced> PoolCore::resync_locked(NodeSlot& n, Clock::time_point n
 // ---- loss and replacement ---------------------------------------------------------------------
 
 bool PoolCore::may_restart_locked(int i) const {
-    return !closing_ && backend_->can_restart(i) &&
-           nodes_[static_cast<std::size_t>(i)]->restarts < max_restarts &&
+    const auto n = slot_locked(i);
+    return !closing_ && n && backend_->can_restart(i) && n->restarts < max_restarts &&
            Clock::now() - started_at_ < spec_.timeout;
 }
 
 void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& why,
                           bool protocol_error) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     std::string instance_id, silence;
     {
         std::lock_guard lk(m_);
@@ -860,7 +901,9 @@ void PoolCore::replace(int i, const std::string& old_id) {
 }
 
 void PoolCore::replacement_failed(int i, const std::string& old_id, const std::string& why) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     std::vector<Completion> done;
     bool retry = false;
     int attempt = 0;
@@ -899,9 +942,11 @@ void PoolCore::replacement_ready(int i, const std::string& old_id) {
     {
         std::lock_guard lk(m_);
         if (closing_) return;
+        const auto n = slot_locked(i);
+        if (!n) return;
         sched_->set_state(i, NodeState::ready);
-        nodes_[static_cast<std::size_t>(i)]->life.replaced();
-        new_id = nodes_[static_cast<std::size_t>(i)]->instance.id;
+        n->life.replaced();
+        new_id = n->instance.id;
         dispatch_locked(sends);
     }
     emit(InstanceReplaced{old_id, new_id, i});
@@ -949,9 +994,8 @@ void PoolCore::tick() {
         for (auto& t : expired.tasks) done.push_back(Completion::failed(t, timeout_error(t)));
         // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn;
-                c && sched_->state(node) == NodeState::ready)
-                cancels.emplace_back(c, id);
+            if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
+                cancels.emplace_back(n->conn, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;
         // A worker answers every heartbeat, even while its calls run: one that leaves a written
@@ -1070,7 +1114,7 @@ bool PoolCore::active() const noexcept {
 int PoolCore::instance_count() const noexcept {
     std::lock_guard lk(m_);
     int c = 0;
-    for (int i = 0; sched_ && i < sched_->nodes(); ++i)
+    for (int i : sched_ ? sched_->node_ids() : std::vector<int>{})
         if (const auto st = sched_->state(i); st == NodeState::ready || st == NodeState::restarting)
             ++c;
     return active_ ? c : 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,7 +41,8 @@ struct NodeSlot {
     Instance instance;
     /// The current connection to its worker (from connect on).
     std::shared_ptr<NodeConnection> conn;
-    /// Counts the node's connections: an event of one that is no longer current is dropped.
+    /// Names its current connection (a pool-wide count): an event of one that is no longer
+    /// current is dropped.
     std::uint64_t generation = 0;
     /// Replacement attempts so far (failed ones too): at most max_restarts.
     int restarts = 0;
@@ -92,6 +94,13 @@ private:
     using Sends = std::vector<std::pair<std::shared_ptr<NodeConnection>, Outgoing>>;
 
     void emit(Event e) { bus_->post(std::move(e)); }
+    /// Node i's slot, or nullptr when the pool has no node i: under m_, and taking it.
+    [[nodiscard]] std::shared_ptr<NodeSlot> slot_locked(int i) const;
+    [[nodiscard]] std::shared_ptr<NodeSlot> slot(int i) const;
+    /// A slot for node i (kept in index order), or the one it has (under m_).
+    NodeSlot& add_slot_locked(int i);
+    /// Node i's instance id, or empty (under m_).
+    [[nodiscard]] std::string instance_id_locked(int i) const;
     /// Runs `task` on the blocking pool, counted so that close() waits for it; a task that
     /// would start after close() began runs `skipped` instead.
     void run_blocking(std::function<void()> task, std::function<void()> skipped = {});
@@ -175,7 +184,11 @@ private:
     std::unique_ptr<Ledger> ledger_;  // outlives the backend, which writes to it
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<EventBus> bus_;
-    std::vector<std::unique_ptr<NodeSlot>> nodes_;  // the vector is fixed once prepared
+    /// The nodes by index, lowest first (guarded by m_). Indexes may have gaps once nodes come
+    /// and go: look a node up by its index (slot_locked), never by position. A task that works
+    /// on a node outside the lock holds its slot.
+    std::vector<std::shared_ptr<NodeSlot>> nodes_;
+    std::uint64_t generations_ = 0;  ///< connections so far, pool-wide (guarded by m_)
     Clock::time_point started_at_;
     std::unique_ptr<CostTracker> cost_;  // guarded by m_
 
@@ -189,7 +202,7 @@ private:
     // Start-up, guarded by m_.
     std::function<void(std::exception_ptr)> start_done_;
     int start_left_ = 0;
-    std::vector<std::exception_ptr> start_errors_;
+    std::map<int, std::exception_ptr> start_errors_;  // by node
 
     // Blocking tasks in progress, guarded by m_.
     int tasks_running_ = 0;
