@@ -47,7 +47,7 @@ TEST_CASE("node life: silence is recorded once and names the end", "[node_life]"
     CHECK_FALSE(starting.silent("x", t0));  // only a ready node goes silent
 }
 
-TEST_CASE("node life: a drop opens a window from the drop; a second drop keeps it", "[node_life]") {
+TEST_CASE("node life: a drop opens a window from the drop, a second drop keeps it", "[node_life]") {
     auto l = ready();
     const auto t0 = LifeClock::now();
     REQUIRE(l.dropped("eof", t0, rule));
@@ -108,7 +108,7 @@ TEST_CASE("node life: a resync counts the kept answers and ends ready", "[node_l
     CHECK_FALSE(l.window());
 }
 
-TEST_CASE("node life: giving up names the loss; a gone worker defers to the backend",
+TEST_CASE("node life: giving up names the loss, a gone worker defers to the backend",
           "[node_life]") {
     const auto t0 = LifeClock::now();
     {
@@ -139,7 +139,7 @@ TEST_CASE("node life: giving up names the loss; a gone worker defers to the back
     }
 }
 
-TEST_CASE("node life: lost, replacing, ready again; a stale replacement does not clobber",
+TEST_CASE("node life: lost, replacing, ready again, a stale replacement does not clobber",
           "[node_life]") {
     auto l = ready();
     l.lose();
