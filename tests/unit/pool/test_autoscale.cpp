@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "pool/autoscale.hpp"
+#include "support/source_scan.hpp"
 
 using namespace sky::detail;
 using namespace std::chrono_literals;
@@ -240,14 +239,10 @@ TEST_CASE("autoscale: oscillating demand does not stop and restart a node within
 
 TEST_CASE("autoscale: a pure function: no threads, locks, clocks read or I/O", "[autoscale]") {
     for (const char* file : {"src/pool/autoscale.hpp", "src/pool/autoscale.cpp"}) {
-        std::ifstream in(std::string(SKY_SOURCE_DIR) + "/" + file);
-        REQUIRE(in);
-        std::stringstream text;
-        text << in.rdbuf();
-        for (const char* word : {"<thread>", "<mutex>", "<condition_variable>", "<future>",
-                                 "std::thread", "std::mutex", "sleep_for", "::now()", "io/"}) {
-            INFO(file << " mentions " << word);
-            CHECK(text.str().find(word) == std::string::npos);
-        }
+        INFO(file);
+        CHECK(sky::test::mentions(std::string(SKY_SOURCE_DIR) + "/" + file,
+                                  {"<thread>", "<mutex>", "<condition_variable>", "<future>",
+                                   "std::thread", "std::mutex", "sleep_for", "::now()", "io/"}) ==
+              std::vector<std::string>{});
     }
 }

@@ -2,11 +2,11 @@
 // where, what a reconnect window keeps, and what names a node's loss.
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "pool/node_life.hpp"
+#include "support/source_scan.hpp"
 
 using namespace sky::detail;
 using namespace std::chrono_literals;
@@ -172,14 +172,10 @@ TEST_CASE("node life: uses no threads, locks or I/O", "[node_life]") {
     // The supervisor's lock guards it, and what a transition means (a reconnect, a resend) is
     // the supervisor's to do: its sources say so.
     for (const char* file : {"src/pool/node_life.hpp", "src/pool/node_life.cpp"}) {
-        std::ifstream in(std::string(SKY_SOURCE_DIR) + "/" + file);
-        REQUIRE(in);
-        std::stringstream text;
-        text << in.rdbuf();
-        for (const char* word : {"<thread>", "<mutex>", "<condition_variable>", "<future>",
-                                 "std::thread", "std::mutex", "sleep_for", "io/", "asio"}) {
-            INFO(file << " mentions " << word);
-            CHECK(text.str().find(word) == std::string::npos);
-        }
+        INFO(file);
+        CHECK(sky::test::mentions(std::string(SKY_SOURCE_DIR) + "/" + file,
+                                  {"<thread>", "<mutex>", "<condition_variable>", "<future>",
+                                   "std::thread", "std::mutex", "sleep_for", "io/", "asio"}) ==
+              std::vector<std::string>{});
     }
 }

@@ -70,6 +70,28 @@ std::shared_ptr<PoolCore> make_pool(std::unique_ptr<FakeBackend> backend, Events
     return std::make_shared<PoolCore>(std::move(spec), std::move(backend));
 }
 
+/// A pool over a fake backend: script `fake`, then start().
+struct FakePool {
+    sky::test::TempSkyHome home;
+    Events events;
+    std::unique_ptr<FakeBackend> owned = std::make_unique<FakeBackend>();
+    FakeBackend* fake = owned.get();
+    std::shared_ptr<PoolCore> pool;
+
+    void start(int nodes = 1) {
+        pool = make_pool(std::move(owned), events, nodes);
+        pool->start();
+    }
+};
+
+/// A worker that greets and answers every call with its own arguments.
+sky::test::WorkerScript echo_worker() {
+    return [](FakeWorker& w) {
+        w.greet();
+        w.echo();
+    };
+}
+
 Buffer bytes(const std::string& s) {
     Buffer b;
     b.append(s.data(), s.size());
@@ -121,20 +143,12 @@ sky::test::WorkerScript read_one_then_drop(std::shared_ptr<FirstCall> kept) {
 }  // namespace
 
 TEST_CASE("pool core: a call runs on a fake node and its result comes back", "[pool_core]") {
-    sky::test::TempSkyHome home;
-    Events events;
-    auto backend = std::make_unique<FakeBackend>();
-    auto* fake = backend.get();
-    fake->on_connect(0, [](FakeWorker& w) {
-        w.greet();
-        w.echo();
-    });
-    fake->on_connect(1, [](FakeWorker& w) {
-        w.greet();
-        w.echo();
-    });
-    auto pool = make_pool(std::move(backend), events, 2);
-    pool->start();
+    FakePool p;
+    auto* fake = p.fake;
+    fake->on_connect(0, echo_worker());
+    fake->on_connect(1, echo_worker());
+    p.start(2);
+    auto& pool = p.pool;
     CHECK(pool->instance_count() == 2);
     auto a = call(*pool, "one");
     auto b = call(*pool, "two");
@@ -150,22 +164,20 @@ TEST_CASE("pool core: a call runs on a fake node and its result comes back", "[p
 
 TEST_CASE("pool core: a lost node that cannot be replaced fails its call with the backend's word",
           "[pool_core]") {
-    sky::test::TempSkyHome home;
-    Events events;
-    auto backend = std::make_unique<FakeBackend>();
-    auto* fake = backend.get();
+    FakePool p;
+    auto* fake = p.fake;
     fake->rules(0, {.can_restart = false,
                     .can_reconnect = false,
                     .exit = {sky::NodeLostError::Reason::unreachable,
                              "the fake machine was switched off", std::nullopt}});
     fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
-    auto pool = make_pool(std::move(backend), events);
-    pool->start();
+    p.start();
+    auto& pool = p.pool;
     auto a = call(*pool, "lost");
     REQUIRE(a->wait_for(10s));
     const auto why = error_of(a->outcomes[0]);
     CHECK_THAT(why, Catch::Contains("the fake machine was switched off"));
-    CHECK(events.error_with("node 0 lost: the fake machine was switched off"));
+    CHECK(p.events.error_with("node 0 lost: the fake machine was switched off"));
     CHECK(pool->instance_count() == 0);
     // With no node left, a later call fails at once, naming why.
     auto b = call(*pool, "later");
@@ -177,24 +189,19 @@ TEST_CASE("pool core: a lost node that cannot be replaced fails its call with th
 
 TEST_CASE("pool core: a lost node is replaced and its call retried on the replacement",
           "[pool_core]") {
-    sky::test::TempSkyHome home;
-    Events events;
-    auto backend = std::make_unique<FakeBackend>();
-    auto* fake = backend.get();
+    FakePool p;
+    auto* fake = p.fake;
     fake->rules(0, {.can_restart = true});
     fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
-    fake->on_connect(0, [](FakeWorker& w) {
-        w.greet();
-        w.echo();
-    });
-    auto pool = make_pool(std::move(backend), events);
-    pool->start();
+    fake->on_connect(0, echo_worker());
+    p.start();
+    auto& pool = p.pool;
     auto a = call(*pool, "again", /*retries=*/1);
     REQUIRE(a->wait_for(10s));
     CHECK(error_of(a->outcomes[0]).empty());
     CHECK(text(a->outcomes[0].result) == "again");
     CHECK(a->outcomes[0].instance_id == "fake-0-1");
-    auto r = events.replaced(0);
+    auto r = p.events.replaced(0);
     REQUIRE(r);
     CHECK(r->old_instance_id == "fake-0-0");
     CHECK(r->new_instance_id == "fake-0-1");
@@ -204,19 +211,17 @@ TEST_CASE("pool core: a lost node is replaced and its call retried on the replac
 }
 
 TEST_CASE("pool core: a replacement that fails every attempt leaves the node lost", "[pool_core]") {
-    sky::test::TempSkyHome home;
-    Events events;
-    auto backend = std::make_unique<FakeBackend>();
-    auto* fake = backend.get();
+    FakePool p;
+    auto* fake = p.fake;
     fake->rules(0, {.can_restart = true});
     // One machine only: every replacement's connect fails (no machine left).
     fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
-    auto pool = make_pool(std::move(backend), events);
-    pool->start();
+    p.start();
+    auto& pool = p.pool;
     auto a = call(*pool, "x", /*retries=*/1);
     REQUIRE(a->wait_for(20s));
     CHECK_THAT(error_of(a->outcomes[0]), Catch::Contains("every node of the pool is lost"));
-    CHECK(events.error_with("replacement failed (attempt 3 of 3)"));
+    CHECK(p.events.error_with("replacement failed (attempt 3 of 3)"));
     CHECK(fake->connects(0) == 4);  // the first start and three replacement attempts
     CHECK(pool->instance_count() == 0);
     pool->close(false);
@@ -224,10 +229,8 @@ TEST_CASE("pool core: a replacement that fails every attempt leaves the node los
 
 TEST_CASE("pool core: a dropped connection is resumed and the kept answer delivered",
           "[pool_core]") {
-    sky::test::TempSkyHome home;
-    Events events;
-    auto backend = std::make_unique<FakeBackend>();
-    auto* fake = backend.get();
+    FakePool p;
+    auto* fake = p.fake;
     fake->rules(0, {.can_reconnect = true});
     auto kept = std::make_shared<FirstCall>();
     auto hello = std::make_shared<std::pair<std::mutex, std::vector<ClientHello>>>();
@@ -257,14 +260,14 @@ TEST_CASE("pool core: a dropped connection is resumed and the kept answer delive
         }
         w.echo();  // answers the heartbeat that ends the resync
     });
-    auto pool = make_pool(std::move(backend), events);
-    pool->start();
+    p.start();
+    auto& pool = p.pool;
     auto a = call(*pool, "kept");
     REQUIRE(a->wait_for(10s));
     CHECK(error_of(a->outcomes[0]).empty());
     CHECK(text(a->outcomes[0].result) == "kept");
-    CHECK(events.error_with("reconnecting for up to"));
-    CHECK(events.error_with(
+    CHECK(p.events.error_with("reconnecting for up to"));
+    CHECK(p.events.error_with(
         "1 kept answer(s) received (0 of them had arrived before the drop); 0 call(s) still "
         "unanswered sent again"));
     CHECK(fake->connects(0) == 1);  // resumed, not replaced
@@ -285,45 +288,38 @@ TEST_CASE("pool core: a dropped connection is resumed and the kept answer delive
 
 TEST_CASE("pool core: a resync sends again the calls the resumed worker never answered",
           "[pool_core]") {
-    sky::test::TempSkyHome home;
-    Events events;
-    auto backend = std::make_unique<FakeBackend>();
-    auto* fake = backend.get();
+    FakePool p;
+    auto* fake = p.fake;
     fake->rules(0, {.can_reconnect = true});
     fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
     // The resumed worker kept nothing: the call comes again after the heartbeat.
-    fake->on_reconnect(0, [](FakeWorker& w) {
-        w.greet();
-        w.echo();
-    });
-    auto pool = make_pool(std::move(backend), events);
-    pool->start();
+    fake->on_reconnect(0, echo_worker());
+    p.start();
+    auto& pool = p.pool;
     auto a = call(*pool, "resent");
     REQUIRE(a->wait_for(10s));
     CHECK(text(a->outcomes[0].result) == "resent");
     CHECK(
-        events.error_with("0 kept answer(s) received (0 of them had arrived before the drop); "
-                          "1 call(s) still unanswered sent again"));
+        p.events.error_with("0 kept answer(s) received (0 of them had arrived before the drop); "
+                            "1 call(s) still unanswered sent again"));
     pool->close(true);
 }
 
 TEST_CASE("pool core: a reconnect that finds no worker loses the node", "[pool_core]") {
-    sky::test::TempSkyHome home;
-    Events events;
-    auto backend = std::make_unique<FakeBackend>();
-    auto* fake = backend.get();
+    FakePool p;
+    auto* fake = p.fake;
     fake->rules(0, {.can_restart = false,
                     .can_reconnect = true,
                     .exit = {sky::NodeLostError::Reason::worker_crashed, "the worker crashed",
                              std::nullopt}});
     fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
     // No reconnect script: the machine answers, no worker listens (WorkerGone).
-    auto pool = make_pool(std::move(backend), events);
-    pool->start();
+    p.start();
+    auto& pool = p.pool;
     auto a = call(*pool, "gone");
     REQUIRE(a->wait_for(10s));
     CHECK_THAT(error_of(a->outcomes[0]), Catch::Contains("the worker crashed"));
     CHECK(fake->reconnects(0) == 1);
-    CHECK(events.error_with("node 0 lost: the worker crashed"));
+    CHECK(p.events.error_with("node 0 lost: the worker crashed"));
     pool->close(false);
 }

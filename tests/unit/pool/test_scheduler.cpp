@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "pool/scheduler.hpp"
+#include "support/source_scan.hpp"
 
 using namespace sky::detail;
 using namespace std::chrono_literals;
@@ -424,15 +423,11 @@ TEST_CASE("scheduler: uses no threads or locks", "[scheduler]") {
     // The supervisor's lock guards it; a thread or lock of its own would make its rules
     // untestable here. Its sources say so.
     for (const char* file : {"src/pool/scheduler.hpp", "src/pool/scheduler.cpp"}) {
-        std::ifstream in(std::string(SKY_SOURCE_DIR) + "/" + file);
-        REQUIRE(in);
-        std::stringstream text;
-        text << in.rdbuf();
-        for (const char* word : {"<thread>", "<mutex>", "<condition_variable>", "<future>",
-                                 "std::thread", "std::mutex", "sleep_for"}) {
-            INFO(file << " mentions " << word);
-            CHECK(text.str().find(word) == std::string::npos);
-        }
+        INFO(file);
+        CHECK(sky::test::mentions(std::string(SKY_SOURCE_DIR) + "/" + file,
+                                  {"<thread>", "<mutex>", "<condition_variable>", "<future>",
+                                   "std::thread", "std::mutex", "sleep_for"}) ==
+              std::vector<std::string>{});
     }
 }
 
