@@ -75,9 +75,26 @@ public:
 class Backend {
 public:
     virtual ~Backend() = default;
-    /// Acquires every instance (cloud: launch and wait; Local: nothing). Throws typed errors;
-    /// whatever it started is released by stop_all().
+    /// Acquires every instance (cloud: launch and wait; Local: nothing) for nodes 0 .. nodes-1.
+    /// Throws typed errors; whatever it started is released by stop_all().
     virtual void provision(int nodes, const std::function<void(Event)>& emit) = 0;
+    /// Prepares nodes that join a running pool, at these indexes (the pool picks each: the
+    /// lowest index no node has, perhaps one released before); connect() then starts each. A
+    /// node's index is its name: backends keep nodes by index, never by a count fixed at
+    /// provision(). Throws ConfigError where the provider cannot add nodes (yet), saying so.
+    virtual void add(const std::vector<int>& nodes, const std::function<void(Event)>& emit) {
+        (void)emit;
+        throw ConfigError("this pool's provider cannot add nodes to a running pool yet (" +
+                          std::to_string(nodes.size()) +
+                          " asked for): its pool keeps the size it started with");
+    }
+    /// Ends node `node` for good (its worker, and its machine where the pool rented one) and
+    /// forgets it: its index may be added again. What could not be confirmed ended shows in
+    /// leftovers(). Throws ConfigError where the provider cannot release one node (yet).
+    virtual void release(int node) {
+        throw ConfigError("this pool's provider cannot release node " + std::to_string(node) +
+                          " on its own yet: its nodes end with the pool");
+    }
     /// Node 0's address as the other nodes reach it (after provision()).
     [[nodiscard]] virtual std::string head_address() const { return "127.0.0.1"; }
     /// Prepares node `node` and connects to its worker (called in parallel for the nodes).

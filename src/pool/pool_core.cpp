@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <future>
+#include <map>
 #include <tuple>
 
 #include "ledger/ledger.hpp"
@@ -119,6 +120,31 @@ void PoolCore::run_blocking(std::function<void()> task, std::function<void()> sk
     });
 }
 
+std::shared_ptr<NodeSlot> PoolCore::slot_locked(int i) const {
+    auto it = std::lower_bound(nodes_.begin(), nodes_.end(), i,
+                               [](const auto& n, int index) { return n->index < index; });
+    return it != nodes_.end() && (*it)->index == i ? *it : nullptr;
+}
+
+std::shared_ptr<NodeSlot> PoolCore::slot(int i) const {
+    std::lock_guard lk(m_);
+    return slot_locked(i);
+}
+
+NodeSlot& PoolCore::add_slot_locked(int i) {
+    auto it = std::lower_bound(nodes_.begin(), nodes_.end(), i,
+                               [](const auto& n, int index) { return n->index < index; });
+    if (it != nodes_.end() && (*it)->index == i) return **it;
+    auto n = std::make_shared<NodeSlot>();
+    n->index = i;
+    return **nodes_.insert(it, std::move(n));
+}
+
+std::string PoolCore::instance_id_locked(int i) const {
+    const auto n = slot_locked(i);
+    return n ? n->instance.id : std::string();
+}
+
 // ---- start-up ---------------------------------------------------------------------------------
 
 void PoolCore::start() {
@@ -151,14 +177,15 @@ void PoolCore::start_async(std::function<void(std::exception_ptr)> done) {
                 done(e);
                 return;
             }
-            const int n = static_cast<int>(self->nodes_.size());
+            std::vector<int> ids;
             {
                 std::lock_guard lk(self->m_);
+                for (auto& n : self->nodes_) ids.push_back(n->index);
                 self->start_done_ = done;
-                self->start_left_ = n;
-                self->start_errors_.assign(self->nodes_.size(), nullptr);
+                self->start_left_ = static_cast<int>(ids.size());
+                self->start_errors_.clear();
             }
-            for (int i = 0; i < n; ++i)
+            for (int i : ids)
                 self->run_blocking([self, i] { self->start_node(i); },
                                    [self, i] {
                                        self->node_started(
@@ -178,7 +205,7 @@ void PoolCore::prepare() {
     bus_ = std::make_unique<EventBus>(spec_.display, spec_.on_event, [this] {
         std::vector<int> running;
         std::lock_guard lk(m_);
-        for (int i = 0; sched_ && i < sched_->nodes(); ++i)
+        for (int i : sched_ ? sched_->node_ids() : std::vector<int>{})
             running.push_back(static_cast<int>(std::min<std::size_t>(
                 sched_->inflight(i), static_cast<std::size_t>(spec_.concurrency))));
         return running;
@@ -191,11 +218,7 @@ void PoolCore::prepare() {
     {
         std::lock_guard lk(m_);
         sched_ = std::make_unique<Scheduler>(spec_.nodes, spec_.concurrency, max_pipeline_depth);
-        for (int i = 0; i < spec_.nodes; ++i) {
-            auto n = std::make_unique<NodeSlot>();
-            n->index = i;
-            nodes_.push_back(std::move(n));
-        }
+        for (int i = 0; i < spec_.nodes; ++i) add_slot_locked(i);
     }
     // From here (backend and node slots in place, nothing started yet) a SIGINT, SIGTERM or
     // SIGHUP closes this pool before the program ends.
@@ -217,7 +240,7 @@ void PoolCore::start_node(int i) {
 void PoolCore::node_started(int i, std::exception_ptr e) {
     {
         std::lock_guard lk(m_);
-        start_errors_[static_cast<std::size_t>(i)] = std::move(e);
+        start_errors_[i] = std::move(e);
         if (--start_left_ > 0) return;
     }
     finish_start();
@@ -230,7 +253,7 @@ void PoolCore::finish_start() {
         std::lock_guard lk(m_);
         done = std::move(start_done_);
         // The first error in node order, as the nodes are numbered.
-        for (auto& e : start_errors_)
+        for (auto& [i, e] : start_errors_)
             if (e && !error) error = e;
         if (!error && closing_)
             error = std::make_exception_ptr(CancelledError("the pool was closed while it started"));
@@ -252,7 +275,8 @@ void PoolCore::finish_start() {
         active_ = true;
         for (auto& n : nodes_) {
             sched_->set_state(n->index, NodeState::ready);
-            if (n->ended_early) ended.emplace_back(n->index, *n->ended_early);
+            if (auto early = n->life.started())
+                ended.emplace_back(n->index, std::pair{early->why, early->protocol_error});
         }
         next_hb_ = Clock::now() + hb_;
         next_cost_ = Clock::now() + cost_interval;
@@ -261,7 +285,7 @@ void PoolCore::finish_start() {
     for (auto& [i, why] : ended) {
         {
             std::lock_guard lk(m_);
-            generation = nodes_[static_cast<std::size_t>(i)]->generation;
+            if (auto n = slot_locked(i)) generation = n->generation;
         }
         run_blocking([self = shared_from_this(), i, generation, why] {
             self->node_ended(i, generation, why.first, why.second);
@@ -286,7 +310,9 @@ void PoolCore::cost_started(const Instance& i) {
 
 void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done,
                       std::optional<std::chrono::seconds> resume_within) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) throw Error(fmt::format("node {} is not part of the pool", i));
+    auto& n = *slot_of_i;
     const Instance instance = s.instance;
     const bool resume = resume_within.has_value();
     const bool resumable = resume || backend_->can_reconnect(i);
@@ -303,15 +329,14 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
             throw CancelledError("the pool was closed while it started");
         }
         n.conn = conn;
-        generation = ++n.generation;
+        // Counted pool-wide: a node that leaves and another that takes its index later never
+        // share a generation, so a late event of the first is dropped.
+        generation = n.generation = ++generations_;
         if (!resume) {
             // A fresh worker: a session of its own.
-            n.silence_reason.clear();
             n.token = s.token;
             n.session = random_hex(16);
             n.resumable = resumable;
-            n.reconnecting = false;
-            n.resync = false;
         }
         session = n.session;
     }
@@ -359,7 +384,9 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
 
 std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const WorkerReady& ready,
                                       bool resumed) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return std::make_exception_ptr(Error(fmt::format("node {} left the pool", i)));
+    auto& n = *slot_of_i;
     bool running = false;
     {
         std::lock_guard lk(m_);
@@ -403,7 +430,9 @@ void PoolCore::send_layout(int joining) {
 
 void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& instance_id,
                          std::vector<Incoming>& frames) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     // Events first (outside the lock), then results, errors and call output under one lock.
     bool calls = false;
     for (auto& in : frames) {
@@ -438,22 +467,17 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
     std::vector<std::uint64_t> confirms;  // at-most-once calls the client now counts as started
     std::vector<std::uint64_t> acks;      // answers received, which a resumable worker keeps
     std::shared_ptr<NodeConnection> conn;
-    bool resynced = false;
-    std::size_t resent = 0, resumed_answers = 0, resumed_again = 0;
-    double away_s = 0;
+    std::optional<Resynced> resynced;
+    std::size_t resent = 0;
     {
         std::lock_guard lk(m_);
         if (generation != n.generation || closing_) return;
         const auto now = Clock::now();
         for (auto& r : frames) {
             if (r.type == MsgType::heartbeat) {
-                if (n.resync) {
-                    resynced = true;
+                if (n.life.is<life::Resyncing>()) {
                     resent = sched_->inflight(i);
-                    resumed_answers = n.resumed_answers;
-                    resumed_again = n.resumed_again;
-                    away_s = std::chrono::duration<double>(now - n.dropped_at).count();
-                    resync_locked(n, sends);
+                    resynced = resync_locked(n, now, sends);
                 }
                 continue;
             }
@@ -475,7 +499,7 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             // Every answer is acknowledged, also one sent again after a resume (ignored here).
             if (n.resumable) acks.push_back(r.call_id);
             auto t = sched_->take(i, r.call_id);
-            if (n.resync) ++(t ? n.resumed_answers : n.resumed_again);
+            n.life.resumed_answer(t.has_value());
             if (!t) continue;  // timed out or cancelled already
             // A result after the call's deadline (the timer had not got to it yet) did not
             // finish in time: the call fails as its .timeout() says.
@@ -499,7 +523,8 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             fmt::format("node {}: reconnected to its worker after {:.1f} s; {} kept answer(s) "
                         "received ({} of them had arrived before the drop); {} call(s) still "
                         "unanswered sent again (the worker runs each once)",
-                        i, away_s, resumed_answers, resumed_again, resent),
+                        i, std::chrono::duration<double>(resynced->away).count(),
+                        resynced->resumed_answers, resynced->resumed_again, resent),
             instance_id});
     send(sends);
     Completion::deliver(done);
@@ -510,11 +535,13 @@ void PoolCore::on_ended(int i, std::uint64_t generation, const std::string& why,
     std::string notice, instance_id;
     {
         std::lock_guard lk(m_);
-        auto& n = *nodes_[static_cast<std::size_t>(i)];
+        const auto slot_of_i = slot_locked(i);
+        if (!slot_of_i) return;
+        auto& n = *slot_of_i;
         instance_id = n.instance.id;
         if (closing_ || generation != n.generation) return;
         if (!active_) {
-            n.ended_early.emplace(why, protocol_error);
+            n.life.ended_while_starting(why, protocol_error);
             return;
         }
         // A worker that breaks the protocol is not talked to again; one that listens for its
@@ -524,7 +551,8 @@ void PoolCore::on_ended(int i, std::uint64_t generation, const std::string& why,
             notice = fmt::format(
                 "node {}: the connection to its worker dropped ({}); reconnecting for up to "
                 "{:.0f} s, its {} call(s) kept",
-                i, n.drop_reason, std::chrono::duration<double>(n.reconnect_deadline - now).count(),
+                i, n.life.window()->drop_reason,
+                std::chrono::duration<double>(n.life.window()->deadline - now).count(),
                 sched_->inflight(i));
     }
     if (!notice.empty()) {
@@ -571,13 +599,13 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                     {batch, i, {}, std::make_exception_ptr(Error("the pool is closed"))});
         } else if (broadcast) {
             for (auto [item, node] : sched_->broadcast(batch, *calls[0], per_rank, now))
-                done.push_back({batch,
-                                item,
-                                {},
-                                std::make_exception_ptr(NodeLostError(
-                                    node, nodes_[static_cast<std::size_t>(node)]->instance.id,
-                                    NodeLostError::Reason::unreachable,
-                                    "the node was lost earlier and could not be replaced"))});
+                done.push_back(
+                    {batch,
+                     item,
+                     {},
+                     std::make_exception_ptr(NodeLostError(
+                         node, instance_id_locked(node), NodeLostError::Reason::unreachable,
+                         "the node was lost earlier and could not be replaced"))});
         } else if (!sched_->any_live()) {
             // Every node is gone for good (lost, past the pool's timeout, not replaceable):
             // waiting could only be forever.
@@ -598,18 +626,17 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
 }
 
 void PoolCore::dispatch_locked(Sends& sends) {
-    std::vector<Outgoing> out;
+    std::map<int, Outgoing> out;  // by node
     sched_->dispatch([&](int node, std::uint64_t call_id, const Task& t) {
-        if (out.empty()) out.resize(nodes_.size());
-        auto& o = out[static_cast<std::size_t>(node)];
+        auto& o = out[node];
         // The answers received so far travel with the calls: no write of their own.
         if (o.empty())
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn) c->take_acks(o.small);
+            if (auto n = slot_locked(node); n && n->conn) n->conn->take_acks(o.small);
         encode_call(o, call_id, t.call, t.pinned_worker);
     });
-    for (std::size_t i = 0; i < out.size(); ++i)
-        if (!out[i].empty() && nodes_[i]->conn)
-            sends.emplace_back(nodes_[i]->conn, std::move(out[i]));
+    for (auto& [i, o] : out)
+        if (auto n = slot_locked(i); !o.empty() && n && n->conn)
+            sends.emplace_back(n->conn, std::move(o));
 }
 
 void PoolCore::send(Sends& sends) {
@@ -635,9 +662,8 @@ bool PoolCore::cancel_batch(BatchState* b) {
         if (!sched_) return false;
         removed = sched_->cancel(b);
         for (auto [node, id] : removed.cancels)
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn;
-                c && sched_->state(node) == NodeState::ready)
-                cancels.emplace_back(c, id);
+            if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
+                cancels.emplace_back(n->conn, id);
     }
     for (auto& t : removed.tasks)
         done.push_back(Completion::failed(
@@ -650,6 +676,8 @@ bool PoolCore::cancel_batch(BatchState* b) {
 
 std::exception_ptr PoolCore::no_live_node_locked(Clock::time_point now) const {
     // Names the first node and why it ended; the pool's timeout, when it is the cause.
+    if (nodes_.empty())
+        return std::make_exception_ptr(Error("the pool has no node: none was started"));
     const NodeSlot& first = *nodes_.front();
     std::string detail = fmt::format("every node of the pool is lost (node {}: {})", first.index,
                                      first.lost_detail.empty() ? "lost" : first.lost_detail);
@@ -670,42 +698,31 @@ void PoolCore::fail_waiting_if_none_live_locked(std::vector<Completion>& done) {
 // ---- a dropped connection ---------------------------------------------------------------------
 
 bool PoolCore::start_reconnect_locked(NodeSlot& n, const std::string& why, Clock::time_point now) {
-    if (!n.reconnecting) {
-        // The window opens at the last sign of life: the drop, or the heartbeat that went
-        // unanswered. A drop while the window is open (a resumed connection that drops again
-        // before its worker answered) keeps it: a frozen worker cannot extend it.
-        const bool silent = !n.silence_reason.empty();
-        const auto base = silent ? n.silent_since : now;
-        std::chrono::seconds window =
-            silent ? reconnect_bound - hb_ - ask_why_bound : reconnect_bound;
-        window = std::min(window, spec_.idle_timeout);
-        n.reconnect_deadline = base + window;
-        n.dropped_at = now;
-        n.drop_reason = silent ? n.silence_reason : why;
-        n.drop_silent = silent;
-        n.reconnect_attempts = 0;
-        n.resume_error.clear();
-        if (now >= n.reconnect_deadline) return false;
-        n.reconnecting = true;
-        n.silence_reason.clear();
-    }
-    n.resync = false;
+    // A silent node's window opens at the heartbeat that went unanswered, and leaves time to
+    // ask the backend why; idle_timeout shortens both.
+    const WindowRule rule{
+        std::min<Clock::duration>(reconnect_bound, spec_.idle_timeout),
+        std::min<Clock::duration>(reconnect_bound - hb_ - ask_why_bound, spec_.idle_timeout)};
+    if (!n.life.dropped(why, now, rule)) return false;
     n.conn.reset();
     sched_->set_state(n.index, NodeState::restarting);  // no calls for it meanwhile
     return true;
 }
 
 void PoolCore::reconnect_attempt(int i) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     NodeStart s;
     Clock::time_point deadline;
     std::string last_error;
     {
         std::lock_guard lk(m_);
-        if (closing_ || !n.reconnecting) return;
-        deadline = n.reconnect_deadline;
-        last_error = n.resume_error;
-        ++n.reconnect_attempts;
+        if (closing_) return;
+        const ReconnectWindow* w = n.life.attempt();
+        if (!w) return;
+        deadline = w->deadline;
+        last_error = w->resume_error;
         s.instance = n.instance;
         s.token = n.token;
     }
@@ -732,11 +749,9 @@ void PoolCore::reconnect_attempt(int i) {
                 std::shared_ptr<NodeConnection> conn;
                 {
                     std::lock_guard lk(self->m_);
-                    auto& n = *self->nodes_[static_cast<std::size_t>(i)];
-                    if (self->closing_ || !n.reconnecting) return;
-                    n.resync = true;
-                    n.resumed_answers = n.resumed_again = 0;
-                    conn = n.conn;
+                    auto n = self->slot_locked(i);
+                    if (self->closing_ || !n || !n->life.resumed()) return;
+                    conn = n->conn;
                 }
                 // The worker sent "started" for its running calls and every answer it kept
                 // before it reads this: its answer marks the end of what it had.
@@ -749,19 +764,22 @@ void PoolCore::reconnect_attempt(int i) {
 }
 
 void PoolCore::retry_reconnect(int i, const std::string& why) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     Clock::time_point at;
     {
         std::lock_guard lk(m_);
-        if (closing_ || !n.reconnecting) return;
-        n.resume_error = why;
+        if (closing_) return;
+        const ReconnectWindow* w = n.life.attempt_failed(why);
+        if (!w) return;
         n.conn.reset();
         const auto now = Clock::now();
-        if (now < n.reconnect_deadline) {
-            const int k = std::min(n.reconnect_attempts - 1, 3);
+        if (now < w->deadline) {
+            const int k = std::min(w->attempts - 1, 3);
             const auto pause = std::min<Clock::duration>(
                 reconnect_pause_first * (1 << std::max(k, 0)), reconnect_pause_max);
-            at = std::min(now + pause, n.reconnect_deadline);
+            at = std::min(now + pause, w->deadline);
         }
     }
     if (at == Clock::time_point{}) {
@@ -778,32 +796,24 @@ void PoolCore::retry_reconnect(int i, const std::string& why) {
 }
 
 void PoolCore::give_up_reconnect(int i, const std::string& why, bool worker_gone) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     std::uint64_t generation = 0;
     {
         std::lock_guard lk(m_);
-        if (closing_ || !n.reconnecting) return;
-        n.reconnecting = false;
-        n.resync = false;
+        if (closing_ || !n.life.window()) return;
         generation = n.generation;
-        // The node's loss says this, unless the backend knows better (a crash, a reclaim). A
-        // worker that is gone ended the connection: the backend's word on why, or the silence
-        // that came first, says it best.
-        if (worker_gone)
-            n.silence_reason = n.drop_silent ? n.drop_reason : std::string();
-        else
-            n.silence_reason = fmt::format(
-                "its connection dropped ({}) and could not be resumed within {:.0f} s ({} "
-                "attempt(s)): {}",
-                n.drop_reason, std::chrono::duration<double>(Clock::now() - n.dropped_at).count(),
-                n.reconnect_attempts, why);
+        // The node's loss says the reason this gives, unless the backend knows better (a
+        // crash, a reclaim).
+        n.life.give_up(why, worker_gone, Clock::now());
     }
     node_ended(i, generation, why, false);
 }
 
-void PoolCore::resync_locked(NodeSlot& n, Sends& sends) {
-    n.resync = false;
-    n.reconnecting = false;
+std::optional<Resynced> PoolCore::resync_locked(NodeSlot& n, Clock::time_point now, Sends& sends) {
+    auto done = n.life.caught_up(now);
+    if (!done) return done;
     // What is still in flight was never received, or still runs there: sent again, the worker
     // runs a call id once (a running or queued one is not run again).
     Outgoing out;
@@ -812,25 +822,28 @@ void PoolCore::resync_locked(NodeSlot& n, Sends& sends) {
         encode_call(out, t->call_id, t->call, t->pinned_worker);
     if (!out.empty()) sends.emplace_back(n.conn, std::move(out));
     sched_->set_state(n.index, NodeState::ready);
+    return done;
 }
 
 // ---- loss and replacement ---------------------------------------------------------------------
 
 bool PoolCore::may_restart_locked(int i) const {
-    return !closing_ && backend_->can_restart(i) &&
-           nodes_[static_cast<std::size_t>(i)]->restarts < max_restarts &&
+    const auto n = slot_locked(i);
+    return !closing_ && n && backend_->can_restart(i) && n->restarts < max_restarts &&
            Clock::now() - started_at_ < spec_.timeout;
 }
 
 void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& why,
                           bool protocol_error) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     std::string instance_id, silence;
     {
         std::lock_guard lk(m_);
         if (closing_ || generation != n.generation) return;
         instance_id = n.instance.id;
-        silence = n.silence_reason;
+        silence = n.life.ended_reason();
     }
     NodeExit ex;
     if (protocol_error) {
@@ -853,14 +866,14 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
             return;
         }
         n.conn.reset();
-        n.reconnecting = false;
-        n.resync = false;
+        n.life.lose();
         n.lost_reason = ex.reason;
         n.lost_detail = ex.detail;
         cost_->stop(n.instance.id, Clock::now());
         if (may_restart_locked(i)) {
             ++n.restarts;
             restart = true;
+            n.life.replace();
         }
         // Calls with retries left wait for another node (or the replacement); the rest fail.
         // A crash report names the calls that were running: they had started.
@@ -899,7 +912,9 @@ void PoolCore::replace(int i, const std::string& old_id) {
 }
 
 void PoolCore::replacement_failed(int i, const std::string& old_id, const std::string& why) {
-    auto& n = *nodes_[static_cast<std::size_t>(i)];
+    const auto slot_of_i = slot(i);
+    if (!slot_of_i) return;
+    auto& n = *slot_of_i;
     std::vector<Completion> done;
     bool retry = false;
     int attempt = 0;
@@ -913,6 +928,7 @@ void PoolCore::replacement_failed(int i, const std::string& old_id, const std::s
             retry = true;
         } else {
             sched_->set_state(i, NodeState::lost);
+            n.life.lose();
             n.lost_reason = NodeLostError::Reason::unreachable;
             n.lost_detail = fmt::format("its replacement failed: {}", why);
             // Calls pinned to this node while it was being replaced (a broadcast's share) can
@@ -937,8 +953,11 @@ void PoolCore::replacement_ready(int i, const std::string& old_id) {
     {
         std::lock_guard lk(m_);
         if (closing_) return;
+        const auto n = slot_locked(i);
+        if (!n) return;
         sched_->set_state(i, NodeState::ready);
-        new_id = nodes_[static_cast<std::size_t>(i)]->instance.id;
+        n->life.replaced();
+        new_id = n->instance.id;
         dispatch_locked(sends);
     }
     emit(InstanceReplaced{old_id, new_id, i});
@@ -986,9 +1005,8 @@ void PoolCore::tick() {
         for (auto& t : expired.tasks) done.push_back(Completion::failed(t, timeout_error(t)));
         // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto& c = nodes_[static_cast<std::size_t>(node)]->conn;
-                c && sched_->state(node) == NodeState::ready)
-                cancels.emplace_back(c, id);
+            if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
+                cancels.emplace_back(n->conn, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;
         // A worker answers every heartbeat, even while its calls run: one that leaves a written
@@ -998,21 +1016,20 @@ void PoolCore::tick() {
             // A resumed worker that goes quiet before it answered the heartbeat after its kept
             // answers does not hold its node past the window: the connection ends, and the
             // window being closed, the node is lost.
-            if (n->reconnecting && n->resync && n->conn && now > n->reconnect_deadline &&
-                n->conn->unanswered(now) > hb_)
+            if (const auto* w = n->life.window(); w && n->life.is<life::Resyncing>() && n->conn &&
+                                                  now > w->deadline &&
+                                                  n->conn->unanswered(now) > hb_)
                 silent.emplace_back(n->conn, n->index, n->instance.id,
                                     "the resumed worker went silent before it caught up");
             if (sched_->state(n->index) != NodeState::ready || !n->conn) continue;
             if (heartbeat) heartbeats.push_back(n->conn);
             if (n->resumable) acks.push_back(n->conn);
             const auto quiet = n->conn->unanswered(now);
-            if (quiet > silence_ && n->silence_reason.empty()) {
-                n->silent_since = now - quiet;
-                n->silence_reason =
-                    fmt::format("the worker answered no heartbeat for {} s",
-                                std::chrono::duration_cast<std::chrono::seconds>(quiet).count());
-                silent.emplace_back(n->conn, n->index, n->instance.id, n->silence_reason);
-            }
+            if (quiet <= silence_) continue;
+            auto why = fmt::format("the worker answered no heartbeat for {} s",
+                                   std::chrono::duration_cast<std::chrono::seconds>(quiet).count());
+            if (n->life.silent(why, now - quiet))
+                silent.emplace_back(n->conn, n->index, n->instance.id, std::move(why));
         }
         if (now >= next_cost_) {
             next_cost_ = now + cost_interval;
@@ -1108,7 +1125,7 @@ bool PoolCore::active() const noexcept {
 int PoolCore::instance_count() const noexcept {
     std::lock_guard lk(m_);
     int c = 0;
-    for (int i = 0; sched_ && i < sched_->nodes(); ++i)
+    for (int i : sched_ ? sched_->node_ids() : std::vector<int>{})
         if (const auto st = sched_->state(i); st == NodeState::ready || st == NodeState::restarting)
             ++c;
     return active_ ? c : 0;

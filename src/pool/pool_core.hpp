@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,56 +28,38 @@
 #include "pool/backend_factory.hpp"
 #include "pool/event_bus.hpp"
 #include "pool/node_connection.hpp"
+#include "pool/node_life.hpp"
 #include "pool/scheduler.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
 
-/// One node as the supervisor keeps it: its machine, its connection and why it ended; all
-/// guarded by PoolCore::m_. Its scheduling state (ready, lost, calls in flight) is the
-/// Scheduler's.
+/// One node as the supervisor keeps it: its machine, its connection, where it is in its life
+/// (pool/node_life.hpp) and why it was last lost; all guarded by PoolCore::m_. Its scheduling
+/// state (ready, lost, calls in flight) is the Scheduler's.
 struct NodeSlot {
     int index = 0;
     Instance instance;
     /// The current connection to its worker (from connect on).
     std::shared_ptr<NodeConnection> conn;
-    /// Counts the node's connections: an event of one that is no longer current is dropped.
+    /// Names its current connection (a pool-wide count): an event of one that is no longer
+    /// current is dropped.
     std::uint64_t generation = 0;
     /// Replacement attempts so far (failed ones too): at most max_restarts.
     int restarts = 0;
-    /// Why the supervisor ended the connection for silence (empty: it did not), or why a
-    /// dropped connection could not be resumed: the node's loss then says this.
-    std::string silence_reason;
-    /// When the heartbeat that went unanswered was written (with silence_reason).
-    Clock::time_point silent_since{};
+    /// Starting, ready, reconnecting (its window), resyncing, replacing, lost.
+    NodeLife life;
     /// The worker's token and session (ClientHello::session, random per started worker): a
     /// connection that comes back after a drop proves the one and resumes the other.
     std::string token;
     std::string session;
     /// The backend can reach this node's worker again after its connection drops.
     bool resumable = false;
-    /// The connection dropped and the pool is reconnecting (the node's calls stay in flight)
-    /// until reconnect_deadline; resync: the resumed worker's kept answers are arriving, and
-    /// the heartbeat sent after its ready frame marks their end.
-    bool reconnecting = false;
-    bool resync = false;
-    Clock::time_point dropped_at{};
-    Clock::time_point reconnect_deadline{};
-    int reconnect_attempts = 0;
-    /// During a resync: answers the pool was waiting for, and answers it had already (the
-    /// worker keeps only what was not acknowledged, so these are the last second's at most).
-    std::size_t resumed_answers = 0;
-    std::size_t resumed_again = 0;
-    std::string drop_reason;   ///< why the connection dropped
-    bool drop_silent = false;  ///< it was ended for silence
-    std::string resume_error;  ///< why the last reconnect attempt failed
     /// Why the node was last lost: a call made when no node is left fails with it.
     NodeLostError::Reason lost_reason = NodeLostError::Reason::unreachable;
     std::string lost_detail;
     /// A free port per worker process, from the worker's ready frame (rendezvous).
     std::vector<std::int32_t> ports;
-    /// The connection ended while the pool was still starting: handled once it is active.
-    std::optional<std::pair<std::string, bool>> ended_early;
 };
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
@@ -115,6 +98,13 @@ private:
     using Sends = std::vector<std::pair<std::shared_ptr<NodeConnection>, Outgoing>>;
 
     void emit(Event e) { bus_->post(std::move(e)); }
+    /// Node i's slot, or nullptr when the pool has no node i: under m_, and taking it.
+    [[nodiscard]] std::shared_ptr<NodeSlot> slot_locked(int i) const;
+    [[nodiscard]] std::shared_ptr<NodeSlot> slot(int i) const;
+    /// A slot for node i (kept in index order), or the one it has (under m_).
+    NodeSlot& add_slot_locked(int i);
+    /// Node i's instance id, or empty (under m_).
+    [[nodiscard]] std::string instance_id_locked(int i) const;
     /// Runs `task` on the blocking pool, counted so that close() waits for it; a task that
     /// would start after close() began runs `skipped` instead.
     void run_blocking(std::function<void()> task, std::function<void()> skipped = {});
@@ -158,8 +148,9 @@ private:
     /// worker listens): the node is lost as any other (on the blocking pool).
     void give_up_reconnect(int i, const std::string& why, bool worker_gone);
     /// The resumed worker answered the heartbeat that follows its kept answers: the calls it
-    /// never got go again and the node takes calls (under m_).
-    void resync_locked(NodeSlot& n, Sends& sends);
+    /// never got go again and the node takes calls (under m_). What the resync brought, or
+    /// nothing when the node was not resyncing.
+    std::optional<Resynced> resync_locked(NodeSlot& n, Clock::time_point now, Sends& sends);
 
     // Loss and replacement (on the blocking pool).
     /// Node i's connection ended: why (the backend's word), its calls retried or failed, and a
@@ -198,7 +189,11 @@ private:
     PoolProvider provider_;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<EventBus> bus_;
-    std::vector<std::unique_ptr<NodeSlot>> nodes_;  // the vector is fixed once prepared
+    /// The nodes by index, lowest first (guarded by m_). Indexes may have gaps once nodes come
+    /// and go: look a node up by its index (slot_locked), never by position. A task that works
+    /// on a node outside the lock holds its slot.
+    std::vector<std::shared_ptr<NodeSlot>> nodes_;
+    std::uint64_t generations_ = 0;  ///< connections so far, pool-wide (guarded by m_)
     Clock::time_point started_at_;
     std::unique_ptr<CostTracker> cost_;  // guarded by m_
 
@@ -212,7 +207,7 @@ private:
     // Start-up, guarded by m_.
     std::function<void(std::exception_ptr)> start_done_;
     int start_left_ = 0;
-    std::vector<std::exception_ptr> start_errors_;
+    std::map<int, std::exception_ptr> start_errors_;  // by node
 
     // Blocking tasks in progress, guarded by m_.
     int tasks_running_ = 0;

@@ -25,22 +25,47 @@ std::exception_ptr timeout_error(const Task& t) {
 }
 
 Scheduler::Scheduler(int nodes, int concurrency, std::size_t max_pipeline_depth)
-    : nodes_(static_cast<std::size_t>(std::max(0, nodes))),
-      concurrency_(static_cast<std::size_t>(std::max(1, concurrency))),
-      max_depth_(std::max<std::size_t>(1, max_pipeline_depth)) {}
+    : concurrency_(static_cast<std::size_t>(std::max(1, concurrency))),
+      max_depth_(std::max<std::size_t>(1, max_pipeline_depth)) {
+    for (int i = 0; i < nodes; ++i) nodes_.emplace(i, Node{});
+}
+
+std::vector<int> Scheduler::node_ids() const {
+    std::vector<int> v;
+    v.reserve(nodes_.size());
+    for (const auto& [i, n] : nodes_) v.push_back(i);
+    return v;
+}
+
+int Scheduler::add_node() {
+    int i = 0;
+    // The map is ordered: the first gap, or one past the last.
+    for (const auto& [id, n] : nodes_) {
+        if (id != i) break;
+        ++i;
+    }
+    nodes_.emplace(i, Node{});
+    return i;
+}
+
+std::vector<Task> Scheduler::retire_node(int node) {
+    if (!has_node(node)) return {};
+    std::vector<Task> failed = node_lost(node, NodeState::closed);
+    nodes_.erase(node);
+    return failed;
+}
 
 void Scheduler::set_workers(int node, int workers) { at(node).workers = std::max(1, workers); }
 
 bool Scheduler::any_live() const {
-    return std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) {
-        return n.state == NodeState::ready || n.state == NodeState::restarting;
+    return std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) {
+        return n.second.state == NodeState::ready || n.second.state == NodeState::restarting;
     });
 }
 
 bool Scheduler::others_live(int node) const {
-    for (std::size_t j = 0; j < nodes_.size(); ++j)
-        if (static_cast<int>(j) != node &&
-            (nodes_[j].state == NodeState::ready || nodes_[j].state == NodeState::restarting))
+    for (const auto& [j, n] : nodes_)
+        if (j != node && (n.state == NodeState::ready || n.state == NodeState::restarting))
             return true;
     return false;
 }
@@ -68,7 +93,7 @@ void Scheduler::pin(Task t) { at(t.pinned).pinned.push_back(std::move(t)); }
 std::size_t Scheduler::broadcast_size(bool per_rank) const {
     if (!per_rank) return nodes_.size();
     std::size_t n = 0;
-    for (const auto& node : nodes_) n += static_cast<std::size_t>(node.workers);
+    for (const auto& [i, node] : nodes_) n += static_cast<std::size_t>(node.workers);
     return n;
 }
 
@@ -77,12 +102,10 @@ std::vector<std::pair<std::size_t, int>> Scheduler::broadcast(
     Clock::time_point now) {
     std::vector<std::pair<std::size_t, int>> unplaced;
     std::size_t item = 0;
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        const int node = static_cast<int>(i);
-        const int ranks = per_rank ? nodes_[i].workers : 1;
+    for (const auto& [node, n] : nodes_) {
+        const int ranks = per_rank ? n.workers : 1;
         // A node being replaced keeps its share: it runs on the replacement.
-        const bool live =
-            nodes_[i].state == NodeState::ready || nodes_[i].state == NodeState::restarting;
+        const bool live = n.state == NodeState::ready || n.state == NodeState::restarting;
         for (int w = 0; w < ranks; ++w, ++item) {
             if (!live) {
                 unplaced.emplace_back(item, node);
@@ -98,11 +121,15 @@ std::vector<std::pair<std::size_t, int>> Scheduler::broadcast(
 
 void Scheduler::dispatch(const Assigned& assigned) {
     std::size_t slots = 0;
-    for (auto& n : nodes_)
+    std::vector<std::pair<int, Node*>> order;  // by index: the rotation's order
+    order.reserve(nodes_.size());
+    for (auto& [i, n] : nodes_) {
+        order.emplace_back(i, &n);
         if (n.state == NodeState::ready)
             slots += concurrency_ * static_cast<std::size_t>(n.workers);
+    }
     if (slots == 0) return;
-    const std::size_t N = nodes_.size();
+    const std::size_t N = order.size();
     bool progress = true;
     while (progress) {
         progress = false;
@@ -110,22 +137,22 @@ void Scheduler::dispatch(const Assigned& assigned) {
         // call does not hold others back behind it).
         const std::size_t depth = std::clamp<std::size_t>(pending_.size() / slots, 1, max_depth_);
         for (std::size_t k = 0; k < N; ++k) {
-            const std::size_t i = (rr_ + k) % N;
-            auto& n = nodes_[i];
+            const int i = order[(rr_ + k) % N].first;
+            auto& n = *order[(rr_ + k) % N].second;
             if (n.state != NodeState::ready) continue;
             const std::size_t cap = concurrency_ * static_cast<std::size_t>(n.workers) * depth;
             if (n.inflight.size() >= cap) continue;
             if (!n.pinned.empty()) {
                 Task t = std::move(n.pinned.front());
                 n.pinned.pop_front();
-                assign(static_cast<int>(i), std::move(t), assigned);
+                assign(i, std::move(t), assigned);
                 progress = true;
             } else if (!pending_.empty()) {
-                auto it = pick(static_cast<int>(i));
+                auto it = pick(i);
                 if (it == pending_.end()) continue;
                 Task t = std::move(*it);
                 pending_.erase(it);
-                assign(static_cast<int>(i), std::move(t), assigned);
+                assign(i, std::move(t), assigned);
                 progress = true;
             }
         }
@@ -245,10 +272,10 @@ std::vector<Task> Scheduler::drain_waiting() { return drain(pending_); }
 
 std::vector<Task> Scheduler::drain_all() {
     std::vector<Task> v = drain_waiting();
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        for (auto& t : drain_pinned(static_cast<int>(i))) v.push_back(std::move(t));
-        for (auto& [id, t] : nodes_[i].inflight) v.push_back(std::move(t));
-        nodes_[i].inflight.clear();
+    for (auto& [i, n] : nodes_) {
+        for (auto& t : drain(n.pinned)) v.push_back(std::move(t));
+        for (auto& [id, t] : n.inflight) v.push_back(std::move(t));
+        n.inflight.clear();
     }
     deadlines_.clear();
     timed_inflight_.clear();
@@ -286,7 +313,7 @@ Scheduler::Removed Scheduler::expire(Clock::time_point now) {
             return false;
         };
         if (!drop(pending_))
-            for (auto& n : nodes_)
+            for (auto& [i, n] : nodes_)
                 if (drop(n.pinned)) break;
     }
     return r;
@@ -306,13 +333,12 @@ Scheduler::Removed Scheduler::cancel(const BatchState* b) {
         }
     };
     sweep(pending_);
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        auto& n = nodes_[i];
+    for (auto& [i, n] : nodes_) {
         sweep(n.pinned);
         for (auto it = n.inflight.begin(); it != n.inflight.end();) {
             if (it->second.batch.get() == b) {
                 forget_deadline(it->second);
-                r.cancels.emplace_back(static_cast<int>(i), it->first);
+                r.cancels.emplace_back(i, it->first);
                 r.tasks.push_back(std::move(it->second));
                 it = n.inflight.erase(it);
             } else {

@@ -82,11 +82,23 @@ public:
     /// Called for each call given to a node, with the call id its frame carries.
     using Assigned = std::function<void(int node, std::uint64_t call_id, const Task&)>;
 
-    /// `nodes` nodes, all starting; each worker process of a ready node runs `concurrency` calls
-    /// at once, and up to `max_pipeline_depth` times that many may wait in its pipe.
+    /// `nodes` nodes (0 .. nodes-1), all starting; each worker process of a ready node runs
+    /// `concurrency` calls at once, and up to `max_pipeline_depth` times that many may wait in
+    /// its pipe. Nodes join (add_node) and leave (retire_node) later: a node's index is its
+    /// name, not its position, and indexes may have gaps.
     Scheduler(int nodes, int concurrency, std::size_t max_pipeline_depth = 64);
 
+    /// How many nodes there are now.
     [[nodiscard]] int nodes() const noexcept { return static_cast<int>(nodes_.size()); }
+    /// Their indexes, lowest first.
+    [[nodiscard]] std::vector<int> node_ids() const;
+    [[nodiscard]] bool has_node(int node) const { return nodes_.count(node) != 0; }
+    /// A new node, starting, at the lowest index no node has; returns it.
+    int add_node();
+    /// The node leaves the pool: its calls in flight go back to the queue as after a loss
+    /// (node_lost), and the ones that cannot (no retries left, pinned to it) are returned, to
+    /// fail. Its index is free again.
+    std::vector<Task> retire_node(int node);
     [[nodiscard]] NodeState state(int node) const { return at(node).state; }
     void set_state(int node, NodeState s) { at(node).state = s; }
     /// Worker processes on the node (W, from its ready frame); at least 1.
@@ -175,7 +187,7 @@ private:
     /// Every call of `q`, its deadline forgotten.
     std::vector<Task> drain(std::deque<Task>& q);
 
-    std::vector<Node> nodes_;
+    std::map<int, Node> nodes_;  ///< by index, in order
     std::size_t concurrency_;
     std::size_t max_depth_;
     std::deque<Task> pending_;

@@ -42,6 +42,36 @@ public:
         emit(InstanceLaunching{nodes, "local", "local"});
     }
 
+    void add(const std::vector<int>& nodes, const std::function<void(Event)>& emit) override {
+        {
+            std::lock_guard lk(m_);
+            for (int i : nodes) {
+                if (i < 0) throw ConfigError(fmt::format("sky::Local: no node {}", i));
+                const auto need = static_cast<std::size_t>(i) + 1;
+                if (workers_.size() < need) {
+                    workers_.resize(need);
+                    generations_.resize(need);
+                }
+            }
+        }
+        emit(InstanceLaunching{static_cast<int>(nodes.size()), "local", "local"});
+    }
+
+    void release(int node) override {
+        std::unique_ptr<LocalWorker> w;
+        {
+            std::lock_guard lk(m_);
+            if (node < 0 || static_cast<std::size_t>(node) >= workers_.size()) return;
+            w = std::move(workers_[static_cast<std::size_t>(node)]);
+        }
+        if (!w) return;
+        const int pid = w->pid();
+        w->stop();  // reaped: the process is gone
+        std::lock_guard lk(m_);
+        if (ledger_ && pid > 0 && std::erase(recorded_pids_, pid) > 0)
+            ledger_->instance_gone(fmt::format("local-{}", pid));
+    }
+
     NodeStart connect(int node, const std::function<void(Event)>& emit) override {
         int generation = 0;
         {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -32,6 +33,43 @@ public:
         std::lock_guard lk(m_);
         nodes_.resize(static_cast<std::size_t>(nodes));
         emit(InstanceLaunching{nodes, "ssh", "ssh"});
+    }
+
+    void add(const std::vector<int>& nodes, const std::function<void(Event)>& emit) override {
+        {
+            std::lock_guard lk(m_);
+            for (int i : nodes) {
+                // Node i is hosts[i]: a pool grows within the hosts it was given.
+                if (i < 0 || static_cast<std::size_t>(i) >= cfg_.hosts.size())
+                    throw ConfigError(fmt::format(
+                        "sky::SSH has {} host(s): node {} has none to run on (a pool on SSH "
+                        "grows only within its hosts)",
+                        cfg_.hosts.size(), i));
+                if (nodes_.size() <= static_cast<std::size_t>(i))
+                    nodes_.resize(static_cast<std::size_t>(i) + 1);
+            }
+        }
+        emit(InstanceLaunching{static_cast<int>(nodes.size()), "ssh", "ssh"});
+    }
+
+    void release(int node) override {
+        std::unique_ptr<RemoteNode> n;
+        {
+            std::lock_guard lk(m_);
+            if (node < 0 || static_cast<std::size_t>(node) >= nodes_.size()) return;
+            n = std::move(nodes_[static_cast<std::size_t>(node)]);
+        }
+        if (!n) return;
+        // The machine stays (it is the user's); the pool's worker on it is stopped.
+        n->stop();
+        const std::string id = ledger_id(cfg_.hosts.at(static_cast<std::size_t>(node)));
+        std::lock_guard lk(m_);
+        // Two nodes may share a host: the record goes when the last of them does.
+        if (auto it = std::find(recorded_.begin(), recorded_.end(), id); it != recorded_.end()) {
+            recorded_.erase(it);
+            if (ledger_ && std::find(recorded_.begin(), recorded_.end(), id) == recorded_.end())
+                ledger_->instance_gone(id);
+        }
     }
 
     NodeStart connect(int node, const std::function<void(Event)>& emit) override {

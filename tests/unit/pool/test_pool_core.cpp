@@ -1,0 +1,325 @@
+// The pool's supervisor (pool/pool_core.hpp) over a fake backend (tests/fakes/pool): its nodes
+// are scripted workers on socketpairs, so a node's life (ready, reconnecting, resyncing,
+// replacing, lost) runs through PoolCore without a process or a machine. Each case says what the
+// worker does and checks what the caller and the events see.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fakes/pool/fake_backend.hpp"
+#include "pool/pool_core.hpp"
+#include "sky/init.hpp"
+#include "support/temp_home.hpp"
+
+using namespace sky::detail;
+using namespace std::chrono_literals;
+using sky::test::FakeBackend;
+using sky::test::FakeWorker;
+
+namespace {
+
+/// The events a pool emitted, in order (they arrive on the pool's event thread).
+struct Events {
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<sky::Event> seen;
+
+    /// Waits up to 10 s for an error event whose message contains `text`.
+    bool error_with(const std::string& text) {
+        std::unique_lock lk(m);
+        return cv.wait_for(lk, 10s, [&] {
+            for (auto& e : seen)
+                if (auto* x = std::get_if<sky::ErrorEvent>(&e);
+                    x && x->message.find(text) != std::string::npos)
+                    return true;
+            return false;
+        });
+    }
+    /// Waits up to 10 s for a replacement of node `node`.
+    std::optional<sky::InstanceReplaced> replaced(int node) {
+        std::unique_lock lk(m);
+        std::optional<sky::InstanceReplaced> r;
+        cv.wait_for(lk, 10s, [&] {
+            for (auto& e : seen)
+                if (auto* x = std::get_if<sky::InstanceReplaced>(&e); x && x->node == node) r = *x;
+            return r.has_value();
+        });
+        return r;
+    }
+};
+
+/// A pool over `backend`, with `events` recording what it emits.
+std::shared_ptr<PoolCore> make_pool(std::unique_ptr<FakeBackend> backend, Events& events,
+                                    int nodes = 1) {
+    static char name[] = "sky_test_pool_core";
+    static char* argv[] = {name, nullptr};
+    sky::init(1, argv);  // a pool refuses to start in a program that did not call it
+    sky::PoolSpec spec;
+    spec.nodes = nodes;
+    spec.display = sky::Display::quiet;
+    spec.on_event = [&events](const sky::Event& e) -> std::optional<sky::Event> {
+        std::lock_guard lk(events.m);
+        events.seen.push_back(e);
+        events.cv.notify_all();
+        return std::nullopt;
+    };
+    return std::make_shared<PoolCore>(std::move(spec), std::move(backend));
+}
+
+/// A pool over a fake backend: script `fake`, then start().
+struct FakePool {
+    sky::test::TempSkyHome home;
+    Events events;
+    std::unique_ptr<FakeBackend> owned = std::make_unique<FakeBackend>();
+    FakeBackend* fake = owned.get();
+    std::shared_ptr<PoolCore> pool;
+
+    void start(int nodes = 1) {
+        pool = make_pool(std::move(owned), events, nodes);
+        pool->start();
+    }
+};
+
+/// A worker that greets and answers every call with its own arguments.
+sky::test::WorkerScript echo_worker() {
+    return [](FakeWorker& w) {
+        w.greet();
+        w.echo();
+    };
+}
+
+Buffer bytes(const std::string& s) {
+    Buffer b;
+    b.append(s.data(), s.size());
+    return b;
+}
+
+std::string text(const Buffer& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+/// One call of "echo" with `arg` as its argument bytes.
+std::shared_ptr<BatchState> call(PoolCore& pool, const std::string& arg, int retries = 0) {
+    CallDesc c;
+    c.function = "echo";
+    auto args = make_shared_buffer();
+    *args = bytes(arg);
+    c.args = args;
+    c.options.retries = retries;
+    return pool.submit({&c}, false);
+}
+
+/// The error message of a failed call, or "" when it did not fail.
+std::string error_of(const Outcome& o) {
+    if (!o.error) return {};
+    try {
+        std::rethrow_exception(o.error);
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+
+/// Drops the worker's end after reading one call; the call's id and arguments go to `kept`.
+struct FirstCall {
+    std::mutex m;
+    std::uint64_t id = 0;
+    Buffer args;
+};
+sky::test::WorkerScript read_one_then_drop(std::shared_ptr<FirstCall> kept) {
+    return [kept](FakeWorker& w) {
+        w.greet();
+        if (auto id = w.next_call()) {
+            std::lock_guard lk(kept->m);
+            kept->id = *id;
+            kept->args.clear();
+            kept->args.append(w.args().span().data(), w.args().size());
+        }
+        w.close();
+    };
+}
+
+}  // namespace
+
+TEST_CASE("pool core: a call runs on a fake node and its result comes back", "[pool_core]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->on_connect(0, echo_worker());
+    fake->on_connect(1, echo_worker());
+    p.start(2);
+    auto& pool = p.pool;
+    CHECK(pool->instance_count() == 2);
+    auto a = call(*pool, "one");
+    auto b = call(*pool, "two");
+    REQUIRE(a->wait_for(10s));
+    REQUIRE(b->wait_for(10s));
+    CHECK(text(a->outcomes[0].result) == "one");
+    CHECK(text(b->outcomes[0].result) == "two");
+    CHECK(fake->connects(0) == 1);
+    CHECK(fake->connects(1) == 1);
+    pool->close(true);
+    CHECK(fake->stopped());
+}
+
+TEST_CASE("pool core: a lost node that cannot be replaced fails its call with the backend's word",
+          "[pool_core]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->rules(0, {.can_restart = false,
+                    .can_reconnect = false,
+                    .exit = {sky::NodeLostError::Reason::unreachable,
+                             "the fake machine was switched off", std::nullopt}});
+    fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
+    p.start();
+    auto& pool = p.pool;
+    auto a = call(*pool, "lost");
+    REQUIRE(a->wait_for(10s));
+    const auto why = error_of(a->outcomes[0]);
+    CHECK_THAT(why, Catch::Contains("the fake machine was switched off"));
+    CHECK(p.events.error_with("node 0 lost: the fake machine was switched off"));
+    CHECK(pool->instance_count() == 0);
+    // With no node left, a later call fails at once, naming why.
+    auto b = call(*pool, "later");
+    REQUIRE(b->wait_for(1s));
+    CHECK_THAT(error_of(b->outcomes[0]), Catch::Contains("every node of the pool is lost"));
+    CHECK(fake->connects(0) == 1);
+    pool->close(false);
+}
+
+TEST_CASE("pool core: a lost node is replaced and its call retried on the replacement",
+          "[pool_core]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->rules(0, {.can_restart = true});
+    fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
+    fake->on_connect(0, echo_worker());
+    p.start();
+    auto& pool = p.pool;
+    auto a = call(*pool, "again", /*retries=*/1);
+    REQUIRE(a->wait_for(10s));
+    CHECK(error_of(a->outcomes[0]).empty());
+    CHECK(text(a->outcomes[0].result) == "again");
+    CHECK(a->outcomes[0].instance_id == "fake-0-1");
+    auto r = p.events.replaced(0);
+    REQUIRE(r);
+    CHECK(r->old_instance_id == "fake-0-0");
+    CHECK(r->new_instance_id == "fake-0-1");
+    CHECK(fake->connects(0) == 2);
+    CHECK(pool->instance_count() == 1);
+    pool->close(true);
+}
+
+TEST_CASE("pool core: a replacement that fails every attempt leaves the node lost", "[pool_core]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->rules(0, {.can_restart = true});
+    // One machine only: every replacement's connect fails (no machine left).
+    fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
+    p.start();
+    auto& pool = p.pool;
+    auto a = call(*pool, "x", /*retries=*/1);
+    REQUIRE(a->wait_for(20s));
+    CHECK_THAT(error_of(a->outcomes[0]), Catch::Contains("every node of the pool is lost"));
+    CHECK(p.events.error_with("replacement failed (attempt 3 of 3)"));
+    CHECK(fake->connects(0) == 4);  // the first start and three replacement attempts
+    CHECK(pool->instance_count() == 0);
+    pool->close(false);
+}
+
+TEST_CASE("pool core: a dropped connection is resumed and the kept answer delivered",
+          "[pool_core]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->rules(0, {.can_reconnect = true});
+    auto kept = std::make_shared<FirstCall>();
+    auto hello = std::make_shared<std::pair<std::mutex, std::vector<ClientHello>>>();
+    fake->on_connect(0, [kept, hello](FakeWorker& w) {
+        auto h = w.greet();
+        {
+            std::lock_guard lk(hello->first);
+            hello->second.push_back(h);
+        }
+        if (auto id = w.next_call()) {
+            std::lock_guard lk(kept->m);
+            kept->id = *id;
+            kept->args.clear();
+            kept->args.append(w.args().span().data(), w.args().size());
+        }
+        w.close();  // the call ran; its answer is kept for the client
+    });
+    fake->on_reconnect(0, [kept, hello](FakeWorker& w) {
+        auto h = w.greet();
+        {
+            std::lock_guard lk(hello->first);
+            hello->second.push_back(h);
+        }
+        {
+            std::lock_guard lk(kept->m);
+            w.result(kept->id, kept->args);  // what the worker kept, before the heartbeat
+        }
+        w.echo();  // answers the heartbeat that ends the resync
+    });
+    p.start();
+    auto& pool = p.pool;
+    auto a = call(*pool, "kept");
+    REQUIRE(a->wait_for(10s));
+    CHECK(error_of(a->outcomes[0]).empty());
+    CHECK(text(a->outcomes[0].result) == "kept");
+    CHECK(p.events.error_with("reconnecting for up to"));
+    CHECK(p.events.error_with(
+        "1 kept answer(s) received (0 of them had arrived before the drop); 0 call(s) still "
+        "unanswered sent again"));
+    CHECK(fake->connects(0) == 1);  // resumed, not replaced
+    CHECK(fake->reconnects(0) == 1);
+    {
+        std::lock_guard lk(hello->first);
+        REQUIRE(hello->second.size() == 2);
+        CHECK_FALSE(hello->second[0].resume);
+        CHECK(hello->second[1].resume);
+        CHECK(hello->second[1].session == hello->second[0].session);
+    }
+    // The node takes calls again.
+    auto b = call(*pool, "after");
+    REQUIRE(b->wait_for(10s));
+    CHECK(text(b->outcomes[0].result) == "after");
+    pool->close(true);
+}
+
+TEST_CASE("pool core: a resync sends again the calls the resumed worker never answered",
+          "[pool_core]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->rules(0, {.can_reconnect = true});
+    fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
+    // The resumed worker kept nothing: the call comes again after the heartbeat.
+    fake->on_reconnect(0, echo_worker());
+    p.start();
+    auto& pool = p.pool;
+    auto a = call(*pool, "resent");
+    REQUIRE(a->wait_for(10s));
+    CHECK(text(a->outcomes[0].result) == "resent");
+    CHECK(
+        p.events.error_with("0 kept answer(s) received (0 of them had arrived before the drop); "
+                            "1 call(s) still unanswered sent again"));
+    pool->close(true);
+}
+
+TEST_CASE("pool core: a reconnect that finds no worker loses the node", "[pool_core]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->rules(0, {.can_restart = false,
+                    .can_reconnect = true,
+                    .exit = {sky::NodeLostError::Reason::worker_crashed, "the worker crashed",
+                             std::nullopt}});
+    fake->on_connect(0, read_one_then_drop(std::make_shared<FirstCall>()));
+    // No reconnect script: the machine answers, no worker listens (WorkerGone).
+    p.start();
+    auto& pool = p.pool;
+    auto a = call(*pool, "gone");
+    REQUIRE(a->wait_for(10s));
+    CHECK_THAT(error_of(a->outcomes[0]), Catch::Contains("the worker crashed"));
+    CHECK(fake->reconnects(0) == 1);
+    CHECK(p.events.error_with("node 0 lost: the worker crashed"));
+    pool->close(false);
+}
