@@ -26,6 +26,7 @@
 #include "pool/backend.hpp"
 #include "pool/event_bus.hpp"
 #include "pool/node_connection.hpp"
+#include "pool/preemption.hpp"
 #include "pool/scheduler.hpp"
 #include "sky/pool.hpp"
 
@@ -110,7 +111,9 @@ private:
     using NodeState = Scheduler::NodeState;
     using Sends = std::vector<std::pair<std::shared_ptr<NodeConnection>, Outgoing>>;
 
-    void emit(Event e) { bus_->post(std::move(e)); }
+    /// A provider's PreemptionNotice goes to the preemption desk, which completes it (once per
+    /// machine) and fans it out; every other event goes to the bus as it is.
+    void emit(Event e);
     /// Runs `task` on the blocking pool, counted so that close() waits for it; a task that
     /// would start after close() began runs `skipped` instead.
     void run_blocking(std::function<void()> task, std::function<void()> skipped = {});
@@ -193,6 +196,7 @@ private:
     std::unique_ptr<Ledger> ledger_;  // outlives the backend, which writes to it
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<EventBus> bus_;
+    std::unique_ptr<PreemptionDesk> preempt_;       // from prepare(); thread-safe on its own
     std::vector<std::unique_ptr<NodeSlot>> nodes_;  // the vector is fixed once prepared
     Clock::time_point started_at_;
     std::unique_ptr<CostTracker> cost_;  // guarded by m_
