@@ -86,7 +86,10 @@ void Background::progress(Outbox& out, std::chrono::milliseconds period) {
     std::uint64_t sent = 0;  // ProgressSnapshot::changes when last sent
     bool reported = false;   // the client holds a step from this worker
     for (;;) {
-        if (stopped_within(period)) return;
+        // Often while calls run: the pool's checkpoint step is the highest step it has heard
+        // of, so the less it lags behind the ranks, the fewer of them are past it at a notice.
+        const auto wait = core_.running.load() > 0 || reported ? period : period * 10;
+        if (stopped_within(wait)) return;
         const ProgressSnapshot s = progress_snapshot();
         Buffer f;
         if (s.changes != sent) {

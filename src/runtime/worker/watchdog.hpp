@@ -28,8 +28,8 @@ public:
     void start_watchdog(const Limits& limits);
     /// Starts sampling CPU, memory and GPUs every `interval` into `writer`.
     void start_metrics(Outbox& out, std::chrono::milliseconds interval);
-    /// Sends the latest sky::progress step to the client within `period` of each change, and
-    /// "none" once no call runs after one reported (api.md §10a).
+    /// Sends the latest sky::progress step to the client within `period` of each change while
+    /// calls run, and "none" once no call runs after one reported (api.md §10a).
     void start_progress(Outbox& out, std::chrono::milliseconds period);
     /// Ends the threads at once (they wait on a condition variable) and joins them.
     void stop();

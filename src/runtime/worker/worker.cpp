@@ -55,7 +55,7 @@ int Worker::run() {
     background_.start_watchdog(limits_);
     if (collect_metrics_) background_.start_metrics(out_, metrics_interval_);
     // Progress reaches the client within a second of each change (api.md §10a).
-    background_.start_progress(out_, std::chrono::milliseconds(250));
+    background_.start_progress(out_, std::chrono::milliseconds(50));
     node_.start_relays();
     // Calls run on executor threads, never on the reading thread: the connection is read all
     // the time, so heartbeats, cancels and a vanished client are seen while calls run.
