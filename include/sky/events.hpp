@@ -1,5 +1,6 @@
 #pragma once
 /// \file Events and callbacks (docs/api.md §9): what a pool reports while it lives.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -77,6 +78,15 @@ struct Metrics {
     std::optional<double> gpu_memory_total_mb;
     std::optional<double> gpu_temperature;
 };
+/// The cloud warned that a node is about to be reclaimed; every rank of the pool now sees it as
+/// sky::preemption(). Once per notice, before that node's InstancePreempted.
+struct PreemptionNotice {
+    int node = 0;
+    std::string instance_id;
+    std::chrono::system_clock::time_point deadline;  ///< when the cloud takes the machine back
+    std::int64_t checkpoint_step = -1;  ///< the step every rank saves (-1: no rank reports one)
+    std::string reason;                 ///< the provider's words
+};
 /// A spot instance was reclaimed by its provider.
 struct InstancePreempted {
     std::string instance_id;
@@ -124,7 +134,7 @@ struct ErrorEvent {
 using Event = std::variant<InfraCreating, InfraCreated, InstanceLaunching, InstanceProvisioned,
                            BootstrapStarting, BootstrapProgress, BootstrapCompleted, PoolStarted,
                            LogLine, Metrics, InstancePreempted, InstanceReplaced, PoolStopping,
-                           InstanceStopping, CostUpdate, CostFinal, ErrorEvent>;
+                           InstanceStopping, CostUpdate, CostFinal, ErrorEvent, PreemptionNotice>;
 
 /// An event handler; an event it returns is dispatched in turn.
 using Callback = std::function<std::optional<Event>(const Event&)>;
@@ -186,6 +196,7 @@ using sky::LogLine;
 using sky::Metrics;
 using sky::PoolStarted;
 using sky::PoolStopping;
+using sky::PreemptionNotice;
 }  // namespace events
 
 SKY_PUBLIC_END

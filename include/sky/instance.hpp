@@ -1,5 +1,7 @@
 #pragma once
 /// \file Where a compute function runs (docs/api.md §10) and what a pool holds (docs/api.md §4).
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +41,28 @@ struct InstanceInfo {
 
 /// The environment of the calling thread's current call.
 InstanceInfo instance_info();
+
+/// A cloud's warning that one node of the pool is about to be reclaimed (api.md §10a).
+struct Preemption {
+    /// When the cloud takes the machine back (the cloud's time, as the pool learned it).
+    std::chrono::system_clock::time_point deadline;
+    int node = 0;             ///< the pool node being reclaimed
+    std::string instance_id;  ///< its machine
+    std::string reason;       ///< the provider's words ("spot instance-action: terminate")
+    /// The step every rank should save: one more than the highest step any rank had reported
+    /// with progress() when the notice came, picked once by the pool so that all ranks agree;
+    /// -1 when no rank reports progress (save at once).
+    std::int64_t checkpoint_step = -1;
+};
+
+/// The notice that stands for this pool, empty while none does. Cheap enough for every step:
+/// a load of a published value, no system call and no lock.
+[[nodiscard]] std::optional<Preemption> preemption();
+
+/// Records `step` as this call's progress; the worker sends the latest to the client at least
+/// once a second while it changes, and the pool picks a notice's checkpoint_step from it. A
+/// store, no system call. Outside a compute function it does nothing.
+void progress(std::int64_t step);
 
 /// One node of a pool, as `pool.instances()` lists it.
 struct Instance {

@@ -76,10 +76,18 @@ struct Fault {
     int calls = 0;                       ///< lose_after_calls: the machine dies after this call
     std::chrono::milliseconds delay{0};  ///< slow_bootstrap
     std::string message;                 ///< fail_bootstrap: the failing phase's output
+    /// preempt: how long before the reclaim the cloud warns (a PreemptionNotice, api.md §10a);
+    /// 0: no warning. At most `after`.
+    std::chrono::milliseconds notice{0};
 
     /// The cloud reclaims the node's spot machine `after` the pool started.
     static Fault preempt(int node, std::chrono::milliseconds after) {
         return {Kind::preempt, node, after, 0, {}, {}};
+    }
+    /// As preempt(node, after), and the cloud warns `notice` earlier, at `after - notice`.
+    static Fault preempt(int node, std::chrono::milliseconds after,
+                         std::chrono::milliseconds notice) {
+        return {Kind::preempt, node, after, 0, {}, {}, notice};
     }
     /// The node's machine dies `after` the pool started.
     static Fault lose(int node, std::chrono::milliseconds after) {

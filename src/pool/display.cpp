@@ -193,7 +193,8 @@ void DisplayRenderer::show(const Event& e) {
     }
     // Spinner: errors and pool-level events as lines; node states live in the block.
     if (std::holds_alternative<ErrorEvent>(e) || std::holds_alternative<PoolStarted>(e) ||
-        std::holds_alternative<PoolStopping>(e) || std::holds_alternative<InstancePreempted>(e))
+        std::holds_alternative<PoolStopping>(e) || std::holds_alternative<InstancePreempted>(e) ||
+        std::holds_alternative<PreemptionNotice>(e))
         print(fmt::format("sky: {}\n", terminal_safe(describe(e))));
 }
 

@@ -106,6 +106,19 @@ std::string describe(const Event& event) {
         std::string operator()(const InstancePreempted& e) const {
             return fmt::format("node {}: {} preempted ({})", e.node, e.instance_id, e.reason);
         }
+        std::string operator()(const PreemptionNotice& e) const {
+            const auto left = std::chrono::round<std::chrono::seconds>(
+                e.deadline - std::chrono::system_clock::now());
+            return e.checkpoint_step < 0
+                       ? fmt::format(
+                             "node {}: {} will be reclaimed in {} s ({}); no rank reports "
+                             "progress: every rank saves now",
+                             e.node, e.instance_id, left.count(), e.reason)
+                       : fmt::format(
+                             "node {}: {} will be reclaimed in {} s ({}); every rank "
+                             "saves at step {}",
+                             e.node, e.instance_id, left.count(), e.reason, e.checkpoint_step);
+        }
         std::string operator()(const InstanceReplaced& e) const {
             return fmt::format("node {}: {} replaced by {}", e.node, e.old_instance_id,
                                e.new_instance_id);

@@ -218,12 +218,21 @@ void PoolCore::prepare() {
     {
         std::lock_guard lk(m_);
         sched_ = std::make_unique<Scheduler>(spec_.nodes, spec_.concurrency, max_pipeline_depth);
+        preempt_ = std::make_unique<PreemptionDesk>(spec_.nodes);
         for (int i = 0; i < spec_.nodes; ++i) add_slot_locked(i);
     }
     // From here (backend and node slots in place, nothing started yet) a SIGINT, SIGTERM or
     // SIGHUP closes this pool before the program ends.
     signals::register_pool(weak_from_this());
     backend_->provision(spec_.nodes, [this](Event e) { emit(std::move(e)); });
+}
+
+void PoolCore::emit(Event e) {
+    if (auto* notice = std::get_if<PreemptionNotice>(&e); notice && preempt_) {
+        if (auto first = preempt_->notice(std::move(*notice))) bus_->post(std::move(*first));
+        return;
+    }
+    bus_->post(std::move(e));
 }
 
 void PoolCore::start_node(int i) {
@@ -388,6 +397,7 @@ std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const Wor
     if (!slot_of_i) return std::make_exception_ptr(Error(fmt::format("node {} left the pool", i)));
     auto& n = *slot_of_i;
     bool running = false;
+    std::shared_ptr<NodeConnection> conn;
     {
         std::lock_guard lk(m_);
         if (closing_)
@@ -398,7 +408,10 @@ std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const Wor
         sched_->set_workers(i, ready.workers);
         n.ports = ready.ports;
         running = active_ && !resumed;  // a resumed worker keeps its layout
+        conn = n.conn;
     }
+    // The notice that stands, and every one after (api.md §10a).
+    if (conn) preempt_->joined(i, conn);
     if (running) send_layout(i);  // a replacement: every node learns its new ports
     return nullptr;
 }
@@ -456,6 +469,9 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             case MsgType::heartbeat:
                 // The one after a resumed worker's kept answers ends its resync.
                 calls = true;
+                break;
+            case MsgType::progress:
+                preempt_->progress(i, in.progress);
                 break;
             default:
                 break;
@@ -883,6 +899,7 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
         dispatch_locked(sends);
         fail_waiting_if_none_live_locked(done);
     }
+    if (!restart) preempt_->node_gone(i);
     if (ex.reason == NodeLostError::Reason::preempted)
         emit(InstancePreempted{instance_id, i, ex.detail});
     emit(ErrorEvent{
@@ -940,6 +957,7 @@ void PoolCore::replacement_failed(int i, const std::string& old_id, const std::s
             fail_waiting_if_none_live_locked(done);
         }
     }
+    if (!retry) preempt_->node_gone(i);
     emit(ErrorEvent{fmt::format("node {}: replacement failed (attempt {} of {}): {}{}", i, attempt,
                                 max_restarts, why, retry ? "; trying again" : ""),
                     old_id});
@@ -960,6 +978,7 @@ void PoolCore::replacement_ready(int i, const std::string& old_id) {
         new_id = n->instance.id;
         dispatch_locked(sends);
     }
+    preempt_->node_replaced(i);
     emit(InstanceReplaced{old_id, new_id, i});
     send(sends);
 }

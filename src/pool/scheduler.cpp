@@ -229,6 +229,7 @@ std::vector<Task> Scheduler::node_lost(int node, NodeState now_state) {
     n.state = now_state;
     std::vector<Task> failed;
     std::vector<Task> requeue;
+    std::vector<Task> repin;  // a plain broadcast's share, run again on the node's replacement
     // In call-id order: retries run again in the order they were first sent.
     std::vector<std::uint64_t> ids;
     ids.reserve(n.inflight.size());
@@ -240,10 +241,15 @@ std::vector<Task> Scheduler::node_lost(int node, NodeState now_state) {
         // At least once by default; at most once when asked: a call that started may have run
         // (its side effects done), so it is not run again.
         const bool may_have_run = t.started && t.call.options.at_most_once;
-        if (t.retries_left > 0 && t.pinned < 0 && !may_have_run) {
+        // A share of a broadcast belongs to its node: it runs again there once the node is
+        // replaced (api.md §10a: it resumes from what it saved). Not a per-rank call of a
+        // distributed plugin: one rank alone would wait for peers that have ended.
+        const bool share_may_rerun = t.pinned >= 0 && now_state == NodeState::restarting &&
+                                     t.call.options.plugin.kind == PluginSpec::none;
+        if (t.retries_left > 0 && (t.pinned < 0 || share_may_rerun) && !may_have_run) {
             --t.retries_left;
             t.lost_on = node;
-            requeue.push_back(std::move(t));
+            (t.pinned < 0 ? requeue : repin).push_back(std::move(t));
         } else {
             forget_deadline(t);
             failed.push_back(std::move(t));
@@ -253,6 +259,7 @@ std::vector<Task> Scheduler::node_lost(int node, NodeState now_state) {
     for (auto it = requeue.rbegin(); it != requeue.rend(); ++it)
         pending_.push_front(std::move(*it));
     for (auto& t : drain_pinned(node)) failed.push_back(std::move(t));
+    for (auto& t : repin) n.pinned.push_back(std::move(t));
     return failed;
 }
 

@@ -153,7 +153,9 @@ public:
     /// The node's connection ended and it becomes `now_state` (lost, or restarting when a
     /// replacement starts): its calls in flight with retries left go back to the head of the
     /// queue, in order, to run on another node while one lives, except an at_most_once call
-    /// that started (it may have run); the others and its pinned calls are returned, to fail.
+    /// that started (it may have run); a plain broadcast's share with retries left stays pinned
+    /// to the node when it is restarting, to run on its replacement; the others and its pinned
+    /// calls waiting to start are returned, to fail.
     std::vector<Task> node_lost(int node, NodeState now_state);
     /// The node's calls pinned to it (which can never run when it is gone for good).
     std::vector<Task> drain_pinned(int node);

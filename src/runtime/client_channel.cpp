@@ -244,6 +244,9 @@ void decode_incoming(Frame& f, Incoming& in) {
         case MsgType::heartbeat:
         case MsgType::started:
             break;
+        case MsgType::progress:
+            in.progress = decode_progress(f.payload);
+            break;
         case MsgType::metrics:
             try {
                 load_from(f.payload, in.metrics);

@@ -47,6 +47,7 @@ struct Incoming {
     ErrorMsg error;   ///< error
     LogMsg log;       ///< log (call_id 0: not printed by a call)
     Metrics metrics;  ///< metrics (instance_id and node empty: the caller knows them)
+    std::optional<std::int64_t> progress;  ///< progress: the latest step (empty: none now)
 };
 
 /// Decodes a serving worker's frame into `in`. Throws ProtocolError on a frame that is malformed

@@ -40,6 +40,10 @@ const char* msg_type_name(MsgType t) noexcept {
             return "ready";
         case MsgType::layout:
             return "layout";
+        case MsgType::progress:
+            return "progress";
+        case MsgType::preempt:
+            return "preempt";
         case MsgType::started:
             return "started";
         case MsgType::confirm:
@@ -68,7 +72,7 @@ FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame) {
         throw ProtocolError(fmt::format("unsupported protocol version {} (this build speaks {})",
                                         h.version, protocol_version));
     if (type < static_cast<std::uint8_t>(MsgType::hello) ||
-        type > static_cast<std::uint8_t>(MsgType::ack))
+        type > static_cast<std::uint8_t>(MsgType::preempt))
         throw ProtocolError(fmt::format("unknown frame type {}", type));
     h.type = static_cast<MsgType>(type);
     if (h.length > max_frame)
@@ -226,6 +230,22 @@ void append_ack_frame(Buffer& out, std::span<const std::uint64_t> call_ids) {
     out.resize(at + frame_header_size);
     encode_header(out.data() + at, MsgType::ack, 0, call_ids.size_bytes());
     out.append(call_ids.data(), call_ids.size_bytes());
+}
+
+void append_progress_frame(Buffer& out, std::optional<std::int64_t> step) {
+    const std::size_t at = out.size();
+    out.resize(at + frame_header_size);
+    encode_header(out.data() + at, MsgType::progress, 0, step ? 8 : 0);
+    if (step) out.append(&*step, 8);
+}
+
+std::optional<std::int64_t> decode_progress(std::span<const std::byte> p) {
+    if (p.empty()) return std::nullopt;
+    if (p.size() != 8)
+        throw ProtocolError(fmt::format("a progress frame of {} bytes (not 0 or 8)", p.size()));
+    std::int64_t step = 0;
+    std::memcpy(&step, p.data(), 8);
+    return step;
 }
 
 std::vector<std::uint64_t> decode_ack(std::span<const std::byte> p) {

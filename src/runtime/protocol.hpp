@@ -23,7 +23,8 @@ inline constexpr std::uint32_t frame_magic = 0x31594b53;  // "SKY1"
 // 2: mutual challenge-response (auth frames) before the hellos; no token in any hello.
 // 3: the worker's ready frame after the client's hello, the layout frame, calls with a plugin.
 // 4: started/confirm (at most once), ack and resume (a dropped connection loses nothing).
-inline constexpr std::uint8_t protocol_version = 4;
+// 5: progress (worker -> client) and preempt (client -> worker) frames: a preemption notice.
+inline constexpr std::uint8_t protocol_version = 5;
 inline constexpr std::size_t frame_header_size = 24;
 /// Default upper bound of one frame's payload; larger frames close the connection.
 inline constexpr std::uint64_t default_max_frame = std::uint64_t{2} << 30;  // 2 GiB
@@ -44,6 +45,8 @@ enum class MsgType : std::uint8_t {
     started = 13,   // worker -> client, empty: the call is about to run
     confirm = 14,   // client -> worker, empty: run the at-most-once call that said "started"
     ack = 15,       // client -> worker: AckMsg, results and errors the client has received
+    progress = 16,  // worker -> client: [i64 step], the latest sky::progress; empty: none now
+    preempt = 17,   // client -> worker: PreemptMsg, the notice that stands; empty: none stands
 };
 
 /// FrameHeader::flags of a call frame: the payload starts with a plugin block (CallPlugin).
@@ -196,6 +199,27 @@ struct ErrorMsg {
 void append_ack_frame(Buffer& out, std::span<const std::uint64_t> call_ids);
 /// The ids of an ack payload; throws ProtocolError when its size is not a multiple of 8.
 std::vector<std::uint64_t> decode_ack(std::span<const std::byte> payload);
+
+/// Progress payload: the latest step sky::progress recorded in the worker (8 bytes), or none
+/// (empty: no call of the worker reports progress any more).
+void append_progress_frame(Buffer& out, std::optional<std::int64_t> step);
+/// Throws ProtocolError when the payload is neither empty nor 8 bytes.
+std::optional<std::int64_t> decode_progress(std::span<const std::byte> payload);
+
+/// Preempt payload: the preemption notice that stands for the pool (sky::Preemption, api.md
+/// §10a); an empty payload withdraws it.
+struct PreemptMsg {
+    std::int64_t deadline_ms = 0;  ///< the cloud's deadline, ms since the Unix epoch
+    std::int32_t node = 0;
+    std::string instance_id;
+    std::string reason;
+    std::int64_t checkpoint_step = -1;
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(deadline_ms, node, instance_id, reason, checkpoint_step);
+    }
+};
 
 /// The client's hello (after authentication): who the worker is in the pool.
 struct ClientHello {

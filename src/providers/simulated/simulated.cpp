@@ -212,6 +212,7 @@ void terminate_record(const std::string& id) {
 struct FaultSlot {
     Fault fault;
     bool done = false;    // fired (each fault fires once)
+    bool warned = false;  // preempt with a notice: the warning was given
     std::string machine;  // lose_after_calls: the machine that counts for it
 };
 
@@ -222,6 +223,8 @@ struct Machine {
     bool frozen = false;
     bool claimed_calls = false;     // it took its node's next lose_after_calls fault
     LocalWorker* worker = nullptr;  // while its node handle lives
+    /// The pool's events, from the node's start: where the cloud's warning goes.
+    std::function<void(Event)> emit;
 };
 
 class SimCloud {
@@ -354,12 +357,13 @@ public:
     }
 
     // A worker (re)started on the machine: the node is served by this machine from now on.
-    void attach(const std::string& id, LocalWorker* w) {
+    void attach(const std::string& id, LocalWorker* w, const std::function<void(Event)>& emit) {
         std::lock_guard lk(m_);
         auto it = machines_.find(id);
         if (it == machines_.end()) return;
         Machine& m = it->second;
         m.worker = w;
+        if (emit) m.emit = emit;
         node_machine_[m.node] = id;
         if (!m.claimed_calls) {
             m.claimed_calls = true;
@@ -459,6 +463,7 @@ private:
         m.info.preempted = preempted;
         m.info.reason = reason;
         if (m.worker) m.worker->signal(SIGKILL);
+        m.emit = nullptr;
         remove_record(m.info.id);
     }
 
@@ -466,13 +471,20 @@ private:
         std::unique_lock lk(m_);
         while (!stop_) {
             // The next timed fault due, in the order of their times (then as listed).
+            // A preempt fault with a notice is due twice: its warning at after - notice, then
+            // the reclaim.
+            const auto due_of = [](const FaultSlot& s) {
+                return s.fault.kind == Fault::Kind::preempt && s.fault.notice.count() > 0 &&
+                               !s.warned
+                           ? s.fault.after - s.fault.notice
+                           : s.fault.after;
+            };
             FaultSlot* next = nullptr;
             for (auto& s : faults_)
-                if (!s.done && is_timed(s.fault.kind) &&
-                    (!next || s.fault.after < next->fault.after))
+                if (!s.done && is_timed(s.fault.kind) && (!next || due_of(s) < due_of(*next)))
                     next = &s;
             if (!next) return;
-            auto due = *started_at_ + next->fault.after;
+            auto due = *started_at_ + due_of(*next);
             if (Clock::now() < due) {
                 cv_.wait_until(lk, due, [&] { return stop_; });
                 continue;
@@ -487,6 +499,12 @@ private:
                     m = &it->second;
             if (!m) {
                 cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return stop_; });
+                continue;
+            }
+            if (next->fault.kind == Fault::Kind::preempt && next->fault.notice.count() > 0 &&
+                !next->warned) {
+                next->warned = true;
+                warn_locked(lk, *m, *started_at_ + next->fault.after);
                 continue;
             }
             next->done = true;
@@ -508,6 +526,29 @@ private:
                     break;
             }
         }
+    }
+
+    // The cloud's warning that machine `m` is reclaimed at `at`, as AWS's instance-action
+    // gives it: to the pool, outside the lock (the pool's handlers never call back here).
+    void warn_locked(std::unique_lock<std::mutex>& lk, const Machine& m, Clock::time_point at) {
+        PreemptionNotice n;
+        n.node = m.node;
+        n.instance_id = m.info.id;
+        n.deadline =
+            std::chrono::system_clock::now() +
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(at - Clock::now());
+        n.reason =
+            "spot instance-action: terminate (simulated fault: the cloud reclaims the spot "
+            "capacity)";
+        const auto emit = m.emit;
+        if (!emit) return;
+        lk.unlock();
+        try {
+            emit(std::move(n));
+        } catch (...) {
+            // The pool is going: nobody is left to warn.
+        }
+        lk.lock();
     }
 
     const Simulated config_;
@@ -742,7 +783,7 @@ public:
         } catch (const std::exception& e) {
             throw BootstrapError(r.node, id, "worker", "could not start the worker", {e.what()});
         }
-        cloud->attach(id, n->worker_.get());
+        cloud->attach(id, n->worker_.get(), emit);
         emit(BootstrapProgress{id, "watchdog"});
         emit(BootstrapCompleted{id});
         return n;
@@ -763,7 +804,7 @@ public:
     void restart_worker(const std::function<void(Event)>& emit) override {
         emit(BootstrapProgress{id_, "worker"});
         worker_->restart_worker(emit);
-        cloud_->attach(id_, worker_.get());
+        cloud_->attach(id_, worker_.get(), emit);
     }
     NodeExit exit_reason() override { return worker_->exit_reason(); }
     bool reachable() const override { return cloud_->machine_up(id_); }

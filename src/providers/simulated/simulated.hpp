@@ -14,7 +14,8 @@
 namespace sky::detail {
 
 /// The environment variable whose JSON adds capacity errors and faults to every simulated pool:
-/// {"capacity_errors":2,"seed":42,"faults":[{"kind":"preempt","node":1,"after_ms":3000},
+/// {"capacity_errors":2,"seed":42,"faults":[{"kind":"preempt","node":1,"after_ms":3000,
+///  "notice_ms":2000},
 ///  {"kind":"lose_after_calls","node":0,"calls":5},{"kind":"fail_bootstrap","node":2,
 ///  "message":"..."},{"kind":"slow_bootstrap","node":3,"delay_ms":2000}]}
 inline constexpr const char* simulated_env = "SKY_SIMULATED";

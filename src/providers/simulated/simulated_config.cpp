@@ -90,9 +90,11 @@ Fault parse_fault(const json& f, std::size_t index) {
             break;
     }
     for (auto it = f.begin(); it != f.end(); ++it)
-        if (it.key() != "kind" && it.key() != "node" && it.key() != extra)
-            bad(fmt::format("{} ({}): unknown key \"{}\" (it takes kind, node and {})", at, kind,
-                            it.key(), extra));
+        if (it.key() != "kind" && it.key() != "node" && it.key() != extra &&
+            !(out.kind == Fault::Kind::preempt && it.key() == "notice_ms"))
+            bad(fmt::format("{} ({}): unknown key \"{}\" (it takes kind, node and {}{})", at, kind,
+                            it.key(), extra,
+                            out.kind == Fault::Kind::preempt ? ", and notice_ms" : ""));
     if (!f.contains("node")) bad(fmt::format("{} ({}) needs \"node\"", at, kind));
     out.node = static_cast<int>(integer(f["node"], at + ".node", 0, 4095));
     if (!f.contains(extra)) bad(fmt::format("{} ({}) needs \"{}\"", at, kind, extra));
@@ -103,6 +105,9 @@ Fault parse_fault(const json& f, std::size_t index) {
         case Fault::Kind::lose:
         case Fault::Kind::freeze:
             out.after = std::chrono::milliseconds(integer(v, at + ".after_ms", 0, day_ms));
+            if (out.kind == Fault::Kind::preempt && f.contains("notice_ms"))
+                out.notice = std::chrono::milliseconds(
+                    integer(f["notice_ms"], at + ".notice_ms", 0, day_ms));
             break;
         case Fault::Kind::lose_after_calls:
             out.calls = static_cast<int>(integer(v, at + ".calls", 1, 1'000'000'000));
@@ -197,6 +202,16 @@ void check_simulated(const Simulated& c, int nodes, std::vector<std::string>& pr
         if (f.delay.count() < 0)
             problems.push_back(
                 fmt::format("{}: delay must not be negative, got {} ms", what, f.delay.count()));
+        if (f.notice.count() < 0)
+            problems.push_back(
+                fmt::format("{}: notice must not be negative, got {} ms", what, f.notice.count()));
+        if (f.notice.count() > 0 && f.kind != Fault::Kind::preempt)
+            problems.push_back(fmt::format("{}: only a preempt fault gives a notice", what));
+        if (f.notice > f.after)
+            problems.push_back(fmt::format(
+                "{}: the notice ({} ms) must not be longer than after ({} ms): the warning "
+                "would come before the pool started",
+                what, f.notice.count(), f.after.count()));
         if (f.kind == Fault::Kind::lose_after_calls && f.calls < 1)
             problems.push_back(
                 fmt::format("{}: the number of calls must be at least 1, got {}", what, f.calls));

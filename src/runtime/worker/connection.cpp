@@ -108,6 +108,9 @@ Connection::End Connection::serve(FrameHandler& h, Outbox& out,
             case MsgType::layout:
                 h.on_layout(f.payload);
                 break;
+            case MsgType::preempt:
+                h.on_preempt(f.payload);
+                break;
             case MsgType::heartbeat:
                 try {
                     out.append(MsgType::heartbeat, 0, {});

@@ -24,6 +24,8 @@ public:
     virtual void on_confirm(std::uint64_t call_id) = 0;
     virtual void on_ack(std::span<const std::uint64_t> call_ids) = 0;
     virtual void on_layout(std::span<const std::byte> payload) = 0;
+    /// The pool's preemption notice (a PreemptMsg; empty: none stands any more).
+    virtual void on_preempt(std::span<const std::byte> payload) = 0;
 };
 
 class Connection {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "runtime/fd_transport.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/rendezvous.hpp"
 #include "runtime/spawner.hpp"
 #include "runtime/worker.hpp"
@@ -214,6 +215,14 @@ void NodeWorker::relay_loop(ChildWorker* c) {
                     break;
                 case MsgType::log:
                     forward(f);
+                    break;
+                case MsgType::progress:
+                    // This worker sends the highest of its worker processes' steps.
+                    try {
+                        if (auto step = decode_progress(f.payload)) relay_progress(*step);
+                    } catch (const std::exception& e) {
+                        core_.say(fmt::format("worker process {}: {}", c->index, e.what()));
+                    }
                     break;
                 default:
                     break;  // heartbeats and the like concern this worker only

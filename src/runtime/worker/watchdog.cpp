@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "metrics/metrics.hpp"
+#include "runtime/preemption.hpp"
 #include "sky/detail/serialize.hpp"
 
 namespace sky::detail {
@@ -14,6 +15,10 @@ void Background::start_watchdog(const Limits& limits) {
 
 void Background::start_metrics(Outbox& out, std::chrono::milliseconds interval) {
     metrics_ = std::thread([this, &out, interval] { metrics(out, interval); });
+}
+
+void Background::start_progress(Outbox& out, std::chrono::milliseconds period) {
+    progress_ = std::thread([this, &out, period] { progress(out, period); });
 }
 
 bool Background::stopped_within(std::chrono::milliseconds d) {
@@ -29,6 +34,7 @@ void Background::stop() {
     cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
     if (metrics_.joinable()) metrics_.join();
+    if (progress_.joinable()) progress_.join();
 }
 
 void Background::watchdog(Limits limits) {
@@ -66,6 +72,40 @@ void Background::metrics(Outbox& out, std::chrono::milliseconds interval) {
         try {
             out.append(MsgType::metrics, 0, p.span());
             out.flush();
+        } catch (...) {
+            return;
+        }
+    }
+}
+
+}  // namespace sky::detail
+
+namespace sky::detail {
+
+void Background::progress(Outbox& out, std::chrono::milliseconds period) {
+    std::uint64_t sent = 0;  // ProgressSnapshot::changes when last sent
+    bool reported = false;   // the client holds a step from this worker
+    for (;;) {
+        // Often while calls run: the pool's checkpoint step is the highest step it has heard
+        // of, so the less it lags behind the ranks, the fewer of them are past it at a notice.
+        const auto wait = core_.running.load() > 0 || reported ? period : period * 10;
+        if (stopped_within(wait)) return;
+        const ProgressSnapshot s = progress_snapshot();
+        Buffer f;
+        if (s.changes != sent) {
+            sent = s.changes;
+            reported = true;
+            append_progress_frame(f, s.step);
+        } else if (reported && core_.running.load() == 0) {
+            // The calls that reported are over: a later notice must not pick their step.
+            reported = false;
+            progress_cleared();
+            append_progress_frame(f, std::nullopt);
+        } else {
+            continue;
+        }
+        try {
+            out.frame(std::move(f), true);
         } catch (...) {
             return;
         }

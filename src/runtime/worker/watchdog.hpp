@@ -1,6 +1,6 @@
 #pragma once
 // The worker's background threads: the watchdog, which ends the process when its client is gone
-// or its time is up (even while a call runs), and the metrics sampler.
+// or its time is up (even while a call runs), the metrics sampler and the progress sender.
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -28,7 +28,10 @@ public:
     void start_watchdog(const Limits& limits);
     /// Starts sampling CPU, memory and GPUs every `interval` into `writer`.
     void start_metrics(Outbox& out, std::chrono::milliseconds interval);
-    /// Ends both threads at once (they wait on a condition variable) and joins them.
+    /// Sends the latest sky::progress step to the client within `period` of each change while
+    /// calls run, and "none" once no call runs after one reported (api.md §10a).
+    void start_progress(Outbox& out, std::chrono::milliseconds period);
+    /// Ends the threads at once (they wait on a condition variable) and joins them.
     void stop();
 
 private:
@@ -36,12 +39,14 @@ private:
     bool stopped_within(std::chrono::milliseconds d);
     void watchdog(Limits limits);
     void metrics(Outbox& out, std::chrono::milliseconds interval);
+    void progress(Outbox& out, std::chrono::milliseconds period);
 
     WorkerCore& core_;
     // Joined by stop(): they read the worker's objects, which end when it returns (a detached
     // thread went on using its mutexes as the process exited; TSan saw it).
     std::thread watchdog_;
     std::thread metrics_;
+    std::thread progress_;
     std::mutex m_;
     std::condition_variable cv_;
     bool stop_ = false;  // under m_

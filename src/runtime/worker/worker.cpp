@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/preemption.hpp"
 #include "runtime/worker/crash_handler.hpp"
 #include "runtime/worker_context.hpp"
 #include "sky/detail/serialize.hpp"
@@ -53,6 +54,8 @@ int Worker::run() {
     limits_.parent_pid = parent_pid_;
     background_.start_watchdog(limits_);
     if (collect_metrics_) background_.start_metrics(out_, metrics_interval_);
+    // Progress reaches the client within a second of each change (api.md §10a).
+    background_.start_progress(out_, std::chrono::milliseconds(50));
     node_.start_relays();
     // Calls run on executor threads, never on the reading thread: the connection is read all
     // the time, so heartbeats, cancels and a vanished client are seen while calls run.
@@ -257,6 +260,17 @@ void Worker::on_layout(std::span<const std::byte> payload) {
         layout_ = std::move(l);
     }
     node_.send_all(MsgType::layout, payload);
+}
+
+void Worker::on_preempt(std::span<const std::byte> payload) {
+    try {
+        // Published first: this process's calls see it before its worker processes do.
+        publish_preemption(decode_preempt(payload));
+    } catch (const std::exception& e) {
+        core_.say(fmt::format("ignoring an unreadable preempt frame: {}", e.what()));
+        return;
+    }
+    node_.send_all(MsgType::preempt, payload);
 }
 
 EnvVars Worker::plugin_env(const CallPlugin& plugin) {

@@ -45,6 +45,7 @@ private:
     void on_confirm(std::uint64_t call_id) override;
     void on_ack(std::span<const std::uint64_t> call_ids) override;
     void on_layout(std::span<const std::byte> payload) override;
+    void on_preempt(std::span<const std::byte> payload) override;
 
     /// Reads the client's hello, plans the worker processes and answers "ready".
     bool handshake();

@@ -35,7 +35,7 @@ std::vector<std::string> Recorder::names() {
         "BootstrapStarting", "BootstrapProgress", "BootstrapCompleted", "PoolStarted",
         "LogLine",           "Metrics",           "InstancePreempted",  "InstanceReplaced",
         "PoolStopping",      "InstanceStopping",  "CostUpdate",         "CostFinal",
-        "ErrorEvent"};
+        "ErrorEvent",        "PreemptionNotice"};
     std::lock_guard lk(m);
     std::vector<std::string> out;
     for (auto& e : events) out.emplace_back(n[e.index()]);

@@ -157,7 +157,7 @@ TEST_CASE("scheduler: a lost node's calls with retries run again elsewhere, the 
     Fixture f(2, 2);
     auto b = f.submit(4, Fixture::call(1));
     auto pinned_b = std::make_shared<BatchState>(1);
-    f.s.pin(f.s.make_task(pinned_b, 0, Fixture::call(3), 0, f.t0));
+    f.s.pin(f.s.make_task(pinned_b, 0, Fixture::call(0), 0, f.t0));
     f.dispatch();
     // Two slots each: node 0 runs its pinned call and one of b's, node 1 two; one waits.
     REQUIRE(f.s.inflight(0) == 2);
@@ -170,7 +170,7 @@ TEST_CASE("scheduler: a lost node's calls with retries run again elsewhere, the 
     REQUIRE(x < 4);
     auto failed = f.s.node_lost(0, State::restarting);
     // Item x had a retry and waits again, at the head of the queue; the pinned call (a
-    // broadcast's share) fails whatever its retries: it can only run there.
+    // broadcast's share) without retries fails.
     REQUIRE(failed.size() == 1);
     CHECK(failed[0].batch == pinned_b);
     CHECK(f.s.state(0) == State::restarting);
@@ -191,6 +191,40 @@ TEST_CASE("scheduler: a lost node's calls with retries run again elsewhere, the 
     CHECK(failed2[0].batch == b);
     CHECK(failed2[0].retries_left == 0);
     CHECK(failed2[0].lost_on == 0);
+}
+
+TEST_CASE("scheduler: a broadcast's share with retries runs again on its node's replacement",
+          "[scheduler]") {
+    Fixture f(2);
+    auto b = std::make_shared<BatchState>(1);
+    f.s.pin(f.s.make_task(b, 0, Fixture::call(1), 1, f.t0));
+    auto sent = f.dispatch();
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].node == 1);
+    // Node 1 is being replaced: the share waits for it (not for node 0, which is free).
+    CHECK(f.s.node_lost(1, State::restarting).empty());
+    CHECK(f.dispatch().empty());
+    f.s.set_state(1, State::ready);
+    sent = f.dispatch();
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].node == 1);
+    CHECK(sent[0].index == 0);
+    // Lost again with its retry spent: it fails.
+    auto failed = f.s.node_lost(1, State::restarting);
+    REQUIRE(failed.size() == 1);
+    CHECK(failed[0].retries_left == 0);
+
+    // A node lost for good fails its share whatever its retries; so does a replaced node a
+    // distributed call's rank (alone, it would wait for peers that have ended).
+    Fixture g(2);
+    auto c = std::make_shared<BatchState>(2);
+    g.s.pin(g.s.make_task(c, 0, Fixture::call(3), 0, g.t0));
+    CallDesc rank = Fixture::call(3);
+    rank.options.plugin.kind = PluginSpec::torch;
+    g.s.pin(g.s.make_task(c, 1, rank, 1, g.t0));
+    REQUIRE(g.dispatch().size() == 2);
+    CHECK(g.s.node_lost(0, State::lost).size() == 1);
+    CHECK(g.s.node_lost(1, State::restarting).size() == 1);
 }
 
 TEST_CASE("scheduler: an at-most-once call that started is not retried, one that did not is",
