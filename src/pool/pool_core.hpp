@@ -28,11 +28,8 @@
 #include "pool/backend_factory.hpp"
 #include "pool/event_bus.hpp"
 #include "pool/node_connection.hpp"
-<<<<<<< ours
 #include "pool/node_life.hpp"
-=======
 #include "pool/preemption.hpp"
->>>>>>> theirs
 #include "pool/scheduler.hpp"
 #include "sky/pool.hpp"
 
@@ -101,8 +98,9 @@ private:
     using NodeState = Scheduler::NodeState;
     using Sends = std::vector<std::pair<std::shared_ptr<NodeConnection>, Outgoing>>;
 
-<<<<<<< ours
-    void emit(Event e) { bus_->post(std::move(e)); }
+    /// A provider's PreemptionNotice goes to the preemption desk, which completes it (once per
+    /// machine) and fans it out; every other event goes to the bus as it is.
+    void emit(Event e);
     /// Node i's slot, or nullptr when the pool has no node i: under m_, and taking it.
     [[nodiscard]] std::shared_ptr<NodeSlot> slot_locked(int i) const;
     [[nodiscard]] std::shared_ptr<NodeSlot> slot(int i) const;
@@ -110,11 +108,6 @@ private:
     NodeSlot& add_slot_locked(int i);
     /// Node i's instance id, or empty (under m_).
     [[nodiscard]] std::string instance_id_locked(int i) const;
-=======
-    /// A provider's PreemptionNotice goes to the preemption desk, which completes it (once per
-    /// machine) and fans it out; every other event goes to the bus as it is.
-    void emit(Event e);
->>>>>>> theirs
     /// Runs `task` on the blocking pool, counted so that close() waits for it; a task that
     /// would start after close() began runs `skipped` instead.
     void run_blocking(std::function<void()> task, std::function<void()> skipped = {});
@@ -199,16 +192,12 @@ private:
     PoolProvider provider_;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<EventBus> bus_;
-<<<<<<< ours
+    std::unique_ptr<PreemptionDesk> preempt_;  // from prepare(); thread-safe on its own
     /// The nodes by index, lowest first (guarded by m_). Indexes may have gaps once nodes come
     /// and go: look a node up by its index (slot_locked), never by position. A task that works
     /// on a node outside the lock holds its slot.
     std::vector<std::shared_ptr<NodeSlot>> nodes_;
     std::uint64_t generations_ = 0;  ///< connections so far, pool-wide (guarded by m_)
-=======
-    std::unique_ptr<PreemptionDesk> preempt_;       // from prepare(); thread-safe on its own
-    std::vector<std::unique_ptr<NodeSlot>> nodes_;  // the vector is fixed once prepared
->>>>>>> theirs
     Clock::time_point started_at_;
     std::unique_ptr<CostTracker> cost_;  // guarded by m_
 
