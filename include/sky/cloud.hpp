@@ -147,8 +147,11 @@ public:
     /// are the pool's only candidates: an instance type the cloud did not list is never tried.
     /// The embedded catalog (`catalog`) still fills what an offer lacks (accelerator, sizes,
     /// prices) from its row with the same instance type. Empty: the cloud could not be asked (or
-    /// has no such API), and the embedded catalog's rows are the candidates. `notify` takes
-    /// warnings (ErrorEvent) for the program's event stream. Default: none, the catalog's own.
+    /// has no such API), and the embedded catalog's rows are the candidates. Throw CapacityError
+    /// when the cloud answered that nothing can be had now (no type available anywhere): the
+    /// pool then fails with a ProvisionError saying so, and no catalog row is tried in the
+    /// cloud's stead. `notify` takes warnings (ErrorEvent) for the program's event stream.
+    /// Default: none, the catalog's own.
     [[nodiscard]] virtual std::vector<Offer> live_offers(const Catalog& catalog,
                                                          const SelectionRequest& request,
                                                          const std::function<void(Event)>& notify) {

@@ -96,6 +96,10 @@ public:
         std::vector<Offer> live;
         try {
             live = api_->live_offers(Catalog::embedded(), req, emit);
+        } catch (const CapacityError& e) {
+            // The cloud answered: nothing can be had now. No catalog row is tried in its place.
+            throw ProvisionError(
+                fmt::format("{}: nothing is available now: {}", provider_, e.what()));
         } catch (const Error&) {
             throw;
         } catch (const std::exception& e) {

@@ -140,6 +140,13 @@ public:
                 std::nullopt});
             return {};
         }
+        if (!sizes.empty() && std::none_of(sizes.begin(), sizes.end(), [](const json& s) {
+                return s.value("available", true);
+            }))
+            // DigitalOcean answered, and it sells no size now: the catalog's would be refused.
+            throw CapacityError(fmt::format(
+                "DigitalOcean: none of the {} sizes it lists is available now (GET /v2/sizes)",
+                sizes.size()));
         const std::string today = rest::today_utc();
         std::vector<Offer> out;
         for (const auto& s : sizes) {

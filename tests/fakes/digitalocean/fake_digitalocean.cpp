@@ -157,6 +157,12 @@ void FakeDigitalOcean::set_capacity(const std::string& key, int droplets) {
     capacity_[key] = droplets;
 }
 
+void FakeDigitalOcean::set_available(const std::string& slug, bool available) {
+    std::lock_guard lk(m_);
+    for (auto& s : options_.sizes)
+        if (s["slug"] == slug) s["available"] = available;
+}
+
 void FakeDigitalOcean::rate_limit(int count) {
     HttpFault f;
     f.reply = error(429, "too_many_requests", "API Rate limit exceeded.");
@@ -181,6 +187,7 @@ std::optional<HttpReply> FakeDigitalOcean::refuse(const HttpRequest& r) {
 }
 
 HttpReply FakeDigitalOcean::handle_sizes(const HttpRequest& r) {
+    std::lock_guard lk(m_);
     return page_of("sizes", options_.sizes, r, "https://api.digitalocean.com/v2/sizes");
 }
 
@@ -276,6 +283,10 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
                              [&](const json& s) { return s["slug"] == size_slug; });
     if (size == options_.sizes.end() || options_.unknown_sizes.count(size_slug))
         return unprocessable("You specified an invalid size for Droplet creation.");
+    if (!size->value("available", true))
+        return unprocessable(
+            "The requested size is not available in this region at this time: there is not "
+            "enough capacity. Please try another size or region.");
     if (b.contains("region") && !b["region"].is_string())
         return unprocessable("region must be a string");
     const std::string region = b.contains("region") ? b["region"].get<std::string>()

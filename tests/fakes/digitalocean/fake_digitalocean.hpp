@@ -54,6 +54,8 @@ public:
     /// Droplets a size may still get per region ("size@region" or "size"); absent: any (or the
     /// free test hosts). At 0, POST /v2/droplets is a 422 as DigitalOcean answers it.
     void set_capacity(const std::string& size_or_size_at_region, int droplets);
+    /// Whether GET /v2/sizes lists this size as available (its "available" field).
+    void set_available(const std::string& slug, bool available);
     /// The next `count` requests (any path) get 429 with DigitalOcean's rate-limit body.
     void rate_limit(int count);
 
