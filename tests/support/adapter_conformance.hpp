@@ -7,13 +7,14 @@
 /// A new adapter gets every scenario by adding its fixture to the lists.
 ///
 /// A fixture `C` holds its cloud's fake with that cloud's credentials set for its life, and has:
-/// - `static constexpr const char* provider`: the provider's name ("digitalocean");
+/// - `static constexpr CloudFacts facts`: the provider's name, the pool's two types and whether
+///   the cloud lists availability (support/adapter_test.hpp);
 /// - `C()`: the fake as it starts, every listed type available;
 /// - `explicit C(conformance::Retired)`: the fake lists the pool's cheapest type and refuses it at
 /// launch as
 ///   unknown (only for `RetiringClouds`);
 /// - `sky::PoolSpec spec(int nodes)`: a pool of an accelerator the fake lists in at least two
-///   types (`first_type` and `second_type`, cheapest first, as InstanceLaunching names them);
+///   types (`facts.first_type` and `facts.second_type`);
 /// - `std::unique_ptr<sky::CloudAdapter> adapter()`: a fresh adapter over the fake (no memory of
 ///   an earlier one: what `sky gc` has);
 /// - `sky::test::HttpFaultRate launch_fault(FaultKind)`: a fault on the launch request alone;
@@ -21,8 +22,6 @@
 /// - `void exhaust(const std::string& type)`: no capacity for that type any more;
 /// - `void sell_nothing()`: nothing available: the cloud lists (or sells) no type now;
 /// - `sky::Offer unknown_offer()`: an offer of a type the cloud does not know;
-/// - `bool lists_availability`: whether the cloud's listing says what can be had now (then
-///   nothing is launched when nothing is available);
 /// - `int infra_things(int machines)`: how many lines infra_left() names for a pool with this
 ///   many machines;
 /// - `int alive()`, `std::string left()`: machines not ended; what else of a pool is left
@@ -121,7 +120,7 @@ TEMPLATE_LIST_TEST_CASE(
     "[conformance]", ConformingClouds) {
     namespace c = sky::test::conformance;
     TestType cloud;
-    cloud.exhaust(TestType::first_type);
+    cloud.exhaust(TestType::facts.first_type);
     {
         // Tried and refused, or never offered where the cloud lists what is available.
         sky::test::EventLog log;
@@ -129,12 +128,12 @@ TEMPLATE_LIST_TEST_CASE(
         b->provision(1, log.sink());
         const auto tried = log.tried();
         REQUIRE_FALSE(tried.empty());
-        CHECK(tried.back() == TestType::second_type);
+        CHECK(tried.back() == TestType::facts.second_type);
         CHECK(cloud.alive() == 1);
         b->stop_all();
         CHECK(cloud.alive() == 0);
     }
-    cloud.exhaust(TestType::second_type);
+    cloud.exhaust(TestType::facts.second_type);
     auto b = c::backend(cloud, cloud.spec(1));
     try {
         b->provision(1, sky::test::ignore_events());
@@ -142,8 +141,8 @@ TEMPLATE_LIST_TEST_CASE(
     } catch (const sky::ProvisionError& e) {
         INFO(e.what());
         for (const auto& a : e.attempts())
-            CHECK((a.instance_type == TestType::first_type ||
-                   a.instance_type == TestType::second_type));
+            CHECK((a.instance_type == TestType::facts.first_type ||
+                   a.instance_type == TestType::facts.second_type));
     }
     b->stop_all();
     CHECK(cloud.alive() == 0);
@@ -162,7 +161,7 @@ TEMPLATE_LIST_TEST_CASE(
                                                            sky::test::ignore_events()));
     }
     REQUIRE_FALSE(listed.empty());
-    const auto unlisted = c::unlisted_catalog_types(TestType::provider, listed);
+    const auto unlisted = c::unlisted_catalog_types(TestType::facts.provider, listed);
     REQUIRE_FALSE(unlisted.empty());  // else the check below could not fail
     TestType cloud;
     cloud.sell_nothing();
@@ -176,7 +175,7 @@ TEMPLATE_LIST_TEST_CASE(
         for (const auto& a : e.attempts()) CHECK(listed.count(a.instance_type));
         // Where the listing says so, the error does, naming the provider; else each attempt's
         // refusal is the cloud's own.
-        if (TestType::lists_availability)
+        if (TestType::facts.lists_availability)
             CHECK(what.find("nothing is available now") != std::string::npos);
         else
             CHECK_FALSE(e.attempts().empty());
@@ -187,7 +186,7 @@ TEMPLATE_LIST_TEST_CASE(
             CHECK(r.target.find(t) == std::string::npos);
             CHECK(r.body.find(t) == std::string::npos);
         }
-    if (TestType::lists_availability) CHECK(cloud.launches_sent() == 0);
+    if (TestType::facts.lists_availability) CHECK(cloud.launches_sent() == 0);
     b->stop_all();
     CHECK(cloud.alive() == 0);
     CHECK(cloud.left() == "");
@@ -213,7 +212,8 @@ TEMPLATE_LIST_TEST_CASE(
     auto b = c::backend(cloud, cloud.spec(1));
     b->provision(1, log.sink());
     const auto tried = log.tried();
-    CHECK(tried == std::vector<std::string>{TestType::first_type, TestType::second_type});
+    CHECK(tried ==
+          std::vector<std::string>{TestType::facts.first_type, TestType::facts.second_type});
     CHECK(cloud.alive() == 1);
     b->stop_all();
     CHECK(cloud.alive() == 0);
@@ -230,7 +230,7 @@ TEMPLATE_LIST_TEST_CASE(
         const auto offers =
             client->live_offers(sky::Catalog::embedded(), {}, sky::test::ignore_events());
         sky::LaunchRequest r =
-            sky::test::launch_request(sky::test::offer_of(offers, TestType::first_type));
+            sky::test::launch_request(sky::test::offer_of(offers, TestType::facts.first_type));
         r.ssh_public_key += "-" + std::string(c::kPool);  // commented "sky-<pool id>"
         r.client_token = std::string("sky-") + c::kPool + "-0-0-0d";
         client->create_infra({c::kPool, r.name, r.ssh_public_key}, sky::test::ignore_events());

@@ -96,6 +96,16 @@ namespace conformance {
 /// unknown (a type retired after the listing was read); see support/adapter_conformance.hpp.
 struct Retired {};
 
+/// What a conformance fixture's cloud is: its provider's name, the pool's two types (cheapest
+/// first, as InstanceLaunching names them), and whether its listing says what can be had now
+/// (then nothing is launched when nothing is available).
+struct CloudFacts {
+    const char* provider;
+    const char* first_type;
+    const char* second_type;
+    bool lists_availability;
+};
+
 /// A pool of `nodes` on-demand machines with `accelerator` on `provider`.
 inline sky::PoolSpec on_demand_pool(sky::Provider provider, int nodes, const char* accelerator) {
     sky::PoolSpec s;

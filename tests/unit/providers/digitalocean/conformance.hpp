@@ -2,8 +2,6 @@
 /// \file DigitalOcean's fixture for the adapter conformance suite
 /// (support/adapter_conformance.hpp): the fake DigitalOcean API with a token, pools of H100
 /// droplets in nyc2 (gpu-h100x1-80gb, then gpu-h100x8-640gb).
-#include <string>
-
 #include "fakes/digitalocean/fake_digitalocean.hpp"
 #include "providers/digitalocean/digitalocean.hpp"
 #include "support/adapter_test.hpp"
@@ -11,15 +9,12 @@
 namespace sky::test::conformance {
 
 struct DigitalOceanCloud {
-    static constexpr const char* provider = "digitalocean";
-    static constexpr const char* first_type = "gpu-h100x1-80gb";
-    static constexpr const char* second_type = "gpu-h100x8-640gb";
     /// The sizes list says what is available: nothing is launched when nothing is.
-    static constexpr bool lists_availability = true;
+    static constexpr CloudFacts facts{"digitalocean", "gpu-h100x1-80gb", "gpu-h100x8-640gb", true};
 
     DigitalOceanCloud() : DigitalOceanCloud(FakeDigitalOceanOptions{}) {}
     explicit DigitalOceanCloud(Retired)
-        : DigitalOceanCloud(FakeDigitalOceanOptions{.unknown_sizes = {first_type}}) {}
+        : DigitalOceanCloud(FakeDigitalOceanOptions{.unknown_sizes = {facts.first_type}}) {}
 
     sky::PoolSpec spec(int nodes) const { return on_demand_pool(config(), nodes, "H100"); }
     std::unique_ptr<sky::CloudAdapter> adapter() const {
@@ -34,7 +29,7 @@ struct DigitalOceanCloud {
     }
     sky::Offer unknown_offer() const {
         sky::Offer o;
-        o.provider = provider;
+        o.provider = facts.provider;
         o.instance_type = "gpu-z100x1-12gb";
         o.region = "nyc2";
         return o;

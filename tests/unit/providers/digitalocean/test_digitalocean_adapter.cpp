@@ -1,6 +1,8 @@
 // The DigitalOcean adapter against the fake DigitalOcean API (no root, no SSH): offers from
 // /v2/sizes, the account key, droplets with user_data and the pool's tag, capacity answers,
-// rate limits, the sweep by tag, and the cloud layer's provision and teardown over it.
+// rate limits, the sweep by tag, the tag and firewall as the spec demands them. What every REST
+// cloud passes (provision and teardown, lost answers, capacity, unknown types, what a killed
+// client left) is the conformance suite's (support/adapter_conformance.hpp).
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -323,61 +325,6 @@ TEST_CASE("digitalocean: configuration errors are ConfigError", "[digitalocean]"
         sky::ConfigError);
 }
 
-TEST_CASE("digitalocean: the cloud layer provisions 2 droplets and deletes them all",
-          "[digitalocean]") {
-    FakeDigitalOcean fake;
-    Token t("dop_v1_fake_token_0123456789abcdef");
-    sky::PoolSpec spec;
-    spec.provider = sky::DigitalOcean{.endpoint = fake.endpoint()};
-    spec.nodes = 2;
-    spec.accelerator = "H100";
-    spec.spot = sky::Spot::Never{};
-    auto b = sky::detail::make_cloud_backend(
-        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
-        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(2, keep());
-    CHECK(fake.alive() == 2);
-    CHECK(fake.keys().size() == 1);
-    CHECK(fake.firewalls().size() == 1);
-    // What `sky gc` would see from the pool id alone: the account key and the cloud firewall
-    // (the tag still holds droplets: it is how they are found).
-    auto other = sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>());
-    CHECK(other->infra_left("0123456789abcdef").size() == 2);
-    b->stop_all();
-    CHECK(fake.alive() == 0);
-    CHECK(fake.keys().empty());
-    CHECK(fake.firewalls().empty());
-    CHECK(fake.tags() == std::vector<std::string>{"sky"});  // every pool's droplets' tag stays
-    CHECK(other->infra_left("0123456789abcdef").empty());
-}
-
-TEST_CASE(
-    "digitalocean: droplets whose create answers are lost are found by the pool's tag and used, "
-    "each created once",
-    "[digitalocean]") {
-    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
-        FakeDigitalOcean fake;
-        Token t("dop_v1_fake_token_0123456789abcdef");
-        sky::PoolSpec spec;
-        spec.provider = sky::DigitalOcean{.endpoint = fake.endpoint()};
-        spec.nodes = 2;
-        spec.accelerator = "H100";
-        spec.spot = sky::Spot::Never{};
-        // Every create is carried out; no answer arrives whole.
-        fake.http().add_fault_rate(
-            {.method = "POST", .path = "/v2/droplets", .kinds = {lost}, .probability = 1.0});
-        auto b = sky::detail::make_cloud_backend(
-            sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
-            sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-        b->provision(2, keep());
-        fake.http().clear_fault_rates();
-        CHECK(fake.alive() == 2);
-        CHECK(fake.http().count("POST", "/v2/droplets") == 2);
-        b->stop_all();
-        CHECK(fake.alive() == 0);
-    });
-}
-
 namespace {
 
 // A one-node pool of `accelerator` in nyc2 on the fake, provisioned; its attempts in `log`.
@@ -422,21 +369,6 @@ TEST_CASE(
             CHECK(nlohmann::json::parse(r.body)["region"] == "tor1");
         }
     CHECK(posts == 1);
-    CHECK(fake.alive() == 1);
-    b->stop_all();
-    CHECK(fake.alive() == 0);
-}
-
-TEST_CASE("digitalocean: a size DigitalOcean refuses as invalid moves the pool to the next offer",
-          "[digitalocean]") {
-    sky::test::FakeDigitalOceanOptions o;
-    o.unknown_sizes = {"gpu-h100x1-80gb"};  // listed, then retired
-    FakeDigitalOcean fake(o);
-    Token t("dop_v1_fake_token_0123456789abcdef");
-    sky::PoolSpec spec;
-    sky::test::EventLog log;
-    auto b = provisioned(fake, "H100", spec, log);
-    CHECK(log.tried() == std::vector<std::string>{"gpu-h100x1-80gb", "gpu-h100x8-640gb"});
     CHECK(fake.alive() == 1);
     b->stop_all();
     CHECK(fake.alive() == 0);

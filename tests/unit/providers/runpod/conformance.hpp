@@ -2,8 +2,6 @@
 /// \file RunPod's fixture for the adapter conformance suite (support/adapter_conformance.hpp):
 /// the fake RunPod GraphQL API with an API key, listing two A100 GPU types (secure cloud, on
 /// demand): pools of 1x_A100-40GB_SECURE, then 1x_A100-80GB_SECURE.
-#include <string>
-
 #include "fakes/runpod/fake_runpod.hpp"
 #include "providers/runpod/runpod.hpp"
 #include "support/adapter_test.hpp"
@@ -11,11 +9,9 @@
 namespace sky::test::conformance {
 
 struct RunPodCloud {
-    static constexpr const char* provider = "runpod";
-    static constexpr const char* first_type = "1x_A100-40GB_SECURE";
-    static constexpr const char* second_type = "1x_A100-80GB_SECURE";
     /// gpuTypes lists types, not stock: a deploy is how RunPod says there is none.
-    static constexpr bool lists_availability = false;
+    static constexpr CloudFacts facts{"runpod", "1x_A100-40GB_SECURE", "1x_A100-80GB_SECURE",
+                                      false};
 
     RunPodCloud() : RunPodCloud(FakeRunPodOptions{.gpu_types = a100s()}) {}
     explicit RunPodCloud(Retired)
@@ -34,7 +30,7 @@ struct RunPodCloud {
         return n;
     }
     void exhaust(const std::string& type) {
-        fake.set_capacity(type == first_type ? kA100_40 : kA100_80, 0);
+        fake.set_capacity(type == facts.first_type ? kA100_40 : kA100_80, 0);
     }
     void sell_nothing() {
         fake.set_capacity(kA100_40, 0);
@@ -42,7 +38,7 @@ struct RunPodCloud {
     }
     sky::Offer unknown_offer() const {
         sky::Offer o;
-        o.provider = provider;
+        o.provider = facts.provider;
         o.instance_type = "1x_Z100-12GB_SECURE";
         return o;
     }

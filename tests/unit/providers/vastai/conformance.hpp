@@ -2,8 +2,6 @@
 /// \file Vast.ai's fixture for the adapter conformance suite (support/adapter_conformance.hpp):
 /// the fake Vast.ai marketplace with an API key, pools of on-demand RTX 4090 asks (1x-RTX4090,
 /// then 2x-RTX4090).
-#include <string>
-
 #include "fakes/vastai/fake_vastai.hpp"
 #include "providers/vastai/vastai.hpp"
 #include "support/adapter_test.hpp"
@@ -11,11 +9,8 @@
 namespace sky::test::conformance {
 
 struct VastCloud {
-    static constexpr const char* provider = "vastai";
-    static constexpr const char* first_type = "1x-RTX4090";
-    static constexpr const char* second_type = "2x-RTX4090";
     /// The marketplace's search lists what is rentable: nothing is rented when nothing is.
-    static constexpr bool lists_availability = true;
+    static constexpr CloudFacts facts{"vastai", "1x-RTX4090", "2x-RTX4090", true};
 
     VastCloud() = default;
 
@@ -39,7 +34,7 @@ struct VastCloud {
     }
     sky::Offer unknown_offer() const {
         sky::Offer o;
-        o.provider = provider;
+        o.provider = facts.provider;
         o.instance_type = "RTX4090";  // no "<count>x-": not a marketplace shape
         return o;
     }

@@ -2,8 +2,6 @@
 /// \file Verda's fixture for the adapter conformance suite (support/adapter_conformance.hpp): the
 /// fake Verda API with client credentials, pools of on-demand A100 instances (1A100.80S.22V,
 /// then 8A100.80S.176V).
-#include <string>
-
 #include "fakes/verda/fake_verda.hpp"
 #include "providers/verda/verda.hpp"
 #include "support/adapter_test.hpp"
@@ -11,14 +9,12 @@
 namespace sky::test::conformance {
 
 struct VerdaCloud {
-    static constexpr const char* provider = "verda";
-    static constexpr const char* first_type = "1A100.80S.22V";
-    static constexpr const char* second_type = "8A100.80S.176V";
     /// Availability is listed per type and location: nothing is launched when nothing is.
-    static constexpr bool lists_availability = true;
+    static constexpr CloudFacts facts{"verda", "1A100.80S.22V", "8A100.80S.176V", true};
 
     VerdaCloud() : VerdaCloud(FakeVerdaOptions{}) {}
-    explicit VerdaCloud(Retired) : VerdaCloud(FakeVerdaOptions{.unknown_types = {first_type}}) {}
+    explicit VerdaCloud(Retired)
+        : VerdaCloud(FakeVerdaOptions{.unknown_types = {facts.first_type}}) {}
 
     sky::PoolSpec spec(int nodes) const { return on_demand_pool(config(), nodes, "A100"); }
     std::unique_ptr<sky::CloudAdapter> adapter() const {
@@ -35,7 +31,7 @@ struct VerdaCloud {
     }
     sky::Offer unknown_offer() const {
         sky::Offer o;
-        o.provider = provider;
+        o.provider = facts.provider;
         o.instance_type = "1Z100.12S.4V";
         o.region = "FIN-01";
         return o;
