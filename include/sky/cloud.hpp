@@ -10,6 +10,10 @@
 /// one machine, describe machines, terminate them, list a pool's machines by tag. The built-in
 /// clouds (AWS, RunPod, Vast.ai, Verda, DigitalOcean, Simulated) are adapters; a user's own adapter
 /// becomes a provider by conversion: `.provider = MyCloud{...}` (see docs/providers.md).
+///
+/// The part of an adapter that `sky ls` and `sky gc` need, describe, terminate, list and the
+/// pool's infrastructure, is its base MachineInventory: a provider whose machines are not
+/// launched one by one over SSH (Slurm's jobs) implements that alone.
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -67,8 +71,8 @@ struct InfraRequest {
     std::string ssh_public_key;  ///< to register as the cloud's key pair / account key
 };
 
-/// How the client logs in to this cloud's nodes.
-struct CloudLogin {
+/// How the client logs in to this cloud's nodes and what they may do on their own.
+struct NodeLogin {
     std::string user = "root";
     /// A command the node's watchdog runs every 5 s; exit status 0 means the cloud is taking
     /// the machine back. Empty: the cloud gives no notice.
@@ -82,15 +86,6 @@ struct CloudLogin {
     /// How long a fresh machine may take to present the pinned host key (its boot script runs
     /// after sshd first starts); a mismatch until then is retried, never accepted.
     std::chrono::seconds boot_wait{300};
-    /// How long teardown keeps deleting the pool's infrastructure while CloudAdapter::infra_left
-    /// names something (a machine that has just ended can keep a firewall in use: EC2 keeps a
-    /// terminated instance's network interface, and with it the security group, for seconds to
-    /// minutes). What is left then is recorded in the ledger; `sky gc` deletes it later. A pool
-    /// that never sent a launch (credentials refused at the start) waits at most 10 s.
-    std::chrono::seconds infra_wait{120};
-    /// How long a machine whose launch answer was lost (LaunchAnswerLostError) may take to show
-    /// in list(pool_id): the pool looks for it this long before it moves on to the next offer.
-    std::chrono::seconds lost_launch_wait{10};
     /// The cloud has no firewall API and the adapter's boot script sets up sky's host firewall
     /// (SSH from the client, every port from the pool's own machines, nothing else in; the
     /// built-in Verda adapter's does): the cloud layer admits each machine's peers through it
@@ -101,6 +96,24 @@ struct CloudLogin {
     /// life: a failed host key rotation fails the node instead of leaving it on that key.
     bool launch_data_readable = false;
 };
+
+/// How long the cloud layer waits on the cloud while it launches and tears down.
+struct CloudTimings {
+    /// How long teardown keeps deleting the pool's infrastructure while
+    /// MachineInventory::infra_left names something (a machine that has just ended can keep a
+    /// firewall in use: EC2 keeps a terminated instance's network interface, and with it the
+    /// security group, for seconds to minutes). What is left then is recorded in the ledger;
+    /// `sky gc` deletes it later. A pool that never sent a launch (credentials refused at the
+    /// start) waits at most 10 s.
+    std::chrono::seconds infra_wait{120};
+    /// How long a machine whose launch answer was lost (LaunchAnswerLostError) may take to show
+    /// in list(pool_id): the pool looks for it this long before it moves on to the next offer.
+    std::chrono::seconds lost_launch_wait{10};
+};
+
+/// What CloudAdapter::login() answers: the nodes' login and the cloud's timings in one value, so
+/// that an adapter sets any field by name (`l.user = "ubuntu"; l.infra_wait = ...`).
+struct CloudLogin : NodeLogin, CloudTimings {};
 
 /// Thrown by CloudAdapter::launch when the offer has no capacity now: the pool moves on to the
 /// next offer, or with a spot strategy that falls back, to the same offer on demand (any other
@@ -130,24 +143,57 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-/// A cloud's REST mapping. Every method may be called from several threads at once, and the
-/// methods that take a pool id must work with nothing but that id (`sky gc` calls them from
-/// another process, long after the pool's client is gone). Errors are exceptions whose
-/// messages never contain a credential.
-class CloudAdapter {
+/// What `sky ls` and `sky gc` need of a provider's machines, and the cloud layer of a pool's:
+/// describe, end and list them by pool, delete and list what was made for a pool. Every method
+/// may be called from several threads at once, and the methods that take a pool id must work
+/// with nothing but that id (`sky gc` calls them from another process, long after the pool's
+/// client is gone). Errors are exceptions whose messages never contain a credential.
+class MachineInventory {
 public:
-    virtual ~CloudAdapter() = default;
+    virtual ~MachineInventory() = default;
 
     /// The provider's name in offers, events and `sky ls` ("aws", "my-cloud").
     [[nodiscard]] virtual std::string name() const = 0;
     /// The region the pool runs in (InfraCreated, attempts); empty where the cloud places it.
     [[nodiscard]] virtual std::string region() const { return {}; }
+    /// The machines with these ids, one entry per id; an id the cloud does not know is
+    /// `unknown`.
+    virtual std::vector<CloudInstance> describe(const std::vector<std::string>& ids) = 0;
+    /// Asks the cloud to end these machines; an id that is already gone is success.
+    virtual void terminate(const std::vector<std::string>& ids) = 0;
+    /// The machines tagged with this pool id that are not gone; every sky machine of this
+    /// account when `pool_id` is empty (`sky ls`, `sky gc`).
+    virtual std::vector<CloudInstance> list(std::string_view pool_id) = 0;
+    /// Deletes what was made for this pool besides its machines (CloudAdapter::create_infra).
+    /// Best effort; never throws.
+    virtual void delete_infra(std::string_view pool_id) noexcept { (void)pool_id; }
+    /// What of this pool's infrastructure is still there (after delete_infra()), one line per
+    /// thing, with why when known ("security group sg-0a1b (sky-1a2b3c4d): DependencyViolation:
+    /// ..."); empty when nothing is. While it is not empty, teardown calls delete_infra() again
+    /// with backoff for timings().infra_wait, then records what is left for `sky ls` and `sky
+    /// gc`. Like delete_infra(), it must work from the pool id alone. Never throws. Default:
+    /// nothing (delete_infra() is taken at its word).
+    [[nodiscard]] virtual std::vector<std::string> infra_left(std::string_view pool_id) noexcept {
+        (void)pool_id;
+        return {};
+    }
+    /// How long teardown and a lost launch wait on this provider.
+    [[nodiscard]] virtual CloudTimings timings() const { return {}; }
+};
+
+/// A cloud's REST mapping: its machine inventory, plus offers, the pool's infrastructure,
+/// launching one machine, and how the client logs in to it.
+class CloudAdapter : public MachineInventory {
+public:
     /// Offers read from the cloud now (facts and prices). When the cloud answers with any, they
     /// are the pool's only candidates: an instance type the cloud did not list is never tried.
     /// The embedded catalog (`catalog`) still fills what an offer lacks (accelerator, sizes,
     /// prices) from its row with the same instance type. Empty: the cloud could not be asked (or
-    /// has no such API), and the embedded catalog's rows are the candidates. `notify` takes
-    /// warnings (ErrorEvent) for the program's event stream. Default: none, the catalog's own.
+    /// has no such API), and the embedded catalog's rows are the candidates. Throw CapacityError
+    /// when the cloud answered that nothing can be had now (no type available anywhere): the
+    /// pool then fails with a ProvisionError saying so, and no catalog row is tried in the
+    /// cloud's stead. `notify` takes warnings (ErrorEvent) for the program's event stream.
+    /// Default: none, the catalog's own.
     [[nodiscard]] virtual std::vector<Offer> live_offers(const Catalog& catalog,
                                                          const SelectionRequest& request,
                                                          const std::function<void(Event)>& notify) {
@@ -165,28 +211,10 @@ public:
     /// refuses its instance type as unknown or not sold there, LaunchAnswerLostError when the
     /// machine may exist but its id never came back.
     virtual std::string launch(const LaunchRequest& request) = 0;
-    /// The machines with these ids, one entry per id; an id the cloud does not know is
-    /// `unknown`.
-    virtual std::vector<CloudInstance> describe(const std::vector<std::string>& ids) = 0;
-    /// Asks the cloud to end these machines; an id that is already gone is success.
-    virtual void terminate(const std::vector<std::string>& ids) = 0;
-    /// The machines tagged with this pool id that are not gone; every sky machine of this
-    /// account when `pool_id` is empty (`sky ls`, `sky gc`).
-    virtual std::vector<CloudInstance> list(std::string_view pool_id) = 0;
-    /// Deletes what create_infra() made for this pool. Best effort; never throws.
-    virtual void delete_infra(std::string_view pool_id) noexcept { (void)pool_id; }
-    /// What of this pool's infrastructure is still there (after delete_infra()), one line per
-    /// thing, with why when known ("security group sg-0a1b (sky-1a2b3c4d): DependencyViolation:
-    /// ..."); empty when nothing is. While it is not empty, teardown calls delete_infra() again
-    /// with backoff for login().infra_wait, then records what is left for `sky ls` and `sky gc`.
-    /// Like delete_infra(), it must work from the pool id alone. Never throws. Default: nothing
-    /// (delete_infra() is taken at its word).
-    [[nodiscard]] virtual std::vector<std::string> infra_left(std::string_view pool_id) noexcept {
-        (void)pool_id;
-        return {};
-    }
-    /// How the client logs in to the nodes.
+    /// How the client logs in to the nodes, and the cloud's timings.
     [[nodiscard]] virtual CloudLogin login() const { return {}; }
+    /// The timings of login(): an adapter sets them there.
+    [[nodiscard]] CloudTimings timings() const override { return login(); }
 };
 
 SKY_PUBLIC_END

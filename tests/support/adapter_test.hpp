@@ -13,6 +13,7 @@
 #include "fakes/common/fault_rate.hpp"
 #include "sky/cloud.hpp"
 #include "sky/events.hpp"
+#include "sky/sky.hpp"
 #include "support/scoped_env.hpp"
 
 namespace sky::test {
@@ -88,5 +89,43 @@ void for_each_lost_answer(Body&& body) {
         body(lost);
     }
 }
+
+namespace conformance {
+
+/// A conformance fixture's fake lists the pool's cheapest type, then refuses it at launch as
+/// unknown (a type retired after the listing was read); see support/adapter_conformance.hpp.
+struct Retired {};
+
+/// What a conformance fixture's cloud is: its provider's name, the pool's two types (cheapest
+/// first, as InstanceLaunching names them), and whether its listing says what can be had now
+/// (then nothing is launched when nothing is available).
+struct CloudFacts {
+    const char* provider;
+    const char* first_type;
+    const char* second_type;
+    bool lists_availability;
+};
+
+/// A pool of `nodes` on-demand machines with `accelerator` on `provider`.
+inline sky::PoolSpec on_demand_pool(sky::Provider provider, int nodes, const char* accelerator) {
+    sky::PoolSpec s;
+    s.provider = std::move(provider);
+    s.nodes = nodes;
+    s.accelerator = accelerator;
+    s.spot = sky::Spot::Never{};
+    return s;
+}
+
+/// Every request `method path` (and `when`, if set) gets a fault of this kind.
+inline HttpFaultRate every(const char* method, const char* path, FaultKind kind,
+                           std::function<bool(const HttpRequest&)> when = {}) {
+    return {.method = method,
+            .path = path,
+            .when = std::move(when),
+            .kinds = {kind},
+            .probability = 1.0};
+}
+
+}  // namespace conformance
 
 }  // namespace sky::test

@@ -71,7 +71,8 @@ public:
           pool_id_(c.pool_id),
           ledger_(c.ledger),
           provider_(api_->name()),
-          login_(api_->login()) {
+          login_(api_->login()),
+          timings_(api_->timings()) {
         name_ = "sky-" + pool_id_;
         region_ = api_->region();
         // `sky gc` asks this region about ids the cloud no longer knows.
@@ -96,6 +97,10 @@ public:
         std::vector<Offer> live;
         try {
             live = api_->live_offers(Catalog::embedded(), req, emit);
+        } catch (const CapacityError& e) {
+            // The cloud answered: nothing can be had now. No catalog row is tried in its place.
+            throw ProvisionError(
+                fmt::format("{}: nothing is available now: {}", provider_, e.what()));
         } catch (const Error&) {
             throw;
         } catch (const std::exception& e) {
@@ -354,8 +359,8 @@ private:
             // the error. A few quick rounds; what is still left goes to the ledger.
             const bool machines = launch_sent_.load();
             const std::chrono::milliseconds wait =
-                machines ? std::chrono::milliseconds(login_.infra_wait)
-                         : std::min<std::chrono::milliseconds>(login_.infra_wait,
+                machines ? std::chrono::milliseconds(timings_.infra_wait)
+                         : std::min<std::chrono::milliseconds>(timings_.infra_wait,
                                                                std::chrono::seconds(10));
             const std::vector<std::string> left = delete_infra_until_gone(
                 *api_, pool_id_, wait,
@@ -489,7 +494,7 @@ private:
                         const std::string why = fmt::format(
                             "{} (no machine of the pool's that it does not know appeared within "
                             "{} s{})",
-                            e.what(), login_.lost_launch_wait.count(),
+                            e.what(), timings_.lost_launch_wait.count(),
                             sent_again ? "; teardown looks again" : "; sent again");
                         ++lost_unfound_;  // end_strays() looks once the nodes run
                         if (!sent_again) {
@@ -586,7 +591,7 @@ private:
     // and (launch_m_ held: one launch at a time) it is the only live one the pool does not
     // know. Asked for a while, an eventually consistent list may show it late. "" when none.
     std::string find_lost_launch() {
-        const auto until = Clock::now() + login_.lost_launch_wait;
+        const auto until = Clock::now() + timings_.lost_launch_wait;
         auto pause = std::chrono::milliseconds(500);
         for (int round = 0; round < 32; ++round) {
             try {
@@ -963,6 +968,7 @@ private:
     Ledger* ledger_ = nullptr;
     std::string provider_;
     CloudLogin login_;
+    CloudTimings timings_;  // the adapter's (login()'s unless it says otherwise)
     std::string name_;  // "sky-<pool id>": key pair, firewall, tags
     std::string region_;
     std::vector<Offer> offers_;  // what provision() selected, cheapest first

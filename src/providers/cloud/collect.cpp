@@ -18,14 +18,20 @@ namespace sky::detail {
 
 namespace {
 
+// What collect_cloud names the provider by in its messages.
+struct Named {
+    std::string_view name;
+};
+
 // How long gc waits for a cloud to confirm that terminated machines are gone.
 constexpr auto kConfirmLimit = std::chrono::seconds(180);
 
-void collect_cloud(const ProviderDescriptor& d, std::vector<GcPool> pools, const GcOptions& o) {
+void collect_cloud(const Named& d, const InventoryFactory& make, std::vector<GcPool> pools,
+                   const GcOptions& o) {
     if (pools.empty()) return;
-    std::unique_ptr<CloudAdapter> adapter;
+    std::unique_ptr<MachineInventory> adapter;
     try {
-        adapter = d.make_adapter("");
+        adapter = make("");
     } catch (const std::exception& e) {
         for (const auto& p : pools)
             o.fail(fmt::format("{}: cannot reach {}: {}", p.label, d.name, e.what()));
@@ -91,7 +97,7 @@ void collect_cloud(const ProviderDescriptor& d, std::vector<GcPool> pools, const
         }
         // A firewall that a machine which has just ended still holds goes a little later.
         const std::vector<std::string> left =
-            delete_infra_until_gone(*adapter, p.pool_id, adapter->login().infra_wait);
+            delete_infra_until_gone(*adapter, p.pool_id, adapter->timings().infra_wait);
         if (r) {
             try {
                 Ledger::record_collected(*r, p.machines, left);
@@ -132,20 +138,27 @@ void remove_key_directories(const std::string& pool_id) noexcept {
     }
 }
 
-void add_cloud_gc(ProviderDescriptor& d) {
+void add_cloud_gc(ProviderDescriptor& d, InventoryFactory make) {
     if (!d.list_machines)
-        d.list_machines = [make = d.make_adapter](const MachineQuery& q) {
-            auto adapter = make(q.region);
+        d.list_machines = [make](const MachineQuery& q) {
+            auto inventory = make(q.region);
             Machines m;
-            m.region = adapter->region();
-            for (auto& i : adapter->list(""))
+            m.region = inventory->region();
+            for (auto& i : inventory->list(""))
                 if (q.include_gone || i.state != CloudInstance::State::gone)
                     m.machines.push_back(std::move(i));
             return m;
         };
-    d.collect = [d](std::vector<GcPool> pools, const GcOptions& o) {
-        collect_cloud(d, std::move(pools), o);
+    d.collect = [named = Named{d.name}, make](std::vector<GcPool> pools, const GcOptions& o) {
+        collect_cloud(named, make, std::move(pools), o);
     };
+}
+
+void add_cloud_gc(ProviderDescriptor& d) {
+    add_cloud_gc(
+        d, [make = d.make_adapter](std::string_view region) -> std::unique_ptr<MachineInventory> {
+            return make(region);
+        });
 }
 
 }  // namespace sky::detail

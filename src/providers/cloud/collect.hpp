@@ -6,8 +6,16 @@
 
 namespace sky::detail {
 
-/// Sets `d.list_machines` and `d.collect` from `d.make_adapter` (which must be set); keeps a
+/// A provider's machine inventory with the default configuration from the environment, in
+/// `region` ("": the default).
+using InventoryFactory = std::function<std::unique_ptr<MachineInventory>(std::string_view region)>;
+
+/// Sets `d.list_machines` and `d.collect` from `make`: what `sky ls` and `sky gc` need of a
+/// provider whose machines are not launched by the cloud layer (Slurm's jobs); keeps a
 /// `list_machines` the descriptor already has.
+void add_cloud_gc(ProviderDescriptor& d, InventoryFactory make);
+
+/// The same from `d.make_adapter` (which must be set): a cloud's adapter is its inventory.
 void add_cloud_gc(ProviderDescriptor& d);
 
 /// Removes the client-side key directories of a pool ("sky-<provider>-<pool id>-XXXXXX" in the

@@ -8,7 +8,7 @@ namespace sky::detail {
 using Clock = std::chrono::steady_clock;
 using State = CloudInstance::State;
 
-SweepResult terminate_and_confirm(CloudAdapter& adapter, std::vector<std::string> ids,
+SweepResult terminate_and_confirm(MachineInventory& adapter, std::vector<std::string> ids,
                                   const SweepOptions& o) noexcept {
     SweepResult result;
     try {
@@ -67,7 +67,8 @@ SweepResult terminate_and_confirm(CloudAdapter& adapter, std::vector<std::string
     return result;
 }
 
-std::vector<std::string> delete_infra_until_gone(CloudAdapter& adapter, std::string_view pool_id,
+std::vector<std::string> delete_infra_until_gone(MachineInventory& adapter,
+                                                 std::string_view pool_id,
                                                  std::chrono::milliseconds wait,
                                                  std::chrono::milliseconds max_pause) noexcept {
     std::vector<std::string> left;

@@ -38,15 +38,16 @@ struct SweepResult {
 /// counts as gone), bounded by `options`. A terminate that failed is sent again, a describe that
 /// failed is asked again; what is still there at the end is `left` (it carries the pool's tag and
 /// is in the ledger: `sky gc`). Never throws.
-[[nodiscard]] SweepResult terminate_and_confirm(CloudAdapter& adapter, std::vector<std::string> ids,
+[[nodiscard]] SweepResult terminate_and_confirm(MachineInventory& inventory,
+                                                std::vector<std::string> ids,
                                                 const SweepOptions& options) noexcept;
 
-/// Deletes a pool's infrastructure (CloudAdapter::delete_infra) until infra_left() names nothing
-/// or `wait` has passed, with backoff between rounds (1 s, doubling up to `max_pause`): a
+/// Deletes a pool's infrastructure (MachineInventory::delete_infra) until infra_left() names
+/// nothing or `wait` has passed, with backoff between rounds (1 s, doubling up to `max_pause`): a
 /// firewall that a machine which has just ended still uses goes a little later. Returns what is
 /// still there (empty: all of it is gone). Never throws.
 [[nodiscard]] std::vector<std::string> delete_infra_until_gone(
-    CloudAdapter& adapter, std::string_view pool_id, std::chrono::milliseconds wait,
+    MachineInventory& inventory, std::string_view pool_id, std::chrono::milliseconds wait,
     std::chrono::milliseconds max_pause = std::chrono::seconds(5)) noexcept;
 
 }  // namespace sky::detail

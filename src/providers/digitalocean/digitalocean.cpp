@@ -1,6 +1,7 @@
 // sky::DigitalOcean as a cloud adapter over DigitalOcean's API v2 (digitalocean/openapi): GET
 // /sizes for offers (GPU facts from gpu_info, price_hourly), POST /account/keys for the pool's
-// key, POST /firewalls for the pool's cloud firewall (by tag), POST /droplets with user_data and
+// key, POST /tags for the pool's tag (a firewall may name only a tag that exists), POST
+// /firewalls for the pool's cloud firewall (by that tag), POST /droplets with user_data and
 // tags, GET /droplets/{id}, DELETE /droplets/{id}, GET /droplets?tag_name= for the sweep. The
 // pool's life is the cloud layer's (providers/cloud).
 #include "providers/digitalocean/digitalocean.hpp"
@@ -33,6 +34,9 @@ using rest::text_of;
 
 constexpr const char* kProvider = "DigitalOcean";
 constexpr int kMaxPages = 50;  // 200 items a page: far more than any account holds
+// Every port of a protocol in a firewall rule: "0", as firewall_rule.yml says (a port, a range
+// or "0"); the API refuses the word "all" with a 422.
+constexpr const char* kAllPorts = "0";
 
 std::optional<ProviderErrorInfo> parse_do_error(const HttpResponse& r) {
     json j = json::parse(r.body);
@@ -136,6 +140,13 @@ public:
                 std::nullopt});
             return {};
         }
+        if (!sizes.empty() && std::none_of(sizes.begin(), sizes.end(), [](const json& s) {
+                return s.value("available", true);
+            }))
+            // DigitalOcean answered, and it sells no size now: the catalog's would be refused.
+            throw CapacityError(fmt::format(
+                "DigitalOcean: none of the {} sizes it lists is available now (GET /v2/sizes)",
+                sizes.size()));
         const std::string today = rest::today_utc();
         std::vector<Offer> out;
         for (const auto& s : sizes) {
@@ -190,6 +201,7 @@ public:
     void create_infra(const InfraRequest& r, const std::function<void(Event)>& emit) override {
         std::lock_guard lk(m_);
         if (!key_id_.empty()) {
+            ensure_tag(r.pool_id);
             ensure_firewall(r, emit);
             return;
         }
@@ -221,6 +233,7 @@ public:
         if (key_id_.empty()) find_key();  // an answer without the key's id
         if (key_id_.empty())
             throw ProvisionError("DigitalOcean: POST /account/keys answered without a key id");
+        ensure_tag(r.pool_id);
         ensure_firewall(r, emit);
     }
 
@@ -331,18 +344,33 @@ public:
             }
         } catch (...) {
         }
+        delete_tag(pool_id);
     }
 
+    // The account key, the cloud firewall and the pool's tag, each found by its name as `sky gc`
+    // finds them (the tag only once no droplet holds it: until then it is what finds them).
     std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
         std::vector<std::string> left;
         const std::string name = "sky-" + std::string(pool_id);
+        auto each_named = [&](const char* what, const char* path, const char* key) {
+            try {
+                for_each_page(path, key, [&](const json& k) {
+                    if (text_of(k, "name") == name)
+                        left.push_back(fmt::format("{} {} ({})", what, text_of(k, "id"), name));
+                });
+            } catch (const std::exception& e) {
+                left.push_back(fmt::format("{} {} (cannot tell: {})", what, name, error_text(e)));
+            } catch (...) {
+            }
+        };
+        each_named("account key", "/account/keys", "ssh_keys");
+        each_named("cloud firewall", "/firewalls", "firewalls");
         try {
-            for_each_page("/account/keys", "ssh_keys", [&](const json& k) {
-                if (text_of(k, "name") == name)
-                    left.push_back(fmt::format("account key {} ({})", text_of(k, "id"), name));
-            });
+            const std::string tag = digitalocean_pool_tag(pool_id);
+            if (tag_exists(tag) && list(pool_id).empty()) left.push_back("tag " + tag);
         } catch (const std::exception& e) {
-            left.push_back(fmt::format("account key {} (cannot tell: {})", name, error_text(e)));
+            left.push_back(fmt::format("tag {} (cannot tell: {})", digitalocean_pool_tag(pool_id),
+                                       error_text(e)));
         } catch (...) {
         }
         return left;
@@ -394,12 +422,12 @@ private:
             {"inbound_rules",
              json::array(
                  {{{"protocol", "tcp"}, {"ports", "22"}, {"sources", {{"addresses", ssh_from}}}},
-                  {{"protocol", "tcp"}, {"ports", "all"}, {"sources", members}},
-                  {{"protocol", "udp"}, {"ports", "all"}, {"sources", members}},
+                  {{"protocol", "tcp"}, {"ports", kAllPorts}, {"sources", members}},
+                  {{"protocol", "udp"}, {"ports", kAllPorts}, {"sources", members}},
                   {{"protocol", "icmp"}, {"sources", members}}})},
             {"outbound_rules",
-             json::array({{{"protocol", "tcp"}, {"ports", "all"}, {"destinations", anywhere}},
-                          {{"protocol", "udp"}, {"ports", "all"}, {"destinations", anywhere}},
+             json::array({{{"protocol", "tcp"}, {"ports", kAllPorts}, {"destinations", anywhere}},
+                          {{"protocol", "udp"}, {"ports", kAllPorts}, {"destinations", anywhere}},
                           {{"protocol", "icmp"}, {"destinations", anywhere}}})}};
         auto find_firewall = [&] {
             for_each_page("/firewalls", "firewalls", [&](const json& f) {
@@ -428,6 +456,45 @@ private:
         if (firewall_id_.empty()) find_firewall();  // an answer without the firewall's id
         if (firewall_id_.empty())
             throw ProvisionError("DigitalOcean: POST /firewalls answered without a firewall id");
+    }
+
+    // The pool's tag, made before anything names it: a firewall may name only a tag that exists
+    // (existing_tags_array.yml), while a droplet's create would make it too late. Making one that
+    // exists is not an error; an answer lost or refused is checked by reading the tag back.
+    // Caller holds m_.
+    void ensure_tag(std::string_view pool_id) {
+        const std::string tag = digitalocean_pool_tag(pool_id);
+        try {
+            (void)api_->call("POST", "/tags", json{{"name", tag}}, Repeat::once);
+            return;
+        } catch (const HttpError& e) {
+            if (tag_exists(tag)) return;
+            throw provision_error("POST /tags", e);
+        } catch (const std::exception& e) {  // a 2xx whose body is not JSON
+            if (tag_exists(tag)) return;
+            throw ProvisionError(std::string("DigitalOcean: POST /tags: ") + e.what());
+        }
+    }
+
+    // Whether the account has this tag (GET /tags/{name}: 404 when not).
+    bool tag_exists(const std::string& tag) {
+        try {
+            (void)api_->call("GET", "/tags/" + url_encode(tag));
+            return true;
+        } catch (const HttpError& e) {
+            if (e.status() == 404) return false;
+            throw;
+        }
+    }
+
+    // The pool's tag once no droplet holds it (deleting a tag untags what has it, and the tag is
+    // how list() and `sky gc` find a droplet that is left). Best effort.
+    void delete_tag(std::string_view pool_id) noexcept {
+        try {
+            if (!list(pool_id).empty()) return;
+            (void)api_->send("DELETE", "/tags/" + url_encode(digitalocean_pool_tag(pool_id)));
+        } catch (...) {
+        }
     }
 
     // The pool's firewall, by id when this adapter made it, else by its name (`sky gc`). Caller

@@ -45,13 +45,9 @@ bool local_slurm() {
     return false;
 }
 
-class SlurmAdapter final : public CloudAdapter {
+class SlurmInventory final : public MachineInventory {
 public:
     std::string name() const override { return "slurm"; }
-
-    std::string launch(const LaunchRequest&) override {
-        throw Error("slurm: pools submit one job each; there is nothing to launch one by one");
-    }
 
     std::vector<CloudInstance> describe(const std::vector<std::string>& ids) override {
         std::vector<CloudInstance> out;
@@ -148,6 +144,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<CloudAdapter> make_slurm_adapter() { return std::make_unique<SlurmAdapter>(); }
+std::unique_ptr<MachineInventory> make_slurm_inventory() {
+    return std::make_unique<SlurmInventory>();
+}
 
 }  // namespace sky::detail

@@ -8,9 +8,10 @@
 
 namespace sky::detail {
 
-/// The adapter `sky ls` and `sky gc` use: describe() and terminate() take JobRef ids and reach
-/// each one's cluster; list() asks the cluster of SKY_SLURM_LOGIN (with SKY_SLURM_IDENTITY_FILE
-/// and SKY_SLURM_KNOWN_HOSTS), else this machine's Slurm when it has one, else nothing.
-std::unique_ptr<CloudAdapter> make_slurm_adapter();
+/// The machine inventory `sky ls` and `sky gc` use (Slurm launches no machine one by one, so it
+/// is no CloudAdapter): describe() and terminate() take JobRef ids and reach each one's
+/// cluster; list() asks the cluster of SKY_SLURM_LOGIN (with SKY_SLURM_IDENTITY_FILE and
+/// SKY_SLURM_KNOWN_HOSTS), else this machine's Slurm when it has one, else nothing.
+std::unique_ptr<MachineInventory> make_slurm_inventory();
 
 }  // namespace sky::detail

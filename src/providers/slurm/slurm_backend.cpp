@@ -1065,10 +1065,9 @@ ProviderDescriptor slurm_provider() {
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         return std::make_unique<SlurmBackend>(c.spec, c.pool_id, c.ledger);
     };
-    // `sky ls` and `sky gc` reach Slurm as they reach a cloud: its adapter lists sky's jobs
-    // (squeue by name) and scancels those of dead pools.
-    d.make_adapter = [](std::string_view) { return make_slurm_adapter(); };
-    add_cloud_gc(d);
+    // `sky ls` and `sky gc` reach Slurm as they reach a cloud: its machine inventory lists sky's
+    // jobs (squeue by name) and scancels those of dead pools.
+    add_cloud_gc(d, [](std::string_view) { return make_slurm_inventory(); });
     return d;
 }
 

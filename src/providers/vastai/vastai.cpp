@@ -130,6 +130,12 @@ public:
                             std::nullopt});
             return {};
         }
+        if (asks.empty())
+            // The marketplace answered, and no ask matches: the catalog's types would be searched
+            // for again at launch, in the marketplace's stead.
+            throw CapacityError(fmt::format("Vast.ai: no rentable {}ask matches {} now",
+                                            bid ? "interruptible " : "",
+                                            req.accelerator ? req.accelerator->name : "the pool"));
         // One offer per model and count: the cheapest ask's facts and prices (the ask itself is
         // chosen again at launch, as the marketplace moves).
         std::map<std::string, Offer> best;

@@ -204,6 +204,18 @@ public:
         const std::string today = rest::today_utc();
         std::vector<Offer> out;
         if (!types.is_array()) return out;
+        auto available = [&](const json& t) {
+            const std::string type = text_of(t, "instance_type");
+            return on_demand.count(type) > 0 || spot.count(type) > 0;
+        };
+        if (known && !types.empty() && std::none_of(types.begin(), types.end(), available))
+            // Verda answered, and nothing is available: its catalog would name types it never
+            // listed (live offers win on this path too).
+            throw CapacityError(fmt::format(
+                "Verda: none of the {} instance types it lists is available now, on demand{}, in "
+                "any location (GET /instance-availability)",
+                types.size(),
+                wants_spot(req.spot) || on_demand_fallback(req.spot) ? " or spot" : ""));
         for (const auto& t : types) {
             Offer o;
             o.provider = "verda";

@@ -53,6 +53,7 @@ TEST_CASE("digitalocean pool: 2 H100 droplets run a broadcast and a gather, and 
         }
     }
     CHECK(cloud.fake.keys().empty());
+    CHECK(cloud.fake.firewalls().empty());
     CHECK(cloud.fake.auth_failures() == 0);
     cloud.check_nothing_left();  // every droplet deleted, confirmed by the fake
 }
@@ -91,27 +92,35 @@ TEST_CASE("digitalocean pool: rate limits (429) are waited out", "[digitalocean_
     CHECK(cloud.fake.alive() == 0);
 }
 
-TEST_CASE("digitalocean pool: sky ls lists the pool's droplets and sky gc deletes them",
-          "[digitalocean_pool]") {
+TEST_CASE(
+    "digitalocean pool: sky ls lists what a killed client left (a droplet, its key and cloud "
+    "firewall) and sky gc deletes all of it",
+    "[digitalocean_pool]") {
     SKIP_WITHOUT_HOSTS();
     Cloud cloud(1);
     auto& fake = cloud.fake;
     ::setenv("DIGITALOCEAN_API_URL", fake.endpoint().c_str(), 1);
     const auto home = cloud.hosts.dir() / "sky-home";  // the CLI's ledgers: not this user's
     ::setenv("SKY_HOME", home.c_str(), 1);
-    // A droplet a crashed client left behind: tagged, never deleted.
+    // What a client killed by SIGKILL mid-pool leaves: its key, its tag and cloud firewall, and
+    // a tagged droplet, none ever deleted.
     {
         auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{});
         auto offers = a->live_offers(sky::Catalog::embedded(), {}, [](sky::Event) {});
         sky::LaunchRequest r;
         r.pool_id = "00112233aabbccdd";
         r.name = "sky-00112233aabbccdd";
+        r.ssh_public_key =
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake sky";
+        a->create_infra({r.pool_id, r.name, r.ssh_public_key}, [](sky::Event) {});
         for (const auto& o : offers)
             if (o.instance_type == "s-2vcpu-4gb") r.offer = o;
         r.boot_script = "#!/bin/bash\n";
         (void)a->launch(r);
     }
     REQUIRE(fake.alive() == 1);
+    REQUIRE(fake.keys().size() == 1);
+    REQUIRE(fake.firewalls().size() == 1);
     auto ls = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "digitalocean"});
     INFO(ls.output);
     CHECK(ls.status == 0);
@@ -127,6 +136,8 @@ TEST_CASE("digitalocean pool: sky ls lists the pool's droplets and sky gc delete
         std::chrono::seconds(120));
     INFO(gc.output);
     CHECK(sky::test::wait_until([&] { return fake.alive() == 0; }, std::chrono::seconds(30)));
+    CHECK(fake.keys().empty());
+    CHECK(fake.firewalls().empty());
     ::unsetenv("DIGITALOCEAN_API_URL");
     ::unsetenv("SKY_HOME");
 }

@@ -50,14 +50,27 @@ TEST_CASE("verda pool: 2 spot H100 instances run a broadcast and a gather, and n
     cloud.check_nothing_left();
 }
 
-TEST_CASE("verda pool: no availability anywhere is a ProvisionError listing every attempt",
-          "[verda_pool]") {
+TEST_CASE(
+    "verda pool: no availability anywhere is a ProvisionError that says so, and no type is asked "
+    "for or ordered",
+    "[verda_pool]") {
     SKIP_WITHOUT_HOSTS();
     Cloud cloud(1);
     for (const auto& t : FakeVerda::default_types())
         cloud.fake.set_available(t["instance_type"], false, false);
-    for (const auto& a : sky::test::provision_attempts(cloud.spec(2), 1, "verda"))
-        CHECK(a.error.find("not available") != std::string::npos);
+    try {
+        sky::ComputePool pool{cloud.spec(2)};
+        FAIL("a pool came up without availability");
+    } catch (const sky::ProvisionError& e) {
+        INFO(e.what());
+        CHECK(std::string(e.what()).find("nothing is available now") != std::string::npos);
+        CHECK(e.attempts().empty());
+    }
+    // The listing said so: no type's availability is asked one by one, none is ordered (the
+    // catalog's types, which Verda never listed, least of all).
+    for (const auto& r : cloud.fake.http().requests())
+        CHECK(r.target.find("/instance-availability/") == std::string::npos);
+    CHECK(cloud.fake.http().count("POST", "/v1/instances") == 0);
     CHECK(cloud.fake.alive() == 0);
     CHECK(cloud.fake.ssh_keys().empty());
     CHECK(cloud.fake.scripts().empty());

@@ -130,6 +130,10 @@ FakeDigitalOcean::FakeDigitalOcean(FakeDigitalOceanOptions options)
     route("DELETE", "/v2/droplets", &FakeDigitalOcean::handle_delete_by_tag);
     route("GET", "/v2/droplets/{id}", &FakeDigitalOcean::handle_get);
     route("DELETE", "/v2/droplets/{id}", &FakeDigitalOcean::handle_delete);
+    route("POST", "/v2/tags", &FakeDigitalOcean::handle_tag_create);
+    route("GET", "/v2/tags", &FakeDigitalOcean::handle_tag_list);
+    route("GET", "/v2/tags/{tag}", &FakeDigitalOcean::handle_tag_get);
+    route("DELETE", "/v2/tags/{tag}", &FakeDigitalOcean::handle_tag_delete);
     route("POST", "/v2/firewalls", &FakeDigitalOcean::handle_firewall_create);
     route("GET", "/v2/firewalls", &FakeDigitalOcean::handle_firewall_list);
     route("GET", "/v2/firewalls/{id}", &FakeDigitalOcean::handle_firewall_get);
@@ -151,6 +155,12 @@ FakeDigitalOcean::~FakeDigitalOcean() {
 void FakeDigitalOcean::set_capacity(const std::string& key, int droplets) {
     std::lock_guard lk(m_);
     capacity_[key] = droplets;
+}
+
+void FakeDigitalOcean::set_available(const std::string& slug, bool available) {
+    std::lock_guard lk(m_);
+    for (auto& s : options_.sizes)
+        if (s["slug"] == slug) s["available"] = available;
 }
 
 void FakeDigitalOcean::rate_limit(int count) {
@@ -177,6 +187,7 @@ std::optional<HttpReply> FakeDigitalOcean::refuse(const HttpRequest& r) {
 }
 
 HttpReply FakeDigitalOcean::handle_sizes(const HttpRequest& r) {
+    std::lock_guard lk(m_);
     return page_of("sizes", options_.sizes, r, "https://api.digitalocean.com/v2/sizes");
 }
 
@@ -272,6 +283,10 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
                              [&](const json& s) { return s["slug"] == size_slug; });
     if (size == options_.sizes.end() || options_.unknown_sizes.count(size_slug))
         return unprocessable("You specified an invalid size for Droplet creation.");
+    if (!size->value("available", true))
+        return unprocessable(
+            "The requested size is not available in this region at this time: there is not "
+            "enough capacity. Please try another size or region.");
     if (b.contains("region") && !b["region"].is_string())
         return unprocessable("region must be a string");
     const std::string region = b.contains("region") ? b["region"].get<std::string>()
@@ -303,6 +318,8 @@ HttpReply FakeDigitalOcean::handle_create(const HttpRequest& r) {
                 "not enough capacity. Please try another size or region.");
         --c->second;
     }
+    // A droplet's tags may be new: its create makes them (droplet_create.yml).
+    for (const auto& t : b.value("tags", json::array())) tags_.insert(t.get<std::string>());
     const std::string id = std::to_string(next_id_++);
     const int n = static_cast<int>(machines_.size()) + 2;
     FakeMachine* made = add_machine(id, b.value("user_data", std::string()), authorized,
@@ -412,6 +429,85 @@ HttpReply FakeDigitalOcean::handle_delete_by_tag(const HttpRequest& r) {
         if (std::find(tags.begin(), tags.end(), q["tag_name"]) != tags.end()) delete_locked(id);
     }
     return {204, ""};
+}
+
+// A tag as the API shows one (tags.yml): its name and what it is on.
+HttpReply FakeDigitalOcean::handle_tag_create(const HttpRequest& r) {
+    json b = json::parse(r.body, nullptr, false);
+    if (!b.is_object()) return error(400, "bad_request", "unparsable JSON body");
+    for (auto& [k, v] : b.items())
+        if (k != "name") return unprocessable(fmt::format("unknown attribute {} for a tag", k));
+    if (!b.contains("name") || !b["name"].is_string() || !valid_tag(b["name"]))
+        return error(400, "bad_request",
+                     "Error validating resource tag: tag names may contain only letters, numbers, "
+                     "colons, dashes and underscores, at most 255");
+    std::lock_guard lk(m_);
+    const std::string name = b["name"];
+    tags_.insert(name);
+    return {201, json{{"tag", tag_view(name)}}.dump()};
+}
+
+json FakeDigitalOcean::tag_view(const std::string& name) const {
+    int droplets = 0;
+    for (const auto& [id, d] : machines_) {
+        if (d.gone) continue;
+        const auto& tags = d.body["tags"];
+        if (std::find(tags.begin(), tags.end(), name) != tags.end()) ++droplets;
+    }
+    return {{"name", name},
+            {"resources",
+             {{"count", droplets},
+              {"droplets", {{"count", droplets}}},
+              {"images", {{"count", 0}}},
+              {"volumes", {{"count", 0}}},
+              {"volume_snapshots", {{"count", 0}}},
+              {"databases", {{"count", 0}}}}}};
+}
+
+HttpReply FakeDigitalOcean::handle_tag_get(const HttpRequest& r) {
+    std::lock_guard lk(m_);
+    const std::string name = r.params.at("tag");
+    if (!tags_.count(name))
+        return error(404, "not_found", "The resource you were accessing could not be found.");
+    return {200, json{{"tag", tag_view(name)}}.dump()};
+}
+
+HttpReply FakeDigitalOcean::handle_tag_list(const HttpRequest& r) {
+    std::lock_guard lk(m_);
+    std::vector<json> items;
+    for (const auto& t : tags_) items.push_back(tag_view(t));
+    return page_of("tags", items, r, "https://api.digitalocean.com/v2/tags");
+}
+
+// Deleting a tag untags every resource that had it (tags_delete.yml): droplets and firewalls.
+HttpReply FakeDigitalOcean::handle_tag_delete(const HttpRequest& r) {
+    std::lock_guard lk(m_);
+    const std::string name = r.params.at("tag");
+    if (!tags_.erase(name))
+        return error(404, "not_found", "The resource you were accessing could not be found.");
+    auto untag = [&](json& tags) {
+        if (!tags.is_array()) return;
+        json kept = json::array();
+        for (const auto& t : tags)
+            if (t != name) kept.push_back(t);
+        tags = kept;
+    };
+    for (auto& [id, d] : machines_) untag(d.body["tags"]);
+    for (auto& f : firewalls_) {
+        untag(f["tags"]);
+        for (const char* k : {"inbound_rules", "outbound_rules"})
+            for (auto& rule : f[k])
+                for (const char* where : {"sources", "destinations"})
+                    if (rule.contains(where) && rule[where].contains("tags"))
+                        untag(rule[where]["tags"]);
+    }
+    enforce_locked();
+    return {204, ""};
+}
+
+std::vector<std::string> FakeDigitalOcean::tags() const {
+    std::lock_guard lk(m_);
+    return {tags_.begin(), tags_.end()};
 }
 
 std::vector<json> FakeDigitalOcean::all_droplets() const {

@@ -1,11 +1,14 @@
 #pragma once
 /// \file A stateful fake of DigitalOcean's API v2 (the parts sky uses), on the shared HTTP fake:
-/// sizes, account SSH keys, droplets (create, get, list and delete by id or tag), cloud firewalls
-/// (create, list, get, delete; applied by tag or droplet id, enforced on the test hosts with
-/// nftables in each host's network namespace, as DigitalOcean enforces them outside the droplet).
-/// It checks the bearer token, methods, paths, the JSON bodies' field names and types the way the
-/// real service does (digitalocean/openapi: droplet_create.yml, ssh_keys), and answers in
-/// DigitalOcean's shapes and errors ({"id": "...", "message": "..."}; 401, 404, 422, 429). Its
+/// sizes, account SSH keys, tags (create, get, list, delete), droplets (create, get, list and
+/// delete by id or tag), cloud firewalls (create, list, get, delete; applied by tag or droplet id,
+/// enforced on the test hosts with nftables in each host's network namespace, as DigitalOcean
+/// enforces them outside the droplet). It checks the bearer token, methods, paths, the JSON
+/// bodies' field names, types and values the way the real service does (digitalocean/openapi:
+/// droplet_create.yml, ssh_keys, firewall_rule.yml, tags): a firewall's ports are a port, a range
+/// or "0" ("all" is refused as the API refuses it), and a firewall may name only tags that exist
+/// and droplets that exist (a droplet's create makes its tags). It answers in DigitalOcean's
+/// shapes and errors ({"id": "...", "message": "..."}; 401, 404, 422, 429). Its
 /// droplets are test hosts when a HostBinding is given: a droplet boots with its user_data's keys
 /// and its account keys.
 #include <map>
@@ -51,6 +54,8 @@ public:
     /// Droplets a size may still get per region ("size@region" or "size"); absent: any (or the
     /// free test hosts). At 0, POST /v2/droplets is a 422 as DigitalOcean answers it.
     void set_capacity(const std::string& size_or_size_at_region, int droplets);
+    /// Whether GET /v2/sizes lists this size as available (its "available" field).
+    void set_available(const std::string& slug, bool available);
     /// The next `count` requests (any path) get 429 with DigitalOcean's rate-limit body.
     void rate_limit(int count);
 
@@ -59,6 +64,8 @@ public:
     /// Every droplet ever created (deleted ones too), with "deleted": true/false.
     [[nodiscard]] std::vector<nlohmann::json> all_droplets() const;
     [[nodiscard]] std::vector<nlohmann::json> keys() const;
+    /// The account's tags by name (made by POST /v2/tags or by a droplet's create).
+    [[nodiscard]] std::vector<std::string> tags() const;
     /// Cloud firewalls not deleted, as GET /v2/firewalls/{id} shows them.
     [[nodiscard]] std::vector<nlohmann::json> firewalls() const;
     /// Whether firewalls are enforced on the hosts (enforce_firewalls, hosts, and nft here).
@@ -80,6 +87,10 @@ private:
     HttpReply handle_list(const HttpRequest& r);
     HttpReply handle_delete(const HttpRequest& r);
     HttpReply handle_delete_by_tag(const HttpRequest& r);
+    HttpReply handle_tag_create(const HttpRequest& r);
+    HttpReply handle_tag_get(const HttpRequest& r);
+    HttpReply handle_tag_list(const HttpRequest& r);
+    HttpReply handle_tag_delete(const HttpRequest& r);
     HttpReply handle_firewall_create(const HttpRequest& r);
     HttpReply handle_firewall_list(const HttpRequest& r);
     HttpReply handle_firewall_get(const HttpRequest& r);
@@ -88,11 +99,13 @@ private:
     void enforce_locked();
     std::optional<HttpReply> refuse(const HttpRequest& r);  // auth and content type
     nlohmann::json view(const std::string& id) const override;
+    nlohmann::json tag_view(const std::string& name) const;  // caller holds m_
     void delete_locked(const std::string& id);
 
     FakeDigitalOceanOptions options_;
     std::vector<nlohmann::json> keys_;
     std::vector<nlohmann::json> firewalls_;
+    std::set<std::string> tags_;
     std::set<int> filtered_hosts_;  // hosts whose namespace has the fake's rules
     bool nft_ = false;
     std::map<std::string, int> capacity_;

@@ -1,17 +1,19 @@
 // The fake DigitalOcean's cloud firewalls (digitalocean/openapi: resources/firewalls): POST,
 // GET (list and one), DELETE /v2/firewalls, checked as the API checks them (a name of letters,
 // digits, '.' and '-' starting with a letter or digit; at least one rule; protocol tcp, udp or
-// icmp; ports "all", "0", a port or a range for tcp and udp, none for icmp; sources and
-// destinations of addresses, droplet ids, tags, load balancers or Kubernetes clusters). With test
-// hosts they are enforced: each droplet's host gets an nft table in its network namespace that
-// drops every inbound packet its firewalls do not allow (loopback and replies excepted), as
-// DigitalOcean enforces them outside the droplet, whatever runs inside it.
+// icmp; ports "0" (all), a port or a range for tcp and udp, where the API answers "all" with a
+// 422; none or "0" for icmp; sources and destinations of addresses, droplet ids, tags, load
+// balancers or Kubernetes clusters, where a tag must exist and a droplet id must name a droplet).
+// With test hosts they are enforced: each droplet's host gets an nft table in its network
+// namespace that drops every inbound packet its firewalls do not allow (loopback and replies
+// excepted), as DigitalOcean enforces them outside the droplet, whatever runs inside it.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <regex>
 
 #include "fakes/common/host_binding.hpp"
@@ -57,8 +59,20 @@ bool valid_address(const std::string& a) {
     return std::stoi(bits) <= (v6 ? 128 : 32);
 }
 
+// What a rule and a firewall may name: a tag of the account, a droplet that exists.
+struct Known {
+    std::function<bool(const std::string&)> tag;
+    std::function<bool(long long)> droplet;
+};
+
+std::string unknown_tag(const std::string& t) {
+    return fmt::format("tag {} does not exist: tag names must exist in order to be referenced", t);
+}
+
+std::string unknown_droplet(long long id) { return fmt::format("droplet {} does not exist", id); }
+
 // "" when the rule is fine, else why not. `where` is "sources" or "destinations".
-std::string rule_problem(const json& rule, const char* where) {
+std::string rule_problem(const json& rule, const char* where, const Known& known) {
     if (!rule.is_object()) return "a rule must be an object";
     for (auto& [k, v] : rule.items())
         if (k != "protocol" && k != "ports" && k != where)
@@ -72,10 +86,12 @@ std::string rule_problem(const json& rule, const char* where) {
             return "ports must not be set for icmp rules";
     } else {
         if (!rule.contains("ports") || !rule["ports"].is_string()) return "ports is required";
-        static const std::regex ports("^(all|0|[0-9]{1,5}(-[0-9]{1,5})?)$");
+        // A single port, a range ("8000-9000"), or "0" for all (firewall_rule.yml); the API
+        // refuses the word "all" with this message.
+        static const std::regex ports("^(0|[0-9]{1,5}(-[0-9]{1,5})?)$");
         const std::string p = rule["ports"];
-        if (!std::regex_match(p, ports)) return "ports must be all, 0, a port or a range";
-        if (p != "all" && p != "0") {
+        if (!std::regex_match(p, ports)) return "you must specify a valid range for ports";
+        if (p != "0") {
             const int lo = std::stoi(p), hi = p.find('-') == std::string::npos
                                                   ? lo
                                                   : std::stoi(p.substr(p.find('-') + 1));
@@ -96,7 +112,11 @@ std::string rule_problem(const json& rule, const char* where) {
                 return fmt::format("{} is not a valid address or CIDR", x.dump());
             if (k == "tags" && (!x.is_string() || !valid_tag(x)))
                 return fmt::format("{} is not a valid tag", x.dump());
+            if (k == "tags" && !known.tag(x.get<std::string>()))
+                return unknown_tag(x.get<std::string>());
             if (k == "droplet_ids" && !x.is_number_integer()) return "droplet_ids must be integers";
+            if (k == "droplet_ids" && !known.droplet(x.get<long long>()))
+                return unknown_droplet(x.get<long long>());
         }
     }
     if (!any) return fmt::format("{} must name at least one source", where);
@@ -115,13 +135,16 @@ HttpReply FakeDigitalOcean::handle_firewall_create(const HttpRequest& r) {
     if (!b.contains("name") || !b["name"].is_string() || !valid_name(b["name"]))
         return fw_unprocessable(
             "name must begin with a letter or digit and hold only letters, digits, '.' and '-'");
+    std::lock_guard lk(m_);
+    const Known known{[&](const std::string& t) { return tags_.count(t) > 0; },
+                      [&](long long id) { return live(std::to_string(id)) != nullptr; }};
     std::size_t rules = 0;
     for (const char* k : {"inbound_rules", "outbound_rules"}) {
         if (!b.contains(k)) continue;
         if (!b[k].is_array()) return fw_unprocessable(std::string(k) + " must be an array");
         for (const auto& rule : b[k]) {
-            auto p =
-                rule_problem(rule, std::string(k) == "inbound_rules" ? "sources" : "destinations");
+            auto p = rule_problem(
+                rule, std::string(k) == "inbound_rules" ? "sources" : "destinations", known);
             if (!p.empty()) return fw_unprocessable(p);
             ++rules;
         }
@@ -132,13 +155,18 @@ HttpReply FakeDigitalOcean::handle_firewall_create(const HttpRequest& r) {
         if (!b["tags"].is_array()) return fw_unprocessable("tags must be an array of strings");
         for (const auto& t : b["tags"])
             if (!t.is_string() || !valid_tag(t)) return fw_unprocessable("a tag is invalid");
+        for (const auto& t : b["tags"])
+            if (!known.tag(t.get<std::string>()))
+                return fw_unprocessable(unknown_tag(t.get<std::string>()));
     }
     if (b.contains("droplet_ids")) {
         if (!b["droplet_ids"].is_array()) return fw_unprocessable("droplet_ids must be an array");
         for (const auto& d : b["droplet_ids"])
             if (!d.is_number_integer()) return fw_unprocessable("droplet_ids must be integers");
+        for (const auto& d : b["droplet_ids"])
+            if (!known.droplet(d.get<long long>()))
+                return fw_unprocessable(unknown_droplet(d.get<long long>()));
     }
-    std::lock_guard lk(m_);
     json fw = {{"id", fmt::format("bb4b2611-3d72-467b-8602-{:012x}", firewalls_.size() + 1)},
                {"status", "succeeded"},
                {"created_at", "2026-11-23T10:00:00Z"},
@@ -257,7 +285,7 @@ void FakeDigitalOcean::enforce_locked() {
                 std::string match = protocol == "icmp" ? "meta l4proto { icmp, ipv6-icmp }"
                                                        : "meta l4proto " + protocol;
                 const std::string ports = rule.value("ports", std::string("0"));
-                if (protocol != "icmp" && ports != "all" && ports != "0")
+                if (protocol != "icmp" && ports != "0")
                     match += fmt::format(" {} dport {}", protocol, ports);
                 if (!v4.empty())
                     rules += fmt::format("    ip saddr {{ {} }} {} accept\n", fmt::join(v4, ", "),

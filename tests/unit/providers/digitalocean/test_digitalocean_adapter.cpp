@@ -1,6 +1,8 @@
 // The DigitalOcean adapter against the fake DigitalOcean API (no root, no SSH): offers from
 // /v2/sizes, the account key, droplets with user_data and the pool's tag, capacity answers,
-// rate limits, the sweep by tag, and the cloud layer's provision and teardown over it.
+// rate limits, the sweep by tag, the tag and firewall as the spec demands them. What every REST
+// cloud passes (provision and teardown, lost answers, capacity, unknown types, what a killed
+// client left) is the conformance suite's (support/adapter_conformance.hpp).
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -22,6 +24,41 @@ namespace {
 struct Token : sky::test::ScopedEnv {
     explicit Token(const std::string& t) : ScopedEnv({{"DIGITALOCEAN_TOKEN", t}}) {}
 };
+
+// A request to the fake as any client would send it: the answer whatever its status.
+sky::detail::HttpResponse ask(const FakeDigitalOcean& fake, const std::string& method,
+                              const std::string& path, const nlohmann::json& body = nullptr) {
+    sky::detail::HttpRequest r;
+    r.method = method;
+    r.url = fake.endpoint() + path;
+    r.set_header("Authorization", "Bearer dop_v1_fake_token_0123456789abcdef");
+    if (!body.is_null()) {
+        r.set_header("Content-Type", "application/json");
+        r.body = body.dump();
+    }
+    sky::detail::HttpOptions o;
+    o.throw_on_http_error = false;
+    o.retry.max_attempts = 1;
+    return sky::detail::http_send(r, o);
+}
+
+// A firewall of one tcp rule on `ports` from `sources`, applied to `tags`.
+nlohmann::json firewall(const std::string& ports, const nlohmann::json& sources,
+                        const nlohmann::json& tags = nlohmann::json::array()) {
+    return {{"name", "sky-judge"},
+            {"tags", tags},
+            {"inbound_rules", {{{"protocol", "tcp"}, {"ports", ports}, {"sources", sources}}}}};
+}
+
+// DigitalOcean's error body: 422, {"id": "unprocessable_entity", "message": ...}.
+void check_unprocessable(const sky::detail::HttpResponse& r, const std::string& words) {
+    INFO(r.body);
+    CHECK(r.status == 422);
+    auto b = nlohmann::json::parse(r.body, nullptr, false);
+    REQUIRE(b.is_object());
+    CHECK(b["id"] == "unprocessable_entity");
+    CHECK(b["message"].get<std::string>().find(words) != std::string::npos);
+}
 
 std::vector<sky::Event> g_events;
 std::function<void(sky::Event)> keep() {
@@ -154,6 +191,86 @@ TEST_CASE("digitalocean: a key and a firewall whose answers are lost are found a
     });
 }
 
+TEST_CASE(
+    "digitalocean: the fake refuses what DigitalOcean refuses: ports \"all\", a tag that does not "
+    "exist, a droplet id that does not",
+    "[digitalocean]") {
+    FakeDigitalOcean fake;
+    const nlohmann::json anywhere = {{"addresses", {"0.0.0.0/0"}}};
+    check_unprocessable(ask(fake, "POST", "/firewalls", firewall("all", anywhere)),
+                        "valid range for ports");
+    check_unprocessable(ask(fake, "POST", "/firewalls", firewall("70000", anywhere)), "ports");
+    check_unprocessable(ask(fake, "POST", "/firewalls", firewall("0", anywhere, {"sky-pool-x"})),
+                        "tag sky-pool-x does not exist");
+    check_unprocessable(ask(fake, "POST", "/firewalls", firewall("22", {{"tags", {"sky-pool-x"}}})),
+                        "tag sky-pool-x does not exist");
+    check_unprocessable(
+        ask(fake, "POST", "/firewalls", firewall("22", {{"droplet_ids", {3164444999LL}}})),
+        "droplet 3164444999 does not exist");
+    CHECK(fake.firewalls().empty());
+    // Once the tag exists, the same firewall on "0" (all ports) and a range is made.
+    CHECK(ask(fake, "POST", "/tags", {{"name", "sky-pool-x"}}).status == 201);
+    CHECK(ask(fake, "POST", "/firewalls", firewall("0", anywhere, {"sky-pool-x"})).status == 202);
+    CHECK(
+        ask(fake, "POST", "/firewalls", firewall("8000-9000", {{"tags", {"sky-pool-x"}}})).status ==
+        202);
+    CHECK(fake.firewalls().size() == 2);
+    // Deleting the tag untags the firewalls; an unknown droplet is a 404 with DigitalOcean's body.
+    CHECK(ask(fake, "DELETE", "/tags/sky-pool-x").status == 204);
+    CHECK(fake.firewalls()[0]["tags"].empty());
+    auto missing = ask(fake, "DELETE", "/droplets/3164444999");
+    CHECK(missing.status == 404);
+    CHECK(nlohmann::json::parse(missing.body)["id"] == "not_found");
+}
+
+TEST_CASE(
+    "digitalocean: the pool's tag is made before its firewall names it, the firewall opens every "
+    "port with \"0\", and both go with the pool",
+    "[digitalocean]") {
+    FakeDigitalOcean fake;
+    Token t("dop_v1_fake_token_0123456789abcdef");
+    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef",
+                            launch_request({}).ssh_public_key};
+    a->create_infra(infra, keep());
+    a->create_infra(infra, keep());  // a second call makes nothing twice
+    REQUIRE(fake.firewalls().size() == 1);
+    CHECK(fake.tags() == std::vector<std::string>{"sky-pool-0123456789abcdef"});
+    int tag_at = -1, firewall_at = -1, i = 0;
+    for (const auto& r : fake.http().requests()) {
+        if (r.method == "POST" && r.path == "/v2/tags" && tag_at < 0) tag_at = i;
+        if (r.method == "POST" && r.path == "/v2/firewalls" && firewall_at < 0) firewall_at = i;
+        ++i;
+    }
+    CHECK(tag_at >= 0);
+    CHECK(tag_at < firewall_at);
+    for (const char* k : {"inbound_rules", "outbound_rules"})
+        for (const auto& rule : fake.firewalls()[0][k])
+            if (rule["protocol"] != "icmp" && rule["ports"] != "22") CHECK(rule["ports"] == "0");
+    // What `sky gc` sees from the pool id alone: the key, the firewall, and the tag (no droplet
+    // holds it).
+    auto other =
+        sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    auto left = other->infra_left("0123456789abcdef");
+    CHECK(left.size() == 3);
+    // A firewall whose delete fails is named in infra_left, so `sky ls` and `sky gc` see it.
+    fake.http().add_fault_rate({.method = "DELETE",
+                                .path = "/v2/firewalls/{id}",
+                                .kinds = {sky::test::FaultKind::server_error},
+                                .probability = 1.0});
+    other->delete_infra("0123456789abcdef");
+    left = other->infra_left("0123456789abcdef");
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].find("cloud firewall") != std::string::npos);
+    CHECK(fake.firewalls().size() == 1);
+    fake.http().clear_fault_rates();
+    other->delete_infra("0123456789abcdef");
+    CHECK(other->infra_left("0123456789abcdef").empty());
+    CHECK(fake.firewalls().empty());
+    CHECK(fake.keys().empty());
+    CHECK(fake.tags().empty());
+}
+
 TEST_CASE("digitalocean: no capacity and a size not sold in the region are CapacityError",
           "[digitalocean]") {
     FakeDigitalOcean fake;
@@ -208,57 +325,6 @@ TEST_CASE("digitalocean: configuration errors are ConfigError", "[digitalocean]"
         sky::ConfigError);
 }
 
-TEST_CASE("digitalocean: the cloud layer provisions 2 droplets and deletes them all",
-          "[digitalocean]") {
-    FakeDigitalOcean fake;
-    Token t("dop_v1_fake_token_0123456789abcdef");
-    sky::PoolSpec spec;
-    spec.provider = sky::DigitalOcean{.endpoint = fake.endpoint()};
-    spec.nodes = 2;
-    spec.accelerator = "H100";
-    spec.spot = sky::Spot::Never{};
-    auto b = sky::detail::make_cloud_backend(
-        sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
-        sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(2, keep());
-    CHECK(fake.alive() == 2);
-    CHECK(fake.keys().size() == 1);
-    // What `sky gc` would see from the pool id alone: the account key.
-    auto other = sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>());
-    CHECK(other->infra_left("0123456789abcdef").size() == 1);
-    b->stop_all();
-    CHECK(fake.alive() == 0);
-    CHECK(fake.keys().empty());
-    CHECK(other->infra_left("0123456789abcdef").empty());
-}
-
-TEST_CASE(
-    "digitalocean: droplets whose create answers are lost are found by the pool's tag and used, "
-    "each created once",
-    "[digitalocean]") {
-    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
-        FakeDigitalOcean fake;
-        Token t("dop_v1_fake_token_0123456789abcdef");
-        sky::PoolSpec spec;
-        spec.provider = sky::DigitalOcean{.endpoint = fake.endpoint()};
-        spec.nodes = 2;
-        spec.accelerator = "H100";
-        spec.spot = sky::Spot::Never{};
-        // Every create is carried out; no answer arrives whole.
-        fake.http().add_fault_rate(
-            {.method = "POST", .path = "/v2/droplets", .kinds = {lost}, .probability = 1.0});
-        auto b = sky::detail::make_cloud_backend(
-            sky::detail::make_digitalocean_adapter(*spec.provider.get<sky::DigitalOcean>()),
-            sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-        b->provision(2, keep());
-        fake.http().clear_fault_rates();
-        CHECK(fake.alive() == 2);
-        CHECK(fake.http().count("POST", "/v2/droplets") == 2);
-        b->stop_all();
-        CHECK(fake.alive() == 0);
-    });
-}
-
 namespace {
 
 // A one-node pool of `accelerator` in nyc2 on the fake, provisioned; its attempts in `log`.
@@ -303,21 +369,6 @@ TEST_CASE(
             CHECK(nlohmann::json::parse(r.body)["region"] == "tor1");
         }
     CHECK(posts == 1);
-    CHECK(fake.alive() == 1);
-    b->stop_all();
-    CHECK(fake.alive() == 0);
-}
-
-TEST_CASE("digitalocean: a size DigitalOcean refuses as invalid moves the pool to the next offer",
-          "[digitalocean]") {
-    sky::test::FakeDigitalOceanOptions o;
-    o.unknown_sizes = {"gpu-h100x1-80gb"};  // listed, then retired
-    FakeDigitalOcean fake(o);
-    Token t("dop_v1_fake_token_0123456789abcdef");
-    sky::PoolSpec spec;
-    sky::test::EventLog log;
-    auto b = provisioned(fake, "H100", spec, log);
-    CHECK(log.tried() == std::vector<std::string>{"gpu-h100x1-80gb", "gpu-h100x8-640gb"});
     CHECK(fake.alive() == 1);
     b->stop_all();
     CHECK(fake.alive() == 0);

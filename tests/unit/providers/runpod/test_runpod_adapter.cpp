@@ -2,6 +2,7 @@
 // offers, on-demand and interruptible deploys with typed input variables, the start script in
 // the pod's env, runtime ports, "no longer any instances available" as CapacityError,
 // interruption, terminate and the sweep by name.
+// What every REST cloud passes is the conformance suite's (support/adapter_conformance.hpp).
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -13,6 +14,7 @@
 #include "sky/sky.hpp"
 #include "support/adapter_test.hpp"
 #include "support/scoped_env.hpp"
+#include "unit/providers/runpod/conformance.hpp"
 
 using sky::test::FakeRunPod;
 using sky::test::ignore_events;
@@ -152,71 +154,7 @@ TEST_CASE("runpod: validation errors are not capacity, and the key never shows",
     CHECK_THROWS_WITH(spec.validate(), Catch::Contains("cloud_type"));
 }
 
-TEST_CASE("runpod: the cloud layer deploys 2 pods and terminates them all", "[runpod]") {
-    FakeRunPod fake;
-    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
-    sky::PoolSpec spec;
-    spec.provider = sky::RunPod{.endpoint = fake.endpoint()};
-    spec.nodes = 2;
-    spec.accelerator = "RTX4090";
-    auto b = sky::detail::make_cloud_backend(
-        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(2, ignore_events());
-    CHECK(fake.alive() == 2);
-    for (const auto& p : fake.pods()) CHECK(p["podType"] == "INTERRUPTABLE");  // "always"
-    b->stop_all();
-    CHECK(fake.alive() == 0);
-}
-
-TEST_CASE(
-    "runpod: pods whose deploy answers are lost are found by the pool's name and used, each "
-    "deployed once",
-    "[runpod]") {
-    auto deploys = [](const sky::test::HttpRequest& q) {
-        return q.body.find("podFindAndDeployOnDemand") != std::string::npos ||
-               q.body.find("podRentInterruptable") != std::string::npos;
-    };
-    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
-        FakeRunPod fake;
-        Key k("rpa_FAKE0123456789ABCDEFGHIJ");
-        sky::PoolSpec spec;
-        spec.provider = sky::RunPod{.endpoint = fake.endpoint()};
-        spec.nodes = 2;
-        spec.accelerator = "RTX4090";
-        fake.http().add_fault_rate({.method = "POST",
-                                    .path = "/graphql",
-                                    .when = deploys,
-                                    .kinds = {lost},
-                                    .probability = 1.0});
-        auto b = sky::detail::make_cloud_backend(
-            adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-        b->provision(2, ignore_events());
-        fake.http().clear_fault_rates();
-        CHECK(fake.alive() == 2);
-        int sent = 0;
-        for (const auto& q : fake.http().requests()) sent += deploys(q) ? 1 : 0;
-        CHECK(sent == 2);
-        b->stop_all();
-        CHECK(fake.alive() == 0);
-    });
-}
-
 namespace {
-
-// A GPU type as gpuTypes lists it: secure cloud only, on demand only.
-nlohmann::json gpu_type(const std::string& id, int memory_gb, double price) {
-    return {{"id", id},
-            {"displayName", id},
-            {"manufacturer", "Nvidia"},
-            {"memoryInGb", memory_gb},
-            {"maxGpuCount", 1},
-            {"secureCloud", true},
-            {"communityCloud", false},
-            {"securePrice", price},
-            {"communityPrice", nullptr},
-            {"secureSpotPrice", nullptr},
-            {"communitySpotPrice", nullptr}};
-}
 
 std::unique_ptr<sky::detail::Backend> a100_pool(const FakeRunPod& fake, sky::PoolSpec& spec) {
     spec.provider = sky::RunPod{.endpoint = fake.endpoint()};
@@ -234,7 +172,8 @@ TEST_CASE("runpod: live offers win: a catalog type RunPod does not list is never
     // RunPod lists only a 40 GB A100, dearer than the catalog's 1x_A100-80GB_SECURE ($1.89),
     // whose GPU ids this account's RunPod does not know.
     FakeRunPod fake(
-        sky::test::FakeRunPodOptions{.gpu_types = {gpu_type("NVIDIA A100-SXM4-40GB", 40, 2.5)}});
+        sky::test::FakeRunPodOptions{.gpu_types = {sky::test::conformance::RunPodCloud::gpu_type(
+                                         "NVIDIA A100-SXM4-40GB", 40, 2.5)}});
     Key k("rpa_FAKE0123456789ABCDEFGHIJ");
     REQUIRE(
         offer_of(sky::Catalog::embedded().offers("runpod"), "1x_A100-80GB_SECURE").on_demand_price <
@@ -247,25 +186,6 @@ TEST_CASE("runpod: live offers win: a catalog type RunPod does not list is never
     REQUIRE(fake.deploy_inputs().size() == 1);
     CHECK(fake.deploy_inputs()[0]["gpuTypeId"] == "NVIDIA A100-SXM4-40GB");
     CHECK(fake.alive() == 1);
-    b->stop_all();
-    CHECK(fake.alive() == 0);
-}
-
-TEST_CASE("runpod: a GPU type RunPod refuses as unknown moves the pool to the next offer",
-          "[runpod]") {
-    sky::test::FakeRunPodOptions o;
-    o.gpu_types = {gpu_type("NVIDIA A100-SXM4-40GB", 40, 2.5),
-                   gpu_type("NVIDIA A100 80GB PCIe", 80, 3.0)};
-    o.unknown_gpu_ids = {"NVIDIA A100-SXM4-40GB"};  // listed, then retired
-    FakeRunPod fake(o);
-    Key k("rpa_FAKE0123456789ABCDEFGHIJ");
-    sky::PoolSpec spec;
-    sky::test::EventLog log;
-    auto b = a100_pool(fake, spec);
-    b->provision(1, log.sink());
-    CHECK(log.tried() == std::vector<std::string>{"1x_A100-40GB_SECURE", "1x_A100-80GB_SECURE"});
-    REQUIRE(fake.pods().size() == 1);
-    CHECK(fake.deploy_inputs().back()["gpuTypeId"] == "NVIDIA A100 80GB PCIe");
     b->stop_all();
     CHECK(fake.alive() == 0);
 }

@@ -1,6 +1,7 @@
 // The Verda adapter against the fake Verda API (no root, no SSH): OAuth2 with a JSON body and
 // renewal after a 401, offers from instance types and availability, the SSH key and a startup
 // script per node, the id as text, capacity and funds answers, spot reclaim, delete and sweep.
+// What every REST cloud passes is the conformance suite's (support/adapter_conformance.hpp).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -271,52 +272,6 @@ TEST_CASE("verda: a reclaimed spot instance is preempted, one sky deleted is not
     CHECK(fake.alive() == 0);
 }
 
-TEST_CASE("verda: the cloud layer provisions 2 instances and deletes them all", "[verda]") {
-    FakeVerda fake;
-    Creds c(fake);
-    sky::PoolSpec spec;
-    spec.provider = sky::Verda{.endpoint = fake.endpoint()};
-    spec.nodes = 2;
-    spec.accelerator = "H100";
-    auto b = sky::detail::make_cloud_backend(
-        adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-    b->provision(2, ignore_events());
-    CHECK(fake.alive() == 2);
-    for (const auto& i : fake.instances()) CHECK(i["is_spot"] == true);  // "always" by default
-    // What `sky gc` would see from the pool id alone: the key and a script per node.
-    auto other = adapter(fake);
-    CHECK(other->infra_left("0123456789abcdef").size() == 3);
-    b->stop_all();
-    CHECK(fake.alive() == 0);
-    CHECK(fake.ssh_keys().empty());
-    CHECK(fake.scripts().empty());
-    CHECK(other->infra_left("0123456789abcdef").empty());
-}
-
-TEST_CASE(
-    "verda: instances whose create answers are lost are found by the pool's description and "
-    "used, each created once",
-    "[verda]") {
-    sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
-        FakeVerda fake;
-        Creds c(fake);
-        sky::PoolSpec spec;
-        spec.provider = sky::Verda{.endpoint = fake.endpoint()};
-        spec.nodes = 2;
-        spec.accelerator = "H100";
-        fake.http().add_fault_rate(
-            {.method = "POST", .path = "/v1/instances", .kinds = {lost}, .probability = 1.0});
-        auto b = sky::detail::make_cloud_backend(
-            adapter(fake), sky::detail::BackendContext{spec, "0123456789abcdef", nullptr});
-        b->provision(2, ignore_events());
-        fake.http().clear_fault_rates();
-        CHECK(fake.alive() == 2);
-        CHECK(fake.http().count("POST", "/v1/instances") == 2);
-        b->stop_all();
-        CHECK(fake.alive() == 0);
-    });
-}
-
 namespace {
 
 // A one-node A100 pool on the fake with this spot strategy; the backend over a fresh adapter.
@@ -354,22 +309,6 @@ TEST_CASE("verda: live offers win: a catalog type Verda does not list is never t
         b->stop_all();
         CHECK(fake.alive() == 0);
     }
-}
-
-TEST_CASE("verda: a type Verda refuses as unknown moves the pool to the next offer", "[verda]") {
-    FakeVerdaOptions o;
-    o.unknown_types = {"1A100.80S.22V"};  // listed, then retired
-    FakeVerda fake(o);
-    Creds c(fake);
-    sky::PoolSpec spec;
-    sky::test::EventLog log;
-    auto b = a100_pool(fake, sky::Spot::IfAvailable{}, spec);
-    b->provision(1, log.sink());
-    REQUIRE(fake.instances().size() == 1);
-    CHECK(fake.instances()[0]["instance_type"] == "8A100.80S.176V");
-    CHECK(log.tried() == std::vector<std::string>{"1A100.80S.22V", "8A100.80S.176V"});
-    b->stop_all();
-    CHECK(fake.alive() == 0);
 }
 
 TEST_CASE("verda: every offer refused as unknown is a ProvisionError naming each attempt once",
