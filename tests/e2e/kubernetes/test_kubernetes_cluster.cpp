@@ -54,13 +54,23 @@ std::string random_bytes(std::size_t n) {
     return s;
 }
 
+// The host settings a kubelet or a CNI plugin would change if let: they must not move.
+std::string host_sysctls() {
+    std::string out;
+    for (const char* k :
+         {"net/ipv4/ip_forward", "vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"})
+        out += std::string(k) + "=" + read_text(fs::path("/proc/sys") / k);
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE(
     "kubernetes cluster: up with a Ready node, a pod Running, and down leaves no process, "
-    "mount, bridge, cgroup or file",
+    "mount, bridge, cgroup or file, and no host sysctl changed",
     "[kubernetes][e2e]") {
     SKIP_WITHOUT_KUBERNETES();
+    const std::string sysctls = host_sysctls();
     fs::path dir;
     std::string bridge, cgroup;
     {
@@ -75,7 +85,9 @@ TEST_CASE(
         // The nodes' mounts stay in their own namespaces: none is in this one.
         CHECK(read_text("/proc/self/mountinfo").find(dir.string()) == std::string::npos);
         CHECK(processes_naming(dir.string()) > 0);
+        CHECK(host_sysctls() == sysctls);
     }
+    CHECK(host_sysctls() == sysctls);
     CHECK_FALSE(fs::exists(dir));
     CHECK(processes_naming(dir.string()) == 0);
     CHECK(sky::test::run_command({"ip", "link", "show", bridge}).status != 0);
@@ -85,7 +97,7 @@ TEST_CASE(
 
 TEST_CASE(
     "kubernetes streaming: exec's output and exit code, a few MB through exec's stdin "
-    "intact, a port-forward that echoes, a refusal quoting RBAC; as a namespaced user",
+    "intact, a port-forward that echoes, a refusal quoting RBAC, as a namespaced user",
     "[kubernetes][e2e]") {
     SKIP_WITHOUT_KUBERNETES();
     KubernetesCluster cluster(1);

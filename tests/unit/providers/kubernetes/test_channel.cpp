@@ -7,7 +7,7 @@
 
 using namespace sky::detail::kubernetes;
 
-TEST_CASE("channel: a frame is the channel byte and the data; v5's close names the channel",
+TEST_CASE("channel: a frame is the channel byte and the data, v5's close names the channel",
           "[kubernetes][channel]") {
     CHECK(encode_frame(0, "abc") == std::string("\0abc", 4));
     CHECK(encode_frame(2, "") == std::string("\2", 1));

@@ -153,7 +153,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "kubeconfig: -data fields are base64 and win over files; bad base64 is refused naming "
+    "kubeconfig: -data fields are base64 and win over files, bad base64 is refused naming "
     "the field",
     "[kubernetes][kubeconfig]") {
     Scratch s;
@@ -177,7 +177,7 @@ TEST_CASE(
 
 TEST_CASE(
     "kubeconfig: a KUBECONFIG list merges in order, the first file that sets a value "
-    "wins; files that do not exist are skipped",
+    "wins, files that do not exist are skipped",
     "[kubernetes][kubeconfig]") {
     Scratch s;
     const auto a = s.write("a",
@@ -211,7 +211,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "kubeconfig: an unknown context is refused naming the known ones; so are contexts "
+    "kubeconfig: an unknown context is refused naming the known ones, so are contexts "
     "naming unknown clusters or users, and malformed YAML (without its text)",
     "[kubernetes][kubeconfig]") {
     Scratch s;
@@ -385,7 +385,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "kubeconfig: an exec plugin's expired credential runs the plugin again; v1beta1 with "
+    "kubeconfig: an exec plugin's expired credential runs the plugin again, v1beta1 with "
     "a client certificate",
     "[kubernetes][kubeconfig]") {
     Scratch s;
