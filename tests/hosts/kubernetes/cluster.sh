@@ -352,7 +352,7 @@ up() {
     echo "SKY_KUBE_BRIDGE=$bridge"
     echo "SKY_KUBE_CGROUP=$cgroup"
   } > "$dir/env"
-  api POST /api/v1/namespaces '{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sky-test"}}'
+  api POST /api/v1/namespaces '{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sky-test"}}' > /dev/null
   api POST /apis/rbac.authorization.k8s.io/v1/namespaces/sky-test/roles '{
     "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
     "metadata": {"name": "sky-user", "namespace": "sky-test"},
@@ -362,12 +362,12 @@ up() {
       {"apiGroups": [""], "resources": ["pods/exec", "pods/portforward"], "verbs": ["get", "create"]},
       {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
       {"apiGroups": [""], "resources": ["configmaps"],
-       "verbs": ["get", "list", "watch", "create", "delete", "patch"]}]}'
+       "verbs": ["get", "list", "watch", "create", "delete", "patch"]}]}' > /dev/null
   api POST /apis/rbac.authorization.k8s.io/v1/namespaces/sky-test/rolebindings '{
     "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
     "metadata": {"name": "sky-user", "namespace": "sky-test"},
     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sky-user"},
-    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "sky-user"}]}'
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "sky-user"}]}' > /dev/null
   node_ready() {
     [ "$(api GET /api/v1/nodes | python3 -c '
 import json, sys
