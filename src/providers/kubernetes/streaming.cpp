@@ -181,7 +181,13 @@ std::shared_ptr<Connection> connect(CredentialSource& creds, const std::string& 
             throw Error("sky::Kubernetes: " + what + ": cannot reach the API server " +
                         t.cluster.server + ": " + describe_error(e));
         }
-        if (!declined) return c;
+        if (!declined) {
+            // One message per frame: the API server's WebSocket library (golang.org/x/net's)
+            // takes every frame for a message of its own, so a fragment's first byte would be
+            // read as a channel number.
+            c->ws.auto_fragment(false);
+            return c;
+        }
         if (declined->status == 401 && attempt == 0) {
             creds.unauthorized(cred);
             continue;
@@ -238,8 +244,11 @@ ExecResult exec(CredentialSource& creds, const ExecRequest& r) {
         beast::flat_buffer buf;
         for (;;) {
             auto [ec, n] = co_await c->ws.async_read(buf, asio::as_tuple(asio::use_awaitable));
+            // The server closes the connection after the status; how the close reaches us
+            // (a close frame, EOF, a reset, a broken pipe under the close frame beast answers
+            // with) does not matter once the status came.
             if (ec == websocket::error::closed || ec == asio::error::eof ||
-                ec == ssl::error::stream_truncated)
+                ec == ssl::error::stream_truncated || (ec && got_status))
                 break;
             if (ec) {
                 beast::get_lowest_layer(c->ws).close();

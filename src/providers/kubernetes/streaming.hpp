@@ -40,8 +40,8 @@ struct ExecRequest {
     std::string ns, pod, container;  ///< container: empty for the pod's only one
     std::vector<std::string> argv;
     /// Its standard input, or none (no stdin channel). With v5 the input is closed after it;
-    /// with v4 there is no close: argv must read exactly `stdin_data->size()` bytes (head -c N,
-    /// dd iflag=count_bytes) or wait for ever.
+    /// with v4 there is no close: argv must read exactly `stdin_data->size()` bytes (head -c N)
+    /// or wait for ever.
     std::optional<std::string> stdin_data;
     std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 };
