@@ -12,6 +12,8 @@ find_package(CURL REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBSSH2 REQUIRED IMPORTED_TARGET libssh2)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+# yaml-cpp: kubeconfig files (src/providers/kubernetes).
+pkg_check_modules(YAML_CPP REQUIRED IMPORTED_TARGET yaml-cpp)
 find_package(Boost 1.81 REQUIRED)
 # GCC's libbacktrace (libgcc-12-dev, beside the compiler): Boost.Stacktrace names a crashed
 # worker's frames with it on the client (src/runtime/crash_report.cpp). The driver finds it by name.

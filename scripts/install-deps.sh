@@ -19,6 +19,15 @@ packages+=(nftables iptables)
 # The shell that runs on nodes (src/**/*.sh) and the tree's scripts are checked by shellcheck
 # (tests/shellcheck).
 packages+=(shellcheck)
+# Kubernetes: yaml-cpp reads kubeconfigs (src/providers/kubernetes); the test cluster
+# (tests/hosts/kubernetes) builds kube-apiserver, kube-controller-manager, kube-scheduler and the
+# kubelet from Debian's `kubernetes` source (golang-go, dpkg-dev, the packaged reflect2 1.0.2), runs
+# etcd, containerd, runc and the CNI plugins, and assembles its images with umoci, skopeo and
+# mmdebstrap (busybox-static: the pods' nc; curl: its API calls). Their services are kept from
+# starting below.
+packages+=(libyaml-cpp-dev golang-go dpkg-dev golang-github-modern-go-reflect2-dev etcd-server
+  etcd-client containerd runc containernetworking-plugins umoci skopeo mmdebstrap busybox-static
+  rsync openssl curl)
 command -v npm > /dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
@@ -30,5 +39,13 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
+  # No service of these packages may start (etcd, containerd: the tests start their own): a
+  # policy-rc.d that denies every start, for the install only, unless one is there already.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo_cmd[@]}" tee "$policy" > /dev/null
+    "${sudo_cmd[@]}" chmod 755 "$policy"
+    trap '"${sudo_cmd[@]}" rm -f "$policy"' EXIT
+  fi
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
