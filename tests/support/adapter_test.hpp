@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fakes/common/fault_rate.hpp"
+#include "fakes/common/http_fake.hpp"
 #include "sky/cloud.hpp"
 #include "sky/events.hpp"
 #include "sky/sky.hpp"
