@@ -112,7 +112,7 @@ void progress_cleared() noexcept { progress_fresh.store(true, std::memory_order_
 
 }  // namespace sky::detail
 
-namespace sky {
+namespace sky::inline v0 {
 
 std::optional<Preemption> preemption() {
     const Preemption* p = detail::current_notice.load(std::memory_order_acquire);
@@ -126,4 +126,4 @@ void progress(std::int64_t step) {
     detail::progress_changes.fetch_add(1, std::memory_order_release);
 }
 
-}  // namespace sky
+}  // namespace sky::inline v0
