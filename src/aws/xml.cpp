@@ -170,8 +170,9 @@ std::string xml_escape(std::string_view text) {
 }
 
 const nlohmann::json& list_of(const nlohmann::json& j, const char* key) {
-    static const nlohmann::json empty = nlohmann::json::array();
-    if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return empty;
+    // Never destroyed: a signal's teardown may still list what is left while exit() runs.
+    static const auto* empty = new nlohmann::json(nlohmann::json::array());
+    if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return *empty;
     return j[key];
 }
 

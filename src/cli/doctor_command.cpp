@@ -1,6 +1,8 @@
 // `sky doctor`: for each provider in the registry, whether credentials are set (its
-// descriptor's credentials()) and whether its endpoint answers. Never prints a secret: only
-// where a credential came from.
+// descriptor's credentials()) and, for those that have them, whether its endpoint answers: a
+// cloud without credentials is "not checked" (no lookup, no connection: its answer could tell
+// the user nothing). Never prints a secret: only where a credential came from. The table wraps
+// long cells within their columns.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/pools.hpp"
 #include "http/http_client.hpp"
 #include "pool/display.hpp"
 #include "providers/registry/registry.hpp"
@@ -53,8 +56,10 @@ int doctor_command(const std::vector<std::string>& args) {
             std::puts(
                 "usage: sky doctor [--offline]\n"
                 "\n"
-                "For each provider: whether credentials are set (and where from) and whether its\n"
-                "endpoint answers (any HTTP answer counts; 5 s timeout). Secrets are never shown.\n"
+                "For each provider: whether credentials are set (and where from) and, for those\n"
+                "that have them, whether its endpoint answers (any HTTP answer counts; 5 s\n"
+                "timeout). Providers without credentials are not contacted. Secrets are never\n"
+                "shown.\n"
                 "  --offline   check credentials only, contact no endpoint");
             return 0;
         }
@@ -66,14 +71,16 @@ int doctor_command(const std::vector<std::string>& args) {
                      detail::terminal_safe(a).c_str());
         return 2;
     }
-    std::printf("%-13s %-60s %s\n", "provider", "credentials", "endpoint");
+    // Wider cells wrap: the columns stay aligned on an 80-column terminal's worth of text.
+    constexpr std::size_t kMaxCell = 40;
+    std::vector<std::vector<std::string>> rows = {
+        {"provider", "credentials", "endpoint", "answer"}};
     int clouds = 0, ready = 0;
     for (const auto& d : detail::providers()) {
         const std::string name(d.name);
         if (!d.credentials) {
             // Local, SSH and the simulated cloud need none.
-            std::printf("%-13s %-60s %s\n", name.c_str(), "none needed",
-                        name == "local" ? "this machine" : "-");
+            rows.push_back({name, "none needed", name == "local" ? "this machine" : "-", "-"});
             continue;
         }
         ++clouds;
@@ -82,14 +89,17 @@ int doctor_command(const std::vector<std::string>& args) {
         const std::string where =
             c.present ? c.source
                       : (c.source.rfind("missing", 0) == 0 ? c.source : "missing: " + c.source);
-        const std::string answer =
-            offline ? "not checked (--offline)" : probe(c, std::chrono::seconds(5));
-        std::printf(
-            "%-13s %-60s %s %s\n", name.c_str(),
-            detail::terminal_safe(mask(where, c.secrets)).c_str(),
-            detail::terminal_safe(mask(c.endpoint.empty() ? "-" : c.endpoint, c.secrets)).c_str(),
-            detail::terminal_safe(answer).c_str());
+        std::string answer;
+        if (!c.present)
+            answer = "not checked (no credentials)";
+        else if (offline)
+            answer = "not checked (--offline)";
+        else
+            answer = probe(c, std::chrono::seconds(5));
+        rows.push_back({name, mask(where, c.secrets),
+                        mask(c.endpoint.empty() ? "-" : c.endpoint, c.secrets), answer});
     }
+    print_table(rows, kMaxCell);  // print_table makes every cell terminal-safe
     std::printf("\n%d of %d cloud providers have credentials.\n", ready, clouds);
     return 0;
 }

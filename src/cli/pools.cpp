@@ -99,19 +99,54 @@ std::string_view state_name(CloudInstance::State s) {
     return "?";
 }
 
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-    std::vector<std::size_t> width;
-    std::vector<std::vector<std::string>> safe;
-    for (const auto& r : rows) {
-        std::vector<std::string> s;
-        for (const auto& c : r) s.push_back(detail::terminal_safe(c));
-        for (std::size_t i = 0; i < s.size(); ++i) {
-            if (width.size() <= i) width.push_back(0);
-            width[i] = std::max(width[i], s[i].size());
-        }
-        safe.push_back(std::move(s));
+namespace {
+
+// `text` in pieces of at most `width` characters, broken after a space, '/' or ',' where one
+// is near (a path or URL breaks between its parts).
+std::vector<std::string> wrap(const std::string& text, std::size_t width) {
+    if (width == 0 || text.size() <= width) return {text};
+    std::vector<std::string> out;
+    std::size_t from = 0;
+    while (text.size() - from > width) {
+        std::size_t cut = text.find_last_of(" /,", from + width - 1);
+        if (cut == std::string::npos || cut < from + width / 2)
+            cut = from + width;  // no break near: a hard one
+        else
+            ++cut;  // the breaking character stays on this line
+        std::string piece = text.substr(from, cut - from);
+        while (!piece.empty() && piece.back() == ' ') piece.pop_back();
+        out.push_back(std::move(piece));
+        from = cut;
+        while (from < text.size() && text[from] == ' ') ++from;
     }
-    for (const auto& r : safe) {
+    if (from < text.size()) out.push_back(text.substr(from));
+    return out;
+}
+
+}  // namespace
+
+void print_table(const std::vector<std::vector<std::string>>& rows, std::size_t max_cell) {
+    std::vector<std::size_t> width;
+    // Each row as the lines it takes: a wrapped cell continues below itself, the others blank.
+    std::vector<std::vector<std::string>> lines;
+    for (const auto& r : rows) {
+        std::vector<std::vector<std::string>> cells;
+        std::size_t height = 1;
+        for (const auto& c : r) {
+            cells.push_back(wrap(detail::terminal_safe(c), max_cell));
+            height = std::max(height, cells.back().size());
+        }
+        for (std::size_t k = 0; k < height; ++k) {
+            std::vector<std::string> line;
+            for (const auto& c : cells) line.push_back(k < c.size() ? c[k] : "");
+            for (std::size_t i = 0; i < line.size(); ++i) {
+                if (width.size() <= i) width.push_back(0);
+                width[i] = std::max(width[i], line[i].size());
+            }
+            lines.push_back(std::move(line));
+        }
+    }
+    for (const auto& r : lines) {
         std::string line;
         for (std::size_t i = 0; i < r.size(); ++i)
             line += fmt::format("{:<{}}", r[i], i + 1 < r.size() ? width[i] + 2 : 0);

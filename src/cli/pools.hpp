@@ -44,7 +44,8 @@ std::string join(const std::vector<std::string>& items, std::size_t max = 8);
 /// The state's word as `sky ls` prints it.
 std::string_view state_name(CloudInstance::State s);
 
-/// Prints rows as columns two spaces apart, trailing blanks removed, escapes neutralized.
-void print_table(const std::vector<std::vector<std::string>>& rows);
+/// Prints rows as columns two spaces apart, trailing blanks removed, escapes neutralized. A cell
+/// longer than `max_cell` (0: no limit) wraps onto the lines below, within its column.
+void print_table(const std::vector<std::vector<std::string>>& rows, std::size_t max_cell = 0);
 
 }  // namespace sky::cli

@@ -39,6 +39,10 @@ public:
     void add_handler(std::function<void(const Event&)> h);
     /// Delivers what is queued, then stops the thread (and takes the bus off the registry).
     void stop();
+    /// Whether the calling thread is the bus's own (a handler's): stop() cannot wait for it.
+    [[nodiscard]] bool on_own_thread() const noexcept {
+        return std::this_thread::get_id() == thread_.get_id();
+    }
 
 private:
     struct Queued {

@@ -1079,8 +1079,18 @@ void PoolCore::close(bool report) {
     std::vector<Completion> done;
     std::vector<std::pair<std::shared_ptr<NodeConnection>, std::string>> conns;
     {
-        std::lock_guard lk(m_);
-        if (closed_) return;
+        std::unique_lock lk(m_);
+        if (closed_) {
+            // Another close() is tearing down (a signal's, the owner's): this one returns once
+            // it has ended, so that when the owner's close() or the destructor returns, every
+            // event was delivered and no handler runs again. Not on a thread that the first
+            // close() waits for (a handler on the event thread, a blocking task of this pool, an
+            // I/O thread): that would wait for itself.
+            const bool may_wait = !close_done_ && t_task_of != this && !io::on_io_thread() &&
+                                  !(bus_ && bus_->on_own_thread());
+            if (may_wait) close_cv_.wait(lk, [&] { return close_done_; });
+            return;
+        }
         closed_ = true;
         closing_ = true;
         active_ = false;
@@ -1091,6 +1101,18 @@ void PoolCore::close(bool report) {
         for (auto& n : nodes_)
             if (n->conn) conns.emplace_back(n->conn, n->instance.id);
     }
+    // Set however this close() ends (the report below throws): a close() waiting for this one
+    // returns then. Destroyed before signal_scope, so a signal's teardown ends after it.
+    struct Done {
+        PoolCore* pool;
+        ~Done() {
+            {
+                std::lock_guard lk(pool->m_);
+                pool->close_done_ = true;
+            }
+            pool->close_cv_.notify_all();
+        }
+    } done_guard{this};
     if (auto self = weak_from_this().lock())  // none from the destructor: no handler is left
         boost::asio::post(strand_, [self] { self->timer_.cancel(); });
     if (backend_) backend_->begin_stop();  // a replacement in progress gives up

@@ -206,6 +206,8 @@ private:
     bool closing_ = false;
     bool active_ = false;
     bool closed_ = false;
+    bool close_done_ = false;                    // the first close() has ended (guarded by m_)
+    std::condition_variable close_cv_;           // close_done_ set
     std::atomic<bool> exposure_noticed_{false};  // the distributed-call notice was given
 
     // Start-up, guarded by m_.

@@ -86,7 +86,14 @@ extern "C" void on_signal(int sig) {
     ::_exit(128 + sig);  // not reached unless something blocks the signal in every thread
 }
 
+void wait_for_teardown();
+
 void tear_down() {
+    // An exit() that begins while this runs (main unwound by a call's CancelledError and
+    // returned) waits here before it destroys anything: handlers registered later run first,
+    // so this one runs before every static destructor registered so far (those of statics
+    // first used during start-up included, which the teardown uses again).
+    std::atexit(wait_for_teardown);
     auto& r = registry();
     const auto deadline = std::chrono::steady_clock::now() + kTeardownLimit;
     std::unique_lock lk(r.m);
@@ -135,7 +142,8 @@ void signal_thread(int read_fd) {
 
 // exit() or std::terminate() on another thread while the teardown runs (a call failed with
 // CancelledError and unwound main) waits for it: the teardown's own default action ends the
-// process, as the signal would have.
+// process, as the signal would have. Registered with atexit() at installation and again when a
+// signal arrives (see tear_down).
 void wait_for_teardown() {
     if (g_signal.load() == 0) return;
     auto& r = registry();

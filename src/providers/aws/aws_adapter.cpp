@@ -327,27 +327,37 @@ public:
     void delete_infra(std::string_view pool_id) noexcept override {
         std::lock_guard lk(infra_m_);
         const std::string name = "sky-" + std::string(pool_id);
-        try {
-            QueryParams p;
-            p.set("KeyName", name);
-            (void)client_->call("DeleteKeyPair", p);
-            key_imported_ = false;
-            why_left_.erase("key:" + name);
-        } catch (const std::exception& e) {
-            why_left_["key:" + name] = error_text(e);
+        // What this adapter saw deleted is not asked for again: with a flaky API (or credentials
+        // refused now and then), each repeated request is one more chance of a refusal that
+        // makes the round fail and the cloud layer wait for another.
+        if (!deleted_.count("key:" + name)) {
+            try {
+                QueryParams p;
+                p.set("KeyName", name);
+                (void)client_->call("DeleteKeyPair", p);
+                key_imported_ = false;
+                why_left_.erase("key:" + name);
+                deleted_.insert("key:" + name);
+            } catch (const std::exception& e) {
+                why_left_["key:" + name] = error_text(e);
+            }
         }
+        if (deleted_.count("group:" + name)) return;
         // The group by id when this adapter made it, else by its name (`sky gc`). EC2 refuses
         // (DependencyViolation) while an instance, or a terminated instance's network interface,
         // still uses it: the cloud layer calls again with backoff.
         std::vector<std::string> groups;
+        bool listed = true;  // `groups` is every group of that name
         if (!group_id_.empty()) {
             groups.push_back(group_id_);
         } else {
             try {
                 for (const auto& g : groups_named(name)) groups.push_back(g.first);
             } catch (...) {
+                listed = false;
             }
         }
+        bool all_gone = listed;
         for (const auto& g : groups) {
             try {
                 QueryParams p;
@@ -361,11 +371,16 @@ public:
                     why_left_.erase("group:" + g);
                 } else {
                     why_left_["group:" + g] = error_text(e);
+                    all_gone = false;
                 }
             } catch (const std::exception& e) {
                 why_left_["group:" + g] = e.what();
+                all_gone = false;
             }
         }
+        // Group names are unique: once every group of the name is deleted (or was not found),
+        // none is left to delete or to look for.
+        if (all_gone && !groups.empty()) deleted_.insert("group:" + name);
     }
 
     std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
@@ -377,16 +392,20 @@ public:
                 auto it = why_left_.find(key);
                 return it == why_left_.end() ? std::string() : ": " + it->second;
             };
-            for (const auto& [id, group_name] : groups_named(name))
-                left.push_back(
-                    fmt::format("security group {} ({}){}", id, group_name, why("group:" + id)));
-            QueryParams p;
-            p.set("Filter.1.Name", "key-name");
-            p.set("Filter.1.Value.1", name);
-            json r = client_->call_json("DescribeKeyPairs", p);
-            for (const auto& k : list_of(r, "keySet"))
-                if (str_of(k, "keyName") == name)
-                    left.push_back(fmt::format("key pair {}{}", name, why("key:" + name)));
+            // EC2 answered each delete that this adapter saw succeed: those are gone.
+            if (!deleted_.count("group:" + name))
+                for (const auto& [id, group_name] : groups_named(name))
+                    left.push_back(fmt::format("security group {} ({}){}", id, group_name,
+                                               why("group:" + id)));
+            if (!deleted_.count("key:" + name)) {
+                QueryParams p;
+                p.set("Filter.1.Name", "key-name");
+                p.set("Filter.1.Value.1", name);
+                json r = client_->call_json("DescribeKeyPairs", p);
+                for (const auto& k : list_of(r, "keySet"))
+                    if (str_of(k, "keyName") == name)
+                        left.push_back(fmt::format("key pair {}{}", name, why("key:" + name)));
+            }
         } catch (const std::exception& e) {
             // Unknown: say so rather than claim nothing is left.
             left.push_back(fmt::format("security group and key pair {} (cannot tell: {})", name,
@@ -413,6 +432,8 @@ private:
         std::lock_guard lk(infra_m_);
         const std::string& name_ = r.name;
         const std::string& pool_id_ = r.pool_id;
+        deleted_.erase("key:" + name_);  // made again below: deleting it is due again
+        deleted_.erase("group:" + name_);
         if (!key_imported_) {
             const std::string& pub = r.ssh_public_key;
             QueryParams p;
@@ -738,6 +759,8 @@ private:
     std::string group_id_;
     std::string gpu_ami_, cpu_ami_;
     std::map<std::string, std::string> why_left_;  // "group:<id>" / "key:<name>" -> EC2's answer
+    // "key:<name>" / "group:<name>": deleted by this adapter, EC2 said so (guarded by infra_m_).
+    std::set<std::string> deleted_;
 };
 
 }  // namespace

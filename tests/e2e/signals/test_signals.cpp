@@ -1,7 +1,9 @@
 // A program that owns a pool (driver.cpp, written from api.md) is interrupted: SIGINT, SIGTERM
 // and SIGHUP tear its pools down and it then dies by the signal, leaving nothing; killed with
 // SIGKILL it leaves a ledger (and machines) that the built `sky gc` collects at once, while a
-// running pool's machines are never touched.
+// running pool's machines are never touched. Interrupted during a call, a program whose event
+// handler holds its locals dies by SIGINT on every provider (Local, Simulated, SSH test hosts,
+// the fake EC2 and the REST clouds' fakes on test hosts), with no event after the pool is gone.
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -24,9 +26,14 @@
 #include <vector>
 
 #include "aws/ec2_client.hpp"
+#include "fakes/digitalocean/fake_digitalocean.hpp"
 #include "fakes/ec2/fake_ec2.hpp"
+#include "fakes/runpod/fake_runpod.hpp"
+#include "fakes/vastai/fake_vastai.hpp"
+#include "fakes/verda/fake_verda.hpp"
 #include "hosts/test_hosts.hpp"
 #include "ledger/ledger.hpp"
+#include "support/cloud_pool.hpp"
 
 extern char** environ;
 
@@ -747,4 +754,168 @@ TEST_CASE(
         INFO(gc.output);
         CHECK(sky::test::wait_until([&] { return !running(v.pid); }, std::chrono::seconds(10)));
     }
+}
+
+// ---- SIGINT during a call, on every provider the tests reach ----
+//
+// The driver with --catch: the call's CancelledError unwinds the function that owns the pool,
+// whose handler holds references to that function's locals; the program then returns from main
+// unless the teardown's SIGINT ends it first. It must die by SIGINT (not SIGSEGV, not an abort,
+// not status 1), and no event may reach the handler after the pool's destructor returned
+// (status 3).
+
+namespace {
+
+// Waits for "ready", lets the call start, sends SIGINT and checks the driver died by it.
+void interrupt_during_call(Driver& d, std::chrono::seconds ready_limit) {
+    auto ready = d.line("ready ", ready_limit);
+    INFO(d.output());
+    REQUIRE(ready);
+    std::this_thread::sleep_for(500ms);  // the call is on its node
+    REQUIRE(::kill(d.pid(), SIGINT) == 0);
+    check_killed_by(d.wait(120s), SIGINT, d);
+}
+
+// The pool the driver printed: closed in the ledger with nothing left live.
+void check_ledger_closed(const Driver& d) {
+    const auto all = sky::detail::Ledger::read_all();
+    INFO(d.output());
+    REQUIRE(all.size() == 1);
+    CHECK(all[0].closed);
+    CHECK(all[0].live_instances().empty());
+}
+
+std::vector<std::string> ssh_args(const sky::test::TestHosts& h) {
+    std::string hosts;
+    for (int i = 0; i < h.size(); ++i) hosts += (i ? "," : "") + h.address(i);
+    return {"ssh",
+            "--nodes",
+            std::to_string(h.size()),
+            "--hosts",
+            hosts,
+            "--port",
+            std::to_string(h.port(0)),
+            "--identity",
+            h.client_key_path().string(),
+            "--known-hosts",
+            h.known_hosts_file().string(),
+            "--catch"};
+}
+
+// A REST cloud's fake on 2 test hosts: SIGINT during a call on a 2-node pool over it.
+template <class Fake, class Options>
+void interrupt_on_cloud(const std::string& provider,
+                        std::vector<std::pair<std::string, std::string>> credentials,
+                        const std::string& secret, Options options) {
+    TempHome home;
+    sky::test::CloudOnHosts<Fake> cloud(2, std::move(credentials), secret, std::move(options));
+    Driver d({provider, "--nodes", "2", "--endpoint", cloud.fake.endpoint(), "--catch"});
+    interrupt_during_call(d, 120s);
+    cloud.check_nothing_left();
+    check_ledger_closed(d);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "local",
+    "[signals]") {
+    for (int run = 0; run < 3; ++run) {  // the late event was seen in 2 of 3 runs
+        INFO("run " << run);
+        TempHome home;
+        Driver d({"local", "--nodes", "2", "--catch"});
+        auto ready = d.line("ready ", 60s);
+        REQUIRE(ready);
+        const auto workers = children_of(d.pid());
+        std::this_thread::sleep_for(300ms);
+        REQUIRE(::kill(d.pid(), SIGINT) == 0);
+        check_killed_by(d.wait(30s), SIGINT, d);
+        for (long w : workers) CHECK_FALSE(running(w));
+        check_ledger_closed(d);
+    }
+}
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "simulated",
+    "[signals]") {
+    TempHome home;
+    Driver d({"simulated", "--nodes", "2", "--catch"});
+    interrupt_during_call(d, 60s);
+    check_ledger_closed(d);
+}
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "ssh test hosts",
+    "[signals_hosts]") {
+    SKIP_WITHOUT_HOSTS();
+    TempHome home;
+    sky::test::TestHosts hosts(2);
+    Driver d(ssh_args(hosts));
+    interrupt_during_call(d, 120s);
+    check_ledger_closed(d);
+    CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 10s));
+}
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "aws (fake EC2)",
+    "[signals_aws]") {
+    SKIP_WITHOUT_FAKE_EC2();
+    for (int run = 0; run < 2; ++run) {  // the crash was seen in 3 of 3 runs
+        INFO("run " << run);
+        TempHome home;
+        sky::test::TestHosts hosts(2);
+        sky::test::FakeEc2 fake(fake_options(&hosts));
+        AwsEnv env(fake.endpoint());
+        Driver d({"aws", "--nodes", "2", "--endpoint", fake.endpoint(), "--catch"});
+        interrupt_during_call(d, 120s);
+        CHECK(live_instances(fake) == 0);
+        check_ledger_closed(d);
+        CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; }, 10s));
+    }
+}
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "runpod",
+    "[signals_clouds]") {
+    SKIP_WITHOUT_HOSTS();
+    const std::string key = "rpa_SIGNALS_KEY_0A1B2C3D4E";
+    interrupt_on_cloud<sky::test::FakeRunPod>("runpod", {{"RUNPOD_API_KEY", key}}, key,
+                                              sky::test::FakeRunPodOptions{.api_key = key});
+}
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "vastai",
+    "[signals_clouds]") {
+    SKIP_WITHOUT_HOSTS();
+    const std::string key = "vast_signals_key_7e3f9a1c";
+    interrupt_on_cloud<sky::test::FakeVast>("vastai", {{"VAST_API_KEY", key}}, key,
+                                            sky::test::FakeVastOptions{.api_key = key});
+}
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "verda",
+    "[signals_clouds]") {
+    SKIP_WITHOUT_HOSTS();
+    const std::string id = "signals-client-id", secret = "verda_signals_secret_51f0";
+    interrupt_on_cloud<sky::test::FakeVerda>(
+        "verda", {{"VERDA_CLIENT_ID", id}, {"VERDA_CLIENT_SECRET", secret}}, secret,
+        sky::test::FakeVerdaOptions{.client_id = id, .client_secret = secret});
+}
+
+TEST_CASE(
+    "signals: SIGINT during a call ends a program whose handler holds its locals by SIGINT: "
+    "digitalocean",
+    "[signals_clouds]") {
+    SKIP_WITHOUT_HOSTS();
+    const std::string token = "dop_v1_signals_token_8c2e4b";
+    interrupt_on_cloud<sky::test::FakeDigitalOcean>(
+        "digitalocean", {{"DIGITALOCEAN_TOKEN", token}}, token,
+        sky::test::FakeDigitalOceanOptions{.token = token});
 }
