@@ -1,6 +1,5 @@
 #include "providers/kubernetes/kubeconfig.hpp"
 
-#include <arpa/inet.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -9,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "http/endpoint.hpp"
 #include "sky/errors.hpp"
 #include "util/encoding.hpp"
 #include "util/env.hpp"
@@ -130,15 +130,6 @@ std::string file_or_data(const Entry& e, const char* key, const std::string& wha
     return std::move(*bytes);
 }
 
-bool is_loopback(const std::string& host) {
-    if (iequals(host, "localhost")) return true;
-    in_addr v4{};
-    if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-    in6_addr v6{};
-    if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-    return false;
-}
-
 void parse_server(const std::string& server, const std::string& what, ClusterEndpoint& out) {
     out.server = server;
     if (server.empty()) fail(what + " has no `server`");
@@ -258,7 +249,7 @@ void read_cluster(const Entry& e, const std::string& name, KubeTarget& t) {
     if (t.cluster.insecure_skip_tls_verify) {
         if (!t.cluster.ca_pem.empty())
             fail(what + " sets both insecure-skip-tls-verify and a certificate authority");
-        if (!is_loopback(t.cluster.host))
+        if (!is_loopback_host(t.cluster.host))
             fail(what + " sets insecure-skip-tls-verify for " + t.cluster.host +
                  ", which is not loopback: sky verifies every other API server's certificate "
                  "(set certificate-authority[-data])");

@@ -114,7 +114,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
           "ssh", "util"}},
         // Kubernetes: kubeconfig credentials (util's subprocess runs exec plugins), the API
         // server's exec and portforward over WebSocket, a port-forward channel as an io::Stream.
-        {"providers/kubernetes", {"io", "util"}},
+        {"providers/kubernetes", {"http", "io", "util"}},
         // The composition root. The registry lists every provider and links each one
         // (its CMakeLists.txt), and ComputePool's constructor wires them into the pool;
         // PoolSpec::validate checks the volumes and asks the provider's descriptor.
