@@ -126,7 +126,7 @@ TEST_CASE("preemption: a million reads of a standing notice take well under a se
     publish_preemption(std::nullopt);
 }
 
-TEST_CASE("preemption: the preempt and progress payloads round-trip; bad ones are refused",
+TEST_CASE("preemption: the preempt and progress payloads round-trip, and bad ones are refused",
           "[preemption][frames]") {
     const Buffer b = encode_preempt(a_notice());
     auto back = decode_preempt(b.span());

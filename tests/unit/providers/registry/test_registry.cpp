@@ -91,7 +91,7 @@ TEST_CASE("only Local and Simulated nodes run on this machine, and they mount no
     }
 }
 
-TEST_CASE("every provider states who reaches its rendezvous ports; Slurm's are open",
+TEST_CASE("every provider states who reaches its rendezvous ports, and Slurm's are open",
           "[registry][security]") {
     // Where sky makes the machines behind a firewall of the pool's, only they get through.
     for (const sky::Provider& p : {sky::Provider{sky::AWS{}}, sky::Provider{sky::DigitalOcean{}},
