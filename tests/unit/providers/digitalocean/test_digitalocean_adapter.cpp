@@ -21,6 +21,16 @@ using sky::test::offer_of;
 
 namespace {
 
+// The adapter over `fake`, as a pool with DigitalOcean{.endpoint = fake} makes it.
+auto adapter_for(FakeDigitalOcean& fake) {
+    return sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+}
+
+// The infrastructure request of pool 0123456789abcdef, with the client key of a launch.
+sky::InfraRequest pool_infra() {
+    return {"0123456789abcdef", "sky-0123456789abcdef", launch_request({}).ssh_public_key};
+}
+
 struct Token : sky::test::ScopedEnv {
     explicit Token(const std::string& t) : ScopedEnv({{"DIGITALOCEAN_TOKEN", t}}) {}
 };
@@ -72,7 +82,7 @@ TEST_CASE("digitalocean: live offers carry GPU facts, hourly prices, regions and
           "[digitalocean]") {
     FakeDigitalOcean fake;
     Token t("dop_v1_fake_token_0123456789abcdef");
-    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    auto a = adapter_for(fake);
     CHECK(a->name() == "digitalocean");
     auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
     // The CPU size in the configured region only (nyc1); the H100 in both its regions.
@@ -116,10 +126,9 @@ TEST_CASE("digitalocean: a droplet is created with user_data, the account key an
           "[digitalocean]") {
     FakeDigitalOcean fake;
     Token t("dop_v1_fake_token_0123456789abcdef");
-    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    auto a = adapter_for(fake);
     auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
-    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef",
-                            launch_request({}).ssh_public_key};
+    const sky::InfraRequest infra = pool_infra();
     a->create_infra(infra, keep());
     a->create_infra(infra, keep());  // a second call is fine (the key is found, not duplicated)
     REQUIRE(fake.keys().size() == 1);
@@ -170,9 +179,8 @@ TEST_CASE("digitalocean: a key and a firewall whose answers are lost are found a
           "[digitalocean]") {
     FakeDigitalOcean fake;
     Token t("dop_v1_fake_token_0123456789abcdef");
-    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
-    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef",
-                            launch_request({}).ssh_public_key};
+    auto a = adapter_for(fake);
+    const sky::InfraRequest infra = pool_infra();
     sky::test::for_each_lost_answer([&](sky::test::FaultKind lost) {
         // Both creates are carried out; neither answer arrives whole.
         fake.http().add_fault_rate(
@@ -229,9 +237,8 @@ TEST_CASE(
     "[digitalocean]") {
     FakeDigitalOcean fake;
     Token t("dop_v1_fake_token_0123456789abcdef");
-    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
-    sky::InfraRequest infra{"0123456789abcdef", "sky-0123456789abcdef",
-                            launch_request({}).ssh_public_key};
+    auto a = adapter_for(fake);
+    const sky::InfraRequest infra = pool_infra();
     a->create_infra(infra, keep());
     a->create_infra(infra, keep());  // a second call makes nothing twice
     REQUIRE(fake.firewalls().size() == 1);
@@ -275,7 +282,7 @@ TEST_CASE("digitalocean: no capacity and a size not sold in the region are Capac
           "[digitalocean]") {
     FakeDigitalOcean fake;
     Token t("dop_v1_fake_token_0123456789abcdef");
-    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    auto a = adapter_for(fake);
     auto offers = a->live_offers(sky::Catalog::embedded(), {}, keep());
     fake.set_capacity("gpu-l40sx1-48gb", 0);
     CHECK_THROWS_AS(a->launch(launch_request(offer_of(offers, "gpu-l40sx1-48gb"))),
@@ -301,7 +308,7 @@ TEST_CASE("digitalocean: 429 is retried, 401 is an error without the token", "[d
         CHECK(a->list("").empty());  // after two 429s
     }
     Token wrong("dop_v1_wrong_secret_token");
-    auto a = sky::detail::make_digitalocean_adapter(sky::DigitalOcean{.endpoint = fake.endpoint()});
+    auto a = adapter_for(fake);
     try {
         (void)a->list("");
         FAIL("a wrong token was accepted");
