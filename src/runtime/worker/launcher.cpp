@@ -713,6 +713,9 @@ private:
     int finish() {
         const std::string code = status_text(status_);
         write_atomic(run_ / "exit", code + "\n");
+        // A worker whose files go with it: its last words go with the exit mark.
+        if (s_.remove_run_dir_at_end && code != "0")
+            for (const auto& l : tail_of(run_ / "worker.log", 20)) voice_.say(l);
         voice_.say(node::marks::exit.line(code));
         std::error_code ec;
         if (end_ == End::expired) {
@@ -736,7 +739,9 @@ private:
             unmount();
             (void)::chdir("/");
             fs::remove_all(run_, ec);
-            fs::remove(run_.parent_path(), ec);  // only when empty
+            // The node's and the pool's directories, each only when nothing else is in it.
+            fs::remove(run_.parent_path(), ec);
+            fs::remove(run_.parent_path().parent_path(), ec);
         }
         return std::atoi(code.c_str());
     }
