@@ -343,7 +343,7 @@ std::string status_text(int status) {
 
 int g_signal_pipe[2] = {-1, -1};
 
-extern "C" void on_signal(int sig) {
+void on_launcher_signal(int sig) {
     const int saved = errno;
     const char c = static_cast<char>(sig);
     [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
@@ -489,7 +489,7 @@ private:
 
     void install_signals() {
         struct sigaction sa{};
-        sa.sa_handler = on_signal;
+        sa.sa_handler = on_launcher_signal;
         sigemptyset(&sa.sa_mask);
         sa.sa_flags = SA_RESTART;
         ::sigaction(SIGCHLD, &sa, nullptr);
@@ -518,8 +518,12 @@ private:
             for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(sig, SIG_DFL);
             const int null = ::open("/dev/null", O_RDWR);
             ::dup2(null, 0);
-            ::dup2(log >= 0 ? log : null, 1);
-            ::dup2(log >= 0 ? log : null, 2);
+            // Detached, its output goes to worker.log; in the foreground (a job step) it is the
+            // step's output, beside the launcher's marks.
+            if (s_.detach) {
+                ::dup2(log >= 0 ? log : null, 1);
+                ::dup2(log >= 0 ? log : null, 2);
+            }
             ::fcntl(ready[1], F_SETFD, 0);
             std::vector<char*> envp;
             for (auto& e : env) envp.push_back(e.data());
@@ -630,9 +634,11 @@ private:
             nap(milliseconds(1000));
             if (worker_done_) break;
             if (stop_asked_) {
+                // The pool's stop or a fresh worker's launch (the client waits for it), or the
+                // job's end on Slurm (its KillWait follows with SIGKILL).
                 log("told to stop; ending the worker");
                 end_ = End::stopped;
-                end_worker(milliseconds(2000));
+                end_worker(milliseconds(500));
                 break;
             }
             if (client_silent() || past_deadline()) {
@@ -713,9 +719,6 @@ private:
     int finish() {
         const std::string code = status_text(status_);
         write_atomic(run_ / "exit", code + "\n");
-        // A worker whose files go with it: its last words go with the exit mark.
-        if (s_.remove_run_dir_at_end && code != "0")
-            for (const auto& l : tail_of(run_ / "worker.log", 20)) voice_.say(l);
         voice_.say(node::marks::exit.line(code));
         std::error_code ec;
         if (end_ == End::expired) {

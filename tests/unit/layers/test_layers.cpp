@@ -89,9 +89,9 @@ const std::map<std::string, std::set<std::string>>& allowed() {
          {"catalog", "ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
         // Local gives pip an image's settings in the same private files a node's bootstrap
         // writes (bootstrap/pip.hpp); a Local worker's socket pair is an io::FdStream; its
-        // image checks print node marks.
+        // image checks print node marks (runtime/node_marks.hpp).
         {"providers/local",
-         {"bootstrap", "io", "ledger", "node", "pool", "providers/descriptor", "runtime", "util"}},
+         {"bootstrap", "io", "ledger", "pool", "providers/descriptor", "runtime", "util"}},
         {"providers/ssh",
          {"ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
         // The REST clouds' shared descriptor helper makes their cloud backends.
