@@ -217,7 +217,9 @@ void NodeBringUp::launch(const std::function<void(Event)>& emit) {
         // superseded, and ends by itself.
         auto argv = launcher("stop");
         argv.push_back(worker_dir_);
-        shell_.run(argv, kCommandLimit);
+        // The launcher ends its worker within a second; a program that cannot even do that
+        // (replaced, broken) holds the new launch no longer than this.
+        shell_.run(argv, std::chrono::seconds(8));
     }
     ++launches_;
     worker_dir_ = o_.worker_dir_per_launch ? fmt::format("{}/{}", run_dir_, launches_) : run_dir_;
@@ -241,7 +243,8 @@ void NodeBringUp::launch(const std::function<void(Event)>& emit) {
     if (o_.start_launcher) {
         r = o_.start_launcher(launcher({}), settings);
     } else {
-        r = shell_.run(launcher({}), std::chrono::seconds(150), settings);
+        // The launcher gives its worker 15 s to listen.
+        r = shell_.run(launcher({}), std::chrono::seconds(25), settings);
     }
     launched_ = true;
     std::optional<std::string> port;

@@ -341,6 +341,9 @@ std::string status_text(int status) {
 
 // ---- the launcher ------------------------------------------------------------------------
 
+// How long a worker has from its start to listening.
+constexpr auto kStartBound = seconds(15);
+
 int g_signal_pipe[2] = {-1, -1};
 
 void on_launcher_signal(int sig) {
@@ -544,7 +547,8 @@ private:
         // ended (or closed it) first.
         std::string port;
         char buf[256];
-        const auto until = Clock::now() + seconds(120);
+        // The start's bound: a worker that does not listen within it is given up.
+        const auto until = Clock::now() + kStartBound;
         for (;;) {
             const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
             pollfd p{ready[0], POLLIN, 0};
