@@ -210,17 +210,10 @@ std::string NodeBringUp::launcher_settings() const {
 
 void NodeBringUp::launch(const std::function<void(Event)>& emit) {
     emit(BootstrapProgress{o_.instance_id, "worker"});
-    if (launched_ && !o_.worker_dir_per_launch) {
-        // A fresh worker in place of the last one: its launcher (and whatever is left of its
-        // worker) ends first; the run directory stays (the volumes' files are in it). With a
-        // directory per launch the last launcher learns from the current file that it was
-        // superseded, and ends by itself.
-        auto argv = launcher("stop");
-        argv.push_back(worker_dir_);
-        // The launcher ends its worker within a second; a program that cannot even do that
-        // (replaced, broken) holds the new launch no longer than this.
-        shell_.run(argv, std::chrono::seconds(8));
-    }
+    // A fresh worker in place of the last one: its launcher (and whatever is left of its
+    // worker) is ended by the new launcher before it starts its own (the run directory stays:
+    // the volumes' files are in it). With a directory per launch the last launcher learns from
+    // the current file that it was superseded, and ends by itself.
     ++launches_;
     worker_dir_ = o_.worker_dir_per_launch ? fmt::format("{}/{}", run_dir_, launches_) : run_dir_;
     token_ = random_hex(32);
@@ -243,8 +236,8 @@ void NodeBringUp::launch(const std::function<void(Event)>& emit) {
     if (o_.start_launcher) {
         r = o_.start_launcher(launcher({}), settings);
     } else {
-        // The launcher gives its worker 15 s to listen.
-        r = shell_.run(launcher({}), std::chrono::seconds(25), settings);
+        // The launcher gives its worker 15 s to listen (after up to 4 s for the one before).
+        r = shell_.run(launcher({}), std::chrono::seconds(22), settings);
     }
     launched_ = true;
     std::optional<std::string> port;

@@ -339,6 +339,35 @@ std::string status_text(int status) {
     return std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
+// "PID START" from a file; nullopt unless both are whole numbers.
+std::optional<std::pair<long, std::string>> recorded(const fs::path& p) {
+    std::istringstream is(read_text(p, 256));
+    std::string pid, start;
+    is >> pid >> start;
+    if (pid.empty() || start.empty() || pid.find_first_not_of("0123456789") != std::string::npos ||
+        start.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+    return std::pair<long, std::string>{std::stol(pid), start};
+}
+
+// Ends the launcher recorded in `run` and whatever is left of its worker's group, only while
+// they are the processes that recorded themselves (or, for the group, its leader is gone while
+// members remain: the kernel reuses no id a group still holds). The launcher ends its worker
+// itself (TERM, half a second, KILL).
+void end_recorded(const fs::path& run) {
+    if (auto l = recorded(run / "launcher.pid");
+        l && l->first != ::getpid() && start_time(l->first) == l->second) {
+        ::kill(static_cast<pid_t>(l->first), SIGTERM);
+        if (!wait_gone(l->first, l->second, milliseconds(4000)) &&
+            start_time(l->first) == l->second)
+            ::kill(static_cast<pid_t>(l->first), SIGKILL);
+    }
+    if (auto w = recorded(run / "worker.pgid")) {
+        const auto st = start_time(w->first);
+        if (st.empty() || st == w->second) ::kill(-static_cast<pid_t>(w->first), SIGKILL);
+    }
+}
+
 // ---- the launcher ------------------------------------------------------------------------
 
 // How long a worker has from its start to listening.
@@ -373,6 +402,9 @@ public:
                          std::strerror(errno));
             return 90;
         }
+        // A launcher of this directory before (a restarted worker's): it and its worker end
+        // first.
+        end_recorded(run_);
         for (const char* f : {"port", "exit", "crash", "preempted"}) fs::remove(run_ / f, ec);
         for (const auto& e : fs::directory_iterator(run_, ec)) {
             const auto name = e.path().filename().string();
@@ -771,17 +803,6 @@ private:
 
 // ---- stop and status ---------------------------------------------------------------------
 
-// "PID START" from a file; nullopt unless both are whole numbers.
-std::optional<std::pair<long, std::string>> recorded(const fs::path& p) {
-    std::istringstream is(read_text(p, 256));
-    std::string pid, start;
-    is >> pid >> start;
-    if (pid.empty() || start.empty() || pid.find_first_not_of("0123456789") != std::string::npos ||
-        start.find_first_not_of("0123456789") != std::string::npos)
-        return std::nullopt;
-    return std::pair<long, std::string>{std::stol(pid), start};
-}
-
 int stop_main(const std::vector<std::string>& args) {
     if (args.empty()) {
         std::fprintf(stderr, "usage: %s stop RUN [--unmount SCRIPT] [--remove [DIR...]]\n",
@@ -800,19 +821,7 @@ int stop_main(const std::vector<std::string>& args) {
         else if (remove)
             extra.push_back(args[i]);
     }
-    // The launcher ends its worker itself (TERM, 2 s, KILL); then whatever is left of the
-    // worker's group, only while its leader is the process that recorded itself (or gone while
-    // members remain: the kernel reuses no id a group still holds).
-    if (auto l = recorded(run / "launcher.pid"); l && start_time(l->first) == l->second) {
-        ::kill(static_cast<pid_t>(l->first), SIGTERM);
-        if (!wait_gone(l->first, l->second, milliseconds(4000)) &&
-            start_time(l->first) == l->second)
-            ::kill(static_cast<pid_t>(l->first), SIGKILL);
-    }
-    if (auto w = recorded(run / "worker.pgid")) {
-        const auto st = start_time(w->first);
-        if (st.empty() || st == w->second) ::kill(-static_cast<pid_t>(w->first), SIGKILL);
-    }
+    end_recorded(run);
     // The node's file server (ship/shipment.hpp), only when it is this run's: its command line
     // or environment names the run directory.
     if (auto p = read_text(run / "serve.pid", 64); !p.empty()) {

@@ -4,7 +4,10 @@
 // provider's bring-up (providers/remote/bring_up.hpp) runs this one argv through the node's
 // shell, its settings and the pool's token on stdin, never on a command line:
 //
-//   PROGRAM --sky-launch            reads LaunchSettings from stdin; writes the token (0600),
+//   PROGRAM --sky-launch            reads LaunchSettings from stdin; ends a launcher recorded in
+//                                   the run directory before it (and its worker), only while
+//                                   they are the processes that recorded themselves; writes the
+//                                   token (0600),
 //                                   heartbeat, port, exit and crash files in the run directory;
 //                                   starts `PROGRAM --sky-worker` in a process group of its own;
 //                                   prints the port mark (runtime/node_marks.hpp) the moment the
