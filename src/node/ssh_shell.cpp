@@ -177,9 +177,10 @@ void SshShell::drop(std::uint64_t connection) noexcept {
 void SshShell::hold(const std::vector<std::string>& argv) {
     const auto session = s_->current();
     if (!session) throw sky::Error("the connection to " + describe() + " was closed");
-    session->async_exec(shell_command(argv),
-                        {.on_stdout = [](std::string_view) {}, .on_stderr = [](std::string_view) {}},
-                        [](std::exception_ptr, ssh::ExecResult) {});
+    session->async_exec(
+        shell_command(argv),
+        {.on_stdout = [](std::string_view) {}, .on_stderr = [](std::string_view) {}},
+        [](std::exception_ptr, ssh::ExecResult) {});
 }
 
 std::string SshShell::describe() const {

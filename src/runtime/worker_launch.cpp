@@ -126,9 +126,9 @@ WorkerLaunch WorkerLaunch::from_env(const std::function<const char*(const char*)
     l.port_file = get(port_file_var);
     l.heartbeat_file = get(heartbeat_file_var);
     if (auto v = get(ready_fd_var); !v.empty())
-        l.ready_fd = static_cast<int>(whole_number(ready_fd_var, v, 0,
-                                                   std::numeric_limits<int>::max(),
-                                                   "a file descriptor (a whole number from 0)"));
+        l.ready_fd =
+            static_cast<int>(whole_number(ready_fd_var, v, 0, std::numeric_limits<int>::max(),
+                                          "a file descriptor (a whole number from 0)"));
     l.crash_file = get(crash_file_var);
     if (auto v = get(allow_from_var); !v.empty()) {
         in6_addr a{};

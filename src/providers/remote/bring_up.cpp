@@ -46,7 +46,10 @@ std::string sanitizer_detail(const std::string& out) {
 
 NodeBringUp::NodeBringUp(node::NodeShell& shell, const PoolSpec& spec, std::string pool_id,
                          int node, BringUpOptions options)
-    : shell_(shell), spec_(spec), pool_id_(std::move(pool_id)), node_(node),
+    : shell_(shell),
+      spec_(spec),
+      pool_id_(std::move(pool_id)),
+      node_(node),
       o_(std::move(options)) {}
 
 NodeBringUp::~NodeBringUp() = default;
@@ -74,7 +77,8 @@ void NodeBringUp::check(const std::function<void(Event)>& emit) {
     if (r.status != 0 || home.empty())
         fail("check", fmt::format("could not inspect the node ({})", r.summary()), {r.out, r.err});
     if (arch != u.machine)
-        fail("check", fmt::format("the node is {} but this program is built for {}", arch, u.machine));
+        fail("check",
+             fmt::format("the node is {} but this program is built for {}", arch, u.machine));
     const ship::Manifest* manifest = nullptr;
     try {
         manifest = &ship::this_program();
@@ -98,11 +102,11 @@ void NodeBringUp::ship(const std::function<void(Event)>& emit) {
     if (home_.empty()) home_ = shell_.home();
     image_home_ = fmt::format("{}/.sky/image-{}", home_, spec_.image.content_hash());
     run_dir_ = fmt::format("{}/.sky/run/{}/{}", home_, pool_id_, node_);
-    auto mk = shell_.script(
-        fmt::format("umask 077; mkdir -p {} {} && chmod 700 {}/.sky {}/.sky/run {}",
-                    shell_quote(image_home_), shell_quote(run_dir_), shell_quote(home_),
-                    shell_quote(home_), shell_quote(run_dir_)),
-        kCommandLimit);
+    auto mk =
+        shell_.script(fmt::format("umask 077; mkdir -p {} {} && chmod 700 {}/.sky {}/.sky/run {}",
+                                  shell_quote(image_home_), shell_quote(run_dir_),
+                                  shell_quote(home_), shell_quote(home_), shell_quote(run_dir_)),
+                      kCommandLimit);
     if (mk.status != 0) fail("bootstrap", "cannot create " + run_dir_, {mk.err});
     const auto& prog = ship::this_program();
     if (!o_.program_dir.empty()) {
@@ -149,11 +153,11 @@ void NodeBringUp::bootstrap(const std::function<void(Event)>& emit) {
     const std::string lock =
         o_.shared_home ? fmt::format("exec 9>>{}; flock 9; ", shell_quote(image_home_ + ".lock"))
                        : std::string();
-    auto b = shell_.run({"bash", "-c",
-                         fmt::format("umask 077; {0}SKY_HOME={1} bash {2}; s=$?; rm -f {2}; exit $s",
-                                     lock, shell_quote(image_home_),
-                                     shell_quote(run_dir_ + "/bootstrap.sh"))},
-                        eo);
+    auto b = shell_.run(
+        {"bash", "-c",
+         fmt::format("umask 077; {0}SKY_HOME={1} bash {2}; s=$?; rm -f {2}; exit $s", lock,
+                     shell_quote(image_home_), shell_quote(run_dir_ + "/bootstrap.sh"))},
+        eo);
     if (b.status != 0)
         fail(output.phase(),
              b.timed_out ? std::string("the bootstrap script timed out")
@@ -273,8 +277,8 @@ std::unique_ptr<io::Stream> NodeBringUp::connect(std::chrono::milliseconds timeo
         if (o_.listen_host.empty()) return shell_.open_unix_socket(socket_path_, timeout);
         return shell_.open_channel(o_.listen_host, port_, timeout);
     } catch (const node::ChannelRefused& e) {
-        throw WorkerGone(fmt::format("no worker listens on {} any more: {}", shell_.describe(),
-                                     e.what()));
+        throw WorkerGone(
+            fmt::format("no worker listens on {} any more: {}", shell_.describe(), e.what()));
     }
 }
 
@@ -329,8 +333,7 @@ void NodeBringUp::stop() noexcept {
         const auto limit = std::chrono::seconds(15 + 4 * static_cast<int>(spec_.volumes.size()));
         if (!launched_ || exe_path_.empty() || o_.worker_dir_per_launch) {
             // Nothing was launched (a bootstrap that failed): the volumes and files only.
-            if (!spec_.volumes.empty())
-                shell_.run({"bash", unmount_script_path(run_dir_)}, limit);
+            if (!spec_.volumes.empty()) shell_.run({"bash", unmount_script_path(run_dir_)}, limit);
             shell_.run({"rm", "-rf", "--", run_dir_}, kCommandLimit);
             shell_.run({"rmdir", "--", std::filesystem::path(run_dir_).parent_path().string()},
                        kCommandLimit);

@@ -26,9 +26,9 @@ namespace sky::detail {
 
 /// Starts the launcher's `argv` on the node with `stdin_data` and returns once it said where the
 /// worker listens (or failed): its outcome, whose stdout holds the launcher's port mark line, or
-/// its last words when the worker ended first. The default (an empty function) runs it through the shell, where
-/// it detaches itself; a provider whose node processes must live in a job step of their own
-/// (Slurm) starts it its own way and returns the launcher's first lines.
+/// its last words when the worker ended first. The default (an empty function) runs it through the
+/// shell, where it detaches itself; a provider whose node processes must live in a job step of
+/// their own (Slurm) starts it its own way and returns the launcher's first lines.
 using LauncherStarter = std::function<node::CommandOutcome(const std::vector<std::string>& argv,
                                                            const std::string& stdin_data)>;
 
@@ -156,8 +156,8 @@ private:
     std::string socket_path_;
     std::string token_;
     std::uint16_t port_ = 0;
-    bool shipped_ = false;    // this node may serve files to its peers
-    bool launched_ = false;   // a launcher was started (stop() ends it)
+    bool shipped_ = false;   // this node may serve files to its peers
+    bool launched_ = false;  // a launcher was started (stop() ends it)
 };
 
 }  // namespace sky::detail

@@ -35,7 +35,8 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     o.peer_address = where.peer_address.empty() ? where.host : where.peer_address;
     o.peer_transfers = where.peer_transfers;
     o.power_off_on_expiry = where.power_off_on_expiry;
-    if (!where.preemption_probe.empty()) o.preemption_probe = {"bash", "-c", where.preemption_probe};
+    if (!where.preemption_probe.empty())
+        o.preemption_probe = {"bash", "-c", where.preemption_probe};
     n->up_ = std::make_unique<NodeBringUp>(*n->shell_, spec, pool_id, node, std::move(o));
     auto& up = *n->up_;
     emit(BootstrapStarting{instance_id});

@@ -18,18 +18,18 @@
 #include <thread>
 
 #include "ledger/ledger.hpp"
-#include "runtime/node_marks.hpp"
+#include "node/scripts.hpp"
 #include "pool/backend.hpp"
 #include "providers/cloud/collect.hpp"
 #include "providers/remote/bring_up.hpp"
 #include "providers/slurm/jobs.hpp"
 #include "providers/slurm/login.hpp"
 #include "providers/slurm/provider.hpp"
-#include "node/scripts.hpp"
 #include "providers/slurm/scripts.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "providers/slurm/srun_shell.hpp"
+#include "runtime/node_marks.hpp"
 #include "ship/closure.hpp"
 #include "ship/shipment.hpp"
 #include "ssh/session.hpp"
@@ -823,10 +823,10 @@ private:
                                      last_lines(r));
             }
         };
-        auto d = login.run(
-            srun_argv(job, names,
-                      {"bash", "-c", with_marks(scripts::incoming_sh()), "sky-incoming"}),
-            kCommandLimit, incoming + "\n");
+        auto d =
+            login.run(srun_argv(job, names,
+                                {"bash", "-c", with_marks(scripts::incoming_sh()), "sky-incoming"}),
+                      kCommandLimit, incoming + "\n");
         each_node(d, node::marks::incoming, "cannot make the pool's private directory on");
         auto b = login.run(sbcast_argv(job, tar, incoming + "/program.tar"), seconds(600));
         if (b.status != 0) {
@@ -835,8 +835,8 @@ private:
             fail("sbcast could not copy the program to the job's nodes", b);
         }
         auto u = login.run(srun_argv(job, names,
-                                     {"bash", "-c", with_marks(scripts::unpack_sh()),
-                                      "sky-unpack", incoming, prog.id, sum}),
+                                     {"bash", "-c", with_marks(scripts::unpack_sh()), "sky-unpack",
+                                      incoming, prog.id, sum}),
                            seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
         each_node(u, node::marks::placed, "the program did not arrive on");

@@ -137,7 +137,7 @@ bool present(const fs::path& p) {
 
 // Age of a file's last change; nullopt when it is missing.
 std::optional<std::chrono::seconds> age_of(const fs::path& p) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(p.c_str(), &st) != 0) return std::nullopt;
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     return std::chrono::duration_cast<seconds>(now - seconds(st.st_mtime));
@@ -308,9 +308,8 @@ std::vector<std::string> sanitizer_report(const fs::path& run) {
     for (const auto& e : fs::directory_iterator(run, ec))
         if (e.path().filename().string().rfind("sanitizer.", 0) == 0)
             reports.emplace_back(e.last_write_time(ec), e.path());
-    std::sort(reports.begin(), reports.end(), [](const auto& a, const auto& b) {
-        return a.first > b.first;
-    });
+    std::sort(reports.begin(), reports.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<fs::path> files;
     for (auto& r : reports) files.push_back(r.second);
     files.push_back(run / "worker.log");
@@ -477,9 +476,10 @@ private:
             if (!WorkerLaunch::is_launch_variable(*e)) env.emplace_back(*e);
         if (!s_.image_env.empty() && present(s_.image_env)) {
             // One line of shell: env.sh is the image's shell file; what it exports is its result.
-            if (auto out = capture({"bash", "-c", ". \"$1\" > /dev/null 2>&1 < /dev/null && exec env -0",
-                                    "sky-env", s_.image_env},
-                                   env, seconds(30))) {
+            if (auto out =
+                    capture({"bash", "-c", ". \"$1\" > /dev/null 2>&1 < /dev/null && exec env -0",
+                             "sky-env", s_.image_env},
+                            env, seconds(30))) {
                 std::vector<std::string> fresh;
                 std::size_t at = 0;
                 while (at < out->size()) {
@@ -503,8 +503,8 @@ private:
         // env gave come after, and win); for a program built without sanitizers these are inert.
         for (const char* var : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"}) {
             const auto old = get_env(env, var);
-            set_env(env, var, "log_path=" + (run_ / "sanitizer").string() +
-                                  (old.empty() ? "" : ":" + old));
+            set_env(env, var,
+                    "log_path=" + (run_ / "sanitizer").string() + (old.empty() ? "" : ":" + old));
         }
         WorkerLaunch l;
         l.listen = s_.listen;
@@ -523,7 +523,7 @@ private:
     }
 
     void install_signals() {
-        struct sigaction sa{};
+        struct sigaction sa {};
         sa.sa_handler = on_launcher_signal;
         sigemptyset(&sa.sa_mask);
         sa.sa_flags = SA_RESTART;
@@ -541,8 +541,8 @@ private:
         std::vector<std::string> env = env_;
         env.push_back("SKY_WORKER_READY_FD=" + std::to_string(ready[1]));
         const std::string exe = self_exe();
-        const int log = ::open((run_ / "worker.log").c_str(),
-                               O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        const int log =
+            ::open((run_ / "worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         const pid_t pid = ::fork();
         if (pid < 0) return false;
         if (pid == 0) {
@@ -582,7 +582,8 @@ private:
         // The start's bound: a worker that does not listen within it is given up.
         const auto until = Clock::now() + kStartBound;
         for (;;) {
-            const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
+            const auto left =
+                std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
             pollfd p{ready[0], POLLIN, 0};
             const int r = ::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0)));
             if (r < 0 && errno == EINTR) continue;
@@ -706,7 +707,8 @@ private:
     void power_off() const {
         if (!s_.power_off || !present("/etc/sky/power-off-on-expiry")) return;
         log("powering the machine off");
-        if (::geteuid() != 0 && run_quietly({"sudo", "-n", "shutdown", "-h", "now"}, seconds(30)) == 0)
+        if (::geteuid() != 0 &&
+            run_quietly({"sudo", "-n", "shutdown", "-h", "now"}, seconds(30)) == 0)
             return;
         run_quietly({"shutdown", "-h", "now"}, seconds(30));
     }
@@ -861,8 +863,7 @@ int status_main(const std::vector<std::string>& args) {
     code = code.substr(0, code.find('\n'));
     std::printf("%s\n", code.empty() ? "running" : code.c_str());
     for (const auto& l : sanitizer_report(run)) std::printf("%s\n", l.c_str());
-    std::printf("%.*s\n", static_cast<int>(launch_crash_marker.size()),
-                launch_crash_marker.data());
+    std::printf("%.*s\n", static_cast<int>(launch_crash_marker.size()), launch_crash_marker.data());
     const auto crash = read_text(run / "crash", 1 << 20);
     std::fwrite(crash.data(), 1, crash.size(), stdout);
     std::fflush(stdout);
@@ -917,31 +918,51 @@ LaunchSettings LaunchSettings::parse(std::string_view text) {
         }
         const auto sp = l.find(' ');
         const std::string name(l.substr(0, sp));
-        const std::string v = sp == std::string_view::npos ? std::string() : unescaped(l.substr(sp + 1));
-        if (name == "token") s.token = v;
-        else if (name == "run_dir") s.run_dir = v;
-        else if (name == "image_env") s.image_env = v;
-        else if (name == "lib_dir") s.lib_dir = v;
+        const std::string v =
+            sp == std::string_view::npos ? std::string() : unescaped(l.substr(sp + 1));
+        if (name == "token")
+            s.token = v;
+        else if (name == "run_dir")
+            s.run_dir = v;
+        else if (name == "image_env")
+            s.image_env = v;
+        else if (name == "lib_dir")
+            s.lib_dir = v;
         else if (name == "env") {
             const auto eq = v.find('=');
             if (eq == std::string::npos || eq == 0)
                 throw ConfigError("launcher settings: an 'env' line without NAME=");
             s.env.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-        } else if (name == "listen") s.listen = v;
-        else if (name == "allow_from_variable") s.allow_from_variable = v;
-        else if (name == "accept_timeout") s.accept_timeout_s = number_of(name, v);
-        else if (name == "idle_timeout") s.idle_timeout_s = number_of(name, v);
-        else if (name == "hard_timeout") s.hard_timeout_s = number_of(name, v);
-        else if (name == "power_off") s.power_off = v == "1";
-        else if (name == "probe") s.probe.push_back(v);
-        else if (name == "probe_period") s.probe_period_s = number_of(name, v);
-        else if (name == "release_on_idle") s.release_on_idle.push_back(v);
-        else if (name == "current_file") s.current_file = v;
-        else if (name == "superseded_grace") s.superseded_grace_s = number_of(name, v);
-        else if (name == "unmount_script") s.unmount_script = v;
-        else if (name == "detach") s.detach = v == "1";
-        else if (name == "remove_run_dir_at_end") s.remove_run_dir_at_end = v == "1";
-        else throw ConfigError("launcher settings: unknown setting '" + name.substr(0, 40) + "'");
+        } else if (name == "listen")
+            s.listen = v;
+        else if (name == "allow_from_variable")
+            s.allow_from_variable = v;
+        else if (name == "accept_timeout")
+            s.accept_timeout_s = number_of(name, v);
+        else if (name == "idle_timeout")
+            s.idle_timeout_s = number_of(name, v);
+        else if (name == "hard_timeout")
+            s.hard_timeout_s = number_of(name, v);
+        else if (name == "power_off")
+            s.power_off = v == "1";
+        else if (name == "probe")
+            s.probe.push_back(v);
+        else if (name == "probe_period")
+            s.probe_period_s = number_of(name, v);
+        else if (name == "release_on_idle")
+            s.release_on_idle.push_back(v);
+        else if (name == "current_file")
+            s.current_file = v;
+        else if (name == "superseded_grace")
+            s.superseded_grace_s = number_of(name, v);
+        else if (name == "unmount_script")
+            s.unmount_script = v;
+        else if (name == "detach")
+            s.detach = v == "1";
+        else if (name == "remove_run_dir_at_end")
+            s.remove_run_dir_at_end = v == "1";
+        else
+            throw ConfigError("launcher settings: unknown setting '" + name.substr(0, 40) + "'");
     }
     if (!ended) throw ConfigError("launcher settings: no 'end' line (cut short?)");
     if (s.run_dir.empty() || s.run_dir.front() != '/')
@@ -966,7 +987,8 @@ int launch_main(int argc, char** argv) {
     char c;
     while (::read(0, &c, 1) == 1) {
         text += c;
-        if (c == '\n' && (text == "end\n" || (text.size() >= 5 && text.compare(text.size() - 5, 5, "\nend\n") == 0)))
+        if (c == '\n' && (text == "end\n" ||
+                          (text.size() >= 5 && text.compare(text.size() - 5, 5, "\nend\n") == 0)))
             break;
         if (text.size() > (16u << 20)) break;
     }

@@ -12,10 +12,11 @@
 //                                   starts `PROGRAM --sky-worker` in a process group of its own;
 //                                   prints the port mark (runtime/node_marks.hpp) the moment the
 //                                   worker listens (the worker tells it through a pipe: no
-//                                   polling), and the exit mark when it ended. Detached (the default),
-//                                   it returns once the worker listens and goes on watching in a
-//                                   session of its own; else (a job step) it stays in the
-//                                   foreground until the worker ended and exits with its status.
+//                                   polling), and the exit mark when it ended. Detached (the
+//                                   default), it returns once the worker listens and goes on
+//                                   watching in a session of its own; else (a job step) it stays in
+//                                   the foreground until the worker ended and exits with its
+//                                   status.
 //   PROGRAM --sky-launch stop RUN [--remove [DIR...]]
 //                                   ends the launcher recorded in RUN (and its worker's group),
 //                                   only while they are the processes that recorded themselves;
@@ -47,7 +48,7 @@ inline constexpr int launch_sanitizer_lines = 16;
 
 /// What a launcher is told (on its stdin, as to_text() writes it).
 struct LaunchSettings {
-    std::string token;  ///< the pool's token: into RUN/token (0600), which the worker removes
+    std::string token;    ///< the pool's token: into RUN/token (0600), which the worker removes
     std::string run_dir;  ///< the node's private (0700) run directory; made when missing
     /// The image's environment file (env.sh, shell): what sourcing it exports goes to the
     /// worker's environment. Empty or missing: none.

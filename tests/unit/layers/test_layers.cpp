@@ -81,7 +81,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // The providers. providers/remote holds the one node bring-up over a shell (check, ship,
         // bootstrap, volumes, the launcher, exit reason), which every remote provider uses, and
         // RemoteNode, that bring-up over SSH. Every remote node mounts the pool's volumes (a
-        // bootstrap phase) and unmounts them. The worker's tunnel reaches the pool as an io::Stream (the
+        // bootstrap phase) and unmounts them. The worker's tunnel reaches the pool as an io::Stream
+        // (the
         // SSH layer's channel).
         {"providers/remote",
          {"bootstrap", "io", "node", "pool", "runtime", "ship", "ssh", "util", "volumes"}},

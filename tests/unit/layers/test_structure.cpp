@@ -89,13 +89,12 @@ std::vector<JoinedLiteral> joined_literals(const std::string& code) {
         // A character literal's quote ('"') is no string.
         if (at > 0 && code[at - 1] == '\'') continue;
         const bool adjacent =
-            last_end != std::string::npos &&
-            code.find_first_not_of(" \t\r\n", last_end) == at;
+            last_end != std::string::npos && code.find_first_not_of(" \t\r\n", last_end) == at;
         if (adjacent && !out.empty()) {
             out.back().text += (*it)[1].str();
         } else {
-            const int line =
-                1 + static_cast<int>(std::count(code.begin(), code.begin() + static_cast<long>(at), '\n'));
+            const int line = 1 + static_cast<int>(std::count(
+                                     code.begin(), code.begin() + static_cast<long>(at), '\n'));
             out.push_back({(*it)[1].str(), line});
         }
         last_end = at + static_cast<std::size_t>(it->length(0));
@@ -116,9 +115,9 @@ std::size_t count_of(const std::string& s, const std::string& what) {
 constexpr std::size_t kFewShellLines = 6;
 
 std::size_t shell_lines(const std::string& text) {
-    static const std::vector<std::string> shell_syntax = {
-        "$(", "${", "\\\"$", " \"$", "/dev/null", "; then", "; do", "[ -", "#!/", "|| true",
-        "exit ", "2>&1"};
+    static const std::vector<std::string> shell_syntax = {"$(",        "${",      "\\\"$", " \"$",
+                                                          "/dev/null", "; then",  "; do",  "[ -",
+                                                          "#!/",       "|| true", "exit ", "2>&1"};
     bool shell = false;
     for (const auto& s : shell_syntax) shell = shell || text.find(s) != std::string::npos;
     if (!shell) return 0;
@@ -188,9 +187,11 @@ TEST_CASE("structure: the shell check finds a shell program assembled in C++, an
           "[structure]") {
     const std::string code = R"cpp(
         // "a comment with $(x); y; z; w; v; u; t; s" is no code
-        auto s = fmt::format("umask 077; cd {} || exit 1; "
-                             "for i in $(seq 10); do [ -s port ] && break; sleep 0.1; done; "
-                             "cat port; rm -f port; exit 0", dir);
+        auto s = fmt::format(
+            "umask 077; cd {} || exit 1; "
+            "for i in $(seq 10); do [ -s port ] && break; sleep 0.1; done; "
+            "cat port; rm -f port; exit 0",
+            dir);
         auto usage = "usage: sky ls\n\nThe pools.\n  --all  every pool\n  --x  y\n  a\n  b\n";
     )cpp";
     const auto literals = joined_literals(without_comments(code));
