@@ -69,16 +69,6 @@ std::string driver_path() {
     return other && *other ? other : SKY_SIGNAL_DRIVER;
 }
 
-// SKY_TEST_SIGNAL_WRAPPER, split at spaces: a command the driver runs under (valgrind and its
-// options, docs/sanitizers.md); empty when unset.
-std::vector<std::string> driver_wrapper() {
-    std::vector<std::string> out;
-    const char* w = std::getenv("SKY_TEST_SIGNAL_WRAPPER");
-    std::istringstream in(w ? w : "");
-    for (std::string word; in >> word;) out.push_back(word);
-    return out;
-}
-
 // The driver as a child process with its stdout on a pipe; SIGKILLed and reaped at the end
 // whatever happens.
 class Driver {
@@ -92,7 +82,6 @@ public:
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, p[1], 1);
         std::vector<std::string> argv_s = wrapper;
-        for (auto& w : driver_wrapper()) argv_s.push_back(std::move(w));
         argv_s.push_back(driver_path());
         argv_s.insert(argv_s.end(), args.begin(), args.end());
         std::vector<char*> argv;
