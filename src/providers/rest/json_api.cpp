@@ -52,6 +52,8 @@ std::string error_text(const std::exception& e) {
 }
 
 void throw_provision_error(const std::string& message, const std::exception& cause) {
+    // A refusal wrapped once already (a token renewal inside a call) stays a refusal.
+    if (dynamic_cast<const CredentialsRefused*>(&cause)) throw CredentialsRefused(message);
     const auto* h = dynamic_cast<const HttpError*>(&cause);
     sky::detail::throw_provision_error(message, h ? h->status() : 0);
 }

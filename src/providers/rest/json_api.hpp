@@ -107,7 +107,7 @@ private:
 [[nodiscard]] std::string error_text(const std::exception& e);
 
 /// Throws CredentialsRefused(message) when `cause` is an HttpError answered 401 or 403 (asking
-/// again cannot change that), else ProvisionError(message).
+/// again cannot change that) or a CredentialsRefused, else ProvisionError(message).
 [[noreturn]] void throw_provision_error(const std::string& message, const std::exception& cause);
 
 /// The pool of a machine named as the cloud layer names them, "sky-<pool id>-n<node>" (a pool id
