@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
@@ -948,7 +949,8 @@ TEST_CASE(
     CHECK(fake.alive() == 2);
     CHECK(fake.keys().size() == 1);
     CHECK(fake.firewalls().size() == 1);
-    CHECK(fake.tags().size() == 1);
+    const auto tags = fake.tags();
+    CHECK(std::find(tags.begin(), tags.end(), "sky-pool-" + pool_of(*ready)) != tags.end());
 
     sky::test::ScopedEnv url({{"DIGITALOCEAN_API_URL", fake.endpoint()}});
     auto gc = sky_cli({"gc", "--provider", "digitalocean"});
