@@ -9,8 +9,13 @@
 //   map          sky::map of 100,000 small elements vs the same work as a hand-made gather of
 //                one call per chunk (same chunks), on 2 nodes, interleaved (median of the runs)
 //
-// Usage: dispatch [--quick | --rpc N]   (--quick: fewer iterations, for a smoke run; --rpc N:
-//        only the 64 MiB row, N interleaved rounds, each round's two times printed)
+//   compare      (--compare only) what two builds are compared by, one line each: a gather of
+//                50,000 no-op calls on 2 nodes x 2 slots, `>>` against a 32-byte ping-pong over
+//                a socket pair to a second process (blocking recv, interleaved), the 64 MiB
+//                echo against the hand-written RPC (bench/dispatch/compare.sh alternates builds)
+//
+// Usage: dispatch [--quick | --rpc N | --compare]   (--quick: fewer iterations, for a smoke run;
+//        --rpc N: only the 64 MiB row, N interleaved rounds, each round's two times printed)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -171,6 +176,45 @@ struct HandRpc {
     }
 };
 
+// A 32-byte ping-pong partner over a socket pair: a child process that sends back what it reads
+// (blocking recv on both sides). Started before any pool, like HandRpc.
+struct PingPong {
+    int fd = -1;
+    pid_t pid = -1;
+    PingPong() {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+            throw std::runtime_error("socketpair failed");
+        pid = ::fork();
+        if (pid == 0) {
+            ::close(sv[0]);
+            char b[32];
+            for (;;) {
+                try {
+                    read_all(sv[1], b, sizeof b);
+                    write_all(sv[1], b, sizeof b);
+                } catch (...) {
+                    ::_exit(0);
+                }
+            }
+        }
+        ::close(sv[1]);
+        fd = sv[0];
+    }
+    ~PingPong() {
+        ::close(fd);
+        int st = 0;
+        ::waitpid(pid, &st, 0);
+    }
+    double once_us() {
+        char b[32] = {};
+        auto t0 = Clock::now();
+        write_all(fd, b, sizeof b);
+        read_all(fd, b, sizeof b);
+        return us(Clock::now() - t0);
+    }
+};
+
 // Like read_all, but polls for up to 50 us before blocking: what sky's caller does while it
 // waits for a result, so the comparison is about the dispatch path, not about wake-ups.
 void read_all_polling(int fd, char* p, std::size_t n) {
@@ -251,6 +295,54 @@ int main(int argc, char** argv) {
     const std::size_t rpc_floats = std::size_t{64} << 20 >> 2;  // 64 MiB
     const int rpc_reps = quick ? 5 : 15;
     HandRpc rpc;  // before any pool: its child forks this process while it has one thread
+    if (argc > 1 && std::strcmp(argv[1], "--compare") == 0) {
+        PingPong ping;
+        // `>>` of a no-op against the socket-pair ping-pong, 20 interleaved rounds of 500.
+        std::vector<double> sky_rt, raw_rt;
+        std::vector<double> sky_s, hand_s;
+        {
+            sky::ComputePool pool{{.nodes = 1, .display = sky::Display::quiet}};
+            for (int r = 0; r < 20; ++r) {
+                for (int i = 0; i < 510; ++i) {
+                    const double t = ping.once_us();
+                    if (i >= 10) raw_rt.push_back(t);
+                }
+                for (int i = 0; i < 510; ++i) {
+                    auto t0 = Clock::now();
+                    sky::compute<bench::noop>() >> pool;
+                    if (i >= 10) sky_rt.push_back(us(Clock::now() - t0));
+                }
+            }
+            compare_echo(pool, rpc, rpc_floats, 5, sky_s, hand_s);
+        }
+        // A gather of 50,000 no-op calls on 2 nodes x 2 slots: the best of 5 after a warm-up.
+        double best = 0;
+        {
+            sky::ComputePool pool{{.nodes = 2, .concurrency = 2, .display = sky::Display::quiet}};
+            const int n = 50000;
+            for (int rep = 0; rep < 6; ++rep) {
+                std::vector<sky::PendingCompute<int>> calls;
+                calls.reserve(n);
+                auto g0 = Clock::now();
+                for (int i = 0; i < n; ++i) calls.push_back(sky::compute<bench::inc>(i));
+                auto got = sky::gather(std::move(calls)) >> pool;
+                const double cps = n / std::chrono::duration<double>(Clock::now() - g0).count();
+                if (got.size() != static_cast<std::size_t>(n) || got.back() != n) {
+                    std::fprintf(stderr, "gather came back wrong\n");
+                    return 1;
+                }
+                if (rep > 0) best = std::max(best, cps);
+            }
+        }
+        const double mb = 2.0 * static_cast<double>(rpc_floats * sizeof(float)) / (1 << 20);
+        const auto s = stats(sky_rt), r = stats(raw_rt);
+        std::printf("gather_2x2_calls_per_s %.0f\n", best);
+        std::printf("roundtrip_us %.1f pingpong_us %.1f ratio %.2f\n", s.median, r.median,
+                    s.median / r.median);
+        std::printf("echo64_mbs %.0f rpc_mbs %.0f ratio %.2f\n", mb / stats(sky_s).median,
+                    mb / stats(hand_s).median, stats(hand_s).median / stats(sky_s).median);
+        return 0;
+    }
     if (argc > 2 && std::strcmp(argv[1], "--rpc") == 0) {
         // Only the 64 MiB row, for measuring the payload path on a busy machine.
         const int reps = std::max(1, std::atoi(argv[2]));

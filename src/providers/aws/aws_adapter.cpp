@@ -20,6 +20,7 @@
 #include "providers/aws/provider.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/collect.hpp"
+#include "providers/cloud/refusal.hpp"
 #include "sky/catalog.hpp"
 #include "sky/cloud.hpp"
 #include "sky/providers.hpp"
@@ -59,6 +60,15 @@ bool is_unknown_type_error(const HttpError& e) {
 
 bool is_not_found(const std::string& code) {
     return code.find("NotFound") != std::string::npos || code == "InvalidGroup.NotFound";
+}
+
+// The status the cloud layer judges a refusal by: EC2 answers RequestExpired (a signature whose
+// date the service no longer accepts) with 400, and asking again from the same clock gets it
+// again, so it counts as refused credentials like AuthFailure's 401.
+long refusal_status(const std::exception& e) {
+    const auto* h = dynamic_cast<const HttpError*>(&e);
+    if (!h) return 0;
+    return h->code() == "RequestExpired" ? 401 : h->status();
 }
 
 std::string error_text(const std::exception& e) {
@@ -214,7 +224,7 @@ public:
             // the service failed: the instance may have started.
             if (e.outcome_unknown())
                 throw LaunchAnswerLostError("AWS RunInstances: " + error_text(e));
-            throw ProvisionError("AWS RunInstances: " + error_text(e));
+            throw_provision_error("AWS RunInstances: " + error_text(e), refusal_status(e));
         } catch (const aws::XmlError& e) {  // a 2xx that is not EC2's XML: it may have started
             throw LaunchAnswerLostError(e.what());
         }
@@ -452,14 +462,14 @@ private:
                     break;
                 } catch (const HttpError& e) {
                     if (e.code() != "InvalidKeyPair.Duplicate" || round == 3)
-                        throw provision_error("ImportKeyPair", e);
+                        fail("ImportKeyPair", e);
                 }
                 QueryParams d;
                 d.set("KeyName", name_);
                 try {
                     (void)client_->call("DeleteKeyPair", d);
                 } catch (const HttpError& e) {
-                    throw provision_error("DeleteKeyPair", e);
+                    fail("DeleteKeyPair", e);
                 }
             }
             key_imported_ = true;
@@ -475,8 +485,7 @@ private:
             try {
                 group_id_ = client_->call("CreateSecurityGroup", p).child_text("groupId");
             } catch (const HttpError& e) {
-                if (e.code() != "InvalidGroup.Duplicate")
-                    throw provision_error("CreateSecurityGroup", e);
+                if (e.code() != "InvalidGroup.Duplicate") fail("CreateSecurityGroup", e);
                 for (const auto& g : groups_named(name_)) group_id_ = g.first;
             }
             if (group_id_.empty()) throw ProvisionError("AWS: CreateSecurityGroup returned no id");
@@ -506,7 +515,7 @@ private:
                 (void)client_->call("AuthorizeSecurityGroupIngress", a);
             } catch (const HttpError& e) {
                 if (e.code() != "InvalidPermission.Duplicate")
-                    throw provision_error("AuthorizeSecurityGroupIngress", e);
+                    fail("AuthorizeSecurityGroupIngress", e);
             }
         }
     }
@@ -523,8 +532,10 @@ private:
         return out;
     }
 
-    ProvisionError provision_error(const std::string& action, const std::exception& e) const {
-        return ProvisionError(fmt::format("AWS {} failed: {}", action, error_text(e)));
+    // A ProvisionError naming the action; CredentialsRefused when EC2 refused the credentials.
+    [[noreturn]] void fail(const std::string& action, const std::exception& e) const {
+        throw_provision_error(fmt::format("AWS {} failed: {}", action, error_text(e)),
+                              refusal_status(e));
     }
 
     // Deep Learning Base GPU AMI for accelerator types, Ubuntu otherwise; the newest.
@@ -551,7 +562,7 @@ private:
         try {
             r = client_->call_json("DescribeImages", p);
         } catch (const std::exception& e) {
-            throw provision_error("DescribeImages", e);
+            fail("DescribeImages", e);
         }
         std::string best, best_date;
         for (const auto& img : list_of(r, "imagesSet")) {

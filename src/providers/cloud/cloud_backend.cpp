@@ -22,6 +22,7 @@
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
 #include "providers/cloud/provider.hpp"
+#include "providers/cloud/refusal.hpp"
 #include "providers/cloud/sweep.hpp"
 #include "providers/remote/remote_node.hpp"
 #include "sky/catalog.hpp"
@@ -101,6 +102,9 @@ public:
             // The cloud answered: nothing can be had now. No catalog row is tried in its place.
             throw ProvisionError(
                 fmt::format("{}: nothing is available now: {}", provider_, e.what()));
+        } catch (const CredentialsRefused&) {
+            credentials_refused_ = true;
+            throw;
         } catch (const Error&) {
             throw;
         } catch (const std::exception& e) {
@@ -225,13 +229,15 @@ public:
             remotes.clear();
             // Also whatever carries this pool's tag: a machine whose launch answer was lost (a
             // timeout after the cloud had started it) is known only by its tag.
-            for (int tries = 0; tries < 3; ++tries) {
+            // Asked again after a failed answer (it hides nothing for good), but not after
+            // refused credentials: then the cloud started nothing and would refuse again.
+            for (int tries = 0; tries < (credentials_refused_.load() ? 1 : 3); ++tries) {
                 try {
                     for (const auto& i : api_->list(pool_id_))
                         if (std::find(ids.begin(), ids.end(), i.id) == ids.end())
                             ids.push_back(i.id);
                     break;
-                } catch (...) {  // asked again: a failed answer hides nothing for good
+                } catch (...) {
                 }
             }
             terminate(ids);
@@ -330,12 +336,15 @@ private:
         // Three tries, 0.5 s and 1 s apart: a create refused by a flaky API (a 5xx after the
         // HTTP client's own retries, an answer lost and its thing not found) is asked again, as
         // the adapter contract allows (a second call after a partial failure finds what the
-        // first made). A refusal for good (credentials) costs 1.5 s more.
+        // first made). Refused credentials are not asked again: the answer would be the same.
         for (int attempt = 1;; ++attempt) {
             try {
                 api_->create_infra({pool_id_, name_, public_key_}, emit);
                 return;
             } catch (const ConfigError&) {
+                throw;
+            } catch (const CredentialsRefused&) {
+                credentials_refused_ = true;
                 throw;
             } catch (const std::exception& e) {
                 if (attempt >= 3 || stopping()) {
@@ -357,11 +366,14 @@ private:
             // because a request failed (credentials the cloud refuses, a flaky API), and waiting
             // the minutes a machine's network interface may take to let go would only hold up
             // the error. A few quick rounds; what is still left goes to the ledger.
+            // Credentials the cloud refused before any launch: every round would be refused
+            // the same way, so one round, and what is left goes to the ledger at once.
             const bool machines = launch_sent_.load();
             const std::chrono::milliseconds wait =
-                machines ? std::chrono::milliseconds(timings_.infra_wait)
-                         : std::min<std::chrono::milliseconds>(timings_.infra_wait,
-                                                               std::chrono::seconds(10));
+                machines                      ? std::chrono::milliseconds(timings_.infra_wait)
+                : credentials_refused_.load() ? std::chrono::milliseconds(0)
+                                              : std::min<std::chrono::milliseconds>(
+                                                    timings_.infra_wait, std::chrono::seconds(10));
             const std::vector<std::string> left = delete_infra_until_gone(
                 *api_, pool_id_, wait,
                 machines ? std::chrono::seconds(5) : std::chrono::seconds(1));
@@ -969,7 +981,7 @@ private:
     std::string provider_;
     CloudLogin login_;
     CloudTimings timings_;  // the adapter's (login()'s unless it says otherwise)
-    std::string name_;  // "sky-<pool id>": key pair, firewall, tags
+    std::string name_;      // "sky-<pool id>": key pair, firewall, tags
     std::string region_;
     std::vector<Offer> offers_;  // what provision() selected, cheapest first
 
@@ -977,8 +989,9 @@ private:
     std::filesystem::path dir_;
     std::string public_key_;
     bool infra_created_ = false;
-    std::atomic<bool> launch_sent_{false};  // a launch was asked for (a machine may exist)
-    std::atomic<bool> stopped_{false};      // stop_all() ran (or runs): it runs once
+    std::atomic<bool> launch_sent_{false};          // a launch was asked for (a machine may exist)
+    std::atomic<bool> credentials_refused_{false};  // the cloud refused them (CredentialsRefused)
+    std::atomic<bool> stopped_{false};              // stop_all() ran (or runs): it runs once
     std::mutex launch_m_;   // one launch (and a lost one's lookup) at a time in the pool
     int lost_unfound_ = 0;  // lost launches whose machine was not found (guarded by launch_m_)
 

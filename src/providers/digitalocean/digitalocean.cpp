@@ -17,6 +17,7 @@
 
 #include "catalog/names.hpp"
 #include "http/client_address.hpp"
+#include "providers/cloud/refusal.hpp"
 #include "providers/digitalocean/provider.hpp"
 #include "providers/rest/descriptor.hpp"
 #include "providers/rest/json_api.hpp"
@@ -221,9 +222,9 @@ public:
             // 422 "SSH Key is already in use on your account": a second call, or a retry after
             // a lost answer. No answer, or a server error: the key may have been made anyway.
             // Either way, find it by its public key.
-            if (!maybe_made(e)) throw provision_error("POST /account/keys", e);
+            if (!maybe_made(e)) fail("POST /account/keys", e);
             find_key();
-            if (key_id_.empty()) throw provision_error("POST /account/keys", e);
+            if (key_id_.empty()) fail("POST /account/keys", e);
         } catch (const std::exception& e) {
             // An answer that is not JSON: the key was made, its answer spoiled.
             find_key();
@@ -269,7 +270,7 @@ public:
             // No answer, one cut short, or a server error: the droplet may have been made.
             if (e.outcome_unknown())
                 throw LaunchAnswerLostError("DigitalOcean: POST /droplets: " + error_text(e));
-            throw provision_error("POST /droplets", e);
+            fail("POST /droplets", e);
         } catch (const Error& e) {  // a 2xx whose body is not JSON
             throw LaunchAnswerLostError(std::string("DigitalOcean: ") + e.what());
         }
@@ -440,9 +441,9 @@ private:
             answer = api_->call("POST", "/firewalls", body, Repeat::once);
         } catch (const HttpError& e) {
             // No answer, or a server error: the firewall may have been made; find it by name.
-            if (!maybe_made(e)) throw provision_error("POST /firewalls", e);
+            if (!maybe_made(e)) fail("POST /firewalls", e);
             find_firewall();
-            if (firewall_id_.empty()) throw provision_error("POST /firewalls", e);
+            if (firewall_id_.empty()) fail("POST /firewalls", e);
             return;
         } catch (const std::exception& e) {
             // An answer that is not JSON: the firewall was made, its answer spoiled.
@@ -469,7 +470,7 @@ private:
             return;
         } catch (const HttpError& e) {
             if (tag_exists(tag)) return;
-            throw provision_error("POST /tags", e);
+            fail("POST /tags", e);
         } catch (const std::exception& e) {  // a 2xx whose body is not JSON
             if (tag_exists(tag)) return;
             throw ProvisionError(std::string("DigitalOcean: POST /tags: ") + e.what());
@@ -553,8 +554,11 @@ private:
         return t.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
     }
 
-    ProvisionError provision_error(const std::string& call, const std::exception& e) const {
-        return ProvisionError(fmt::format("DigitalOcean {} failed: {}", call, error_text(e)));
+    // A ProvisionError naming the call; CredentialsRefused when the token was refused.
+    [[noreturn]] void fail(const std::string& call, const std::exception& e) const {
+        const auto* h = dynamic_cast<const HttpError*>(&e);
+        throw_provision_error(fmt::format("DigitalOcean {} failed: {}", call, error_text(e)),
+                              h ? h->status() : 0);
     }
 
     std::unique_ptr<rest::JsonApi> api_;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "http/endpoint.hpp"
+#include "providers/cloud/refusal.hpp"
 #include "util/env.hpp"
 #include "util/text.hpp"
 
@@ -48,6 +49,13 @@ std::string error_text(const std::exception& e) {
         h && (!h->code().empty() || !h->provider_message().empty()))
         return fmt::format("HTTP {} {}: {}", h->status(), h->code(), h->provider_message());
     return e.what();
+}
+
+void throw_provision_error(const std::string& message, const std::exception& cause) {
+    // A refusal wrapped once already (a token renewal inside a call) stays a refusal.
+    if (dynamic_cast<const CredentialsRefused*>(&cause)) throw CredentialsRefused(message);
+    const auto* h = dynamic_cast<const HttpError*>(&cause);
+    sky::detail::throw_provision_error(message, h ? h->status() : 0);
 }
 
 std::string pool_of_machine_name(std::string_view name) {

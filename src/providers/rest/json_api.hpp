@@ -106,6 +106,10 @@ private:
 /// carries the cloud's code or message, else what() says.
 [[nodiscard]] std::string error_text(const std::exception& e);
 
+/// Throws CredentialsRefused(message) when `cause` is an HttpError answered 401 or 403 (asking
+/// again cannot change that) or a CredentialsRefused, else ProvisionError(message).
+[[noreturn]] void throw_provision_error(const std::string& message, const std::exception& cause);
+
 /// The pool of a machine named as the cloud layer names them, "sky-<pool id>-n<node>" (a pool id
 /// is 8 to 32 lowercase hex digits); "" for any other name: a machine someone named "sky-..."
 /// by hand is never taken for a sky pool's (`sky gc --include-unknown` would end it).

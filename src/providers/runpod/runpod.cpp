@@ -273,7 +273,8 @@ public:
                 if (e.outcome_unknown())
                     throw LaunchAnswerLostError("RunPod " + std::string(field) + ": " +
                                                 error_of(e));
-                throw ProvisionError("RunPod " + std::string(field) + " failed: " + error_of(e));
+                rest::throw_provision_error(
+                    "RunPod " + std::string(field) + " failed: " + error_of(e), e);
             } catch (const Error& e) {  // a 2xx whose body is not JSON
                 throw LaunchAnswerLostError("RunPod " + std::string(field) + ": " + e.what());
             }
@@ -394,7 +395,7 @@ private:
         try {
             answer = graphql_raw(query, std::nullopt, Repeat::safe);
         } catch (const HttpError& e) {
-            throw ProvisionError("RunPod GraphQL failed: " + error_of(e));
+            rest::throw_provision_error("RunPod GraphQL failed: " + error_of(e), e);
         }
         if (auto err = first_error(answer); err && !answer.contains("data"))
             throw ProvisionError("RunPod GraphQL failed: " + err->message);

@@ -177,8 +177,8 @@ public:
                 key_registered_ = true;
             } catch (const HttpError& e) {
                 if (!e.outcome_unknown() || !registered_anyway())
-                    throw ProvisionError("Vast.ai: registering the pool's SSH key failed: " +
-                                         error_text(e));
+                    rest::throw_provision_error(
+                        "Vast.ai: registering the pool's SSH key failed: " + error_text(e), e);
                 key_registered_ = true;
             } catch (const std::exception& e) {
                 if (!registered_anyway())
@@ -200,7 +200,7 @@ public:
         try {
             asks = search(shape->second, shape->first, true, req, r.spot, 10);
         } catch (const std::exception& e) {
-            throw ProvisionError("Vast.ai: searching offers failed: " + error_text(e));
+            rest::throw_provision_error("Vast.ai: searching offers failed: " + error_text(e), e);
         }
         std::string last = "no offer of " + r.offer.instance_type + " is rentable now";
         for (std::size_t i = 0; i < asks.size() && i < 5; ++i) {
@@ -226,7 +226,7 @@ public:
                 // No answer, one cut short, or a server error: the ask may have been rented.
                 if (e.outcome_unknown())
                     throw LaunchAnswerLostError("Vast.ai: PUT /asks: " + error_text(e));
-                throw ProvisionError("Vast.ai: PUT /asks failed: " + error_text(e));
+                rest::throw_provision_error("Vast.ai: PUT /asks failed: " + error_text(e), e);
             } catch (const Error& e) {  // a 2xx whose body is not JSON
                 throw LaunchAnswerLostError(std::string("Vast.ai: ") + e.what());
             }

@@ -301,7 +301,8 @@ public:
                 if (key_id_.empty()) find_key();
             }
         } catch (const std::exception& e) {
-            throw ProvisionError("Verda: registering the pool's SSH key failed: " + error_text(e));
+            rest::throw_provision_error(
+                "Verda: registering the pool's SSH key failed: " + error_text(e), e);
         }
         if (key_id_.empty()) throw ProvisionError("Verda: POST /sshkeys answered without an id");
     }
@@ -324,7 +325,8 @@ public:
         } catch (const HttpError& e) {
             if (is_unknown_type(e)) throw UnknownInstanceTypeError("Verda: " + error_text(e));
             if (is_capacity(e)) throw CapacityError("Verda: " + error_text(e));
-            throw ProvisionError("Verda GET /instance-availability failed: " + error_text(e));
+            rest::throw_provision_error("Verda GET /instance-availability failed: " + error_text(e),
+                                        e);
         }
         std::string key;
         {
@@ -364,7 +366,7 @@ public:
                 if (script_id.empty()) script_id = find_script();
             }
         } catch (const std::exception& e) {
-            throw ProvisionError("Verda POST /scripts failed: " + error_text(e));
+            rest::throw_provision_error("Verda POST /scripts failed: " + error_text(e), e);
         }
         if (script_id.empty())
             throw ProvisionError("Verda: POST /scripts answered without an id, and no script " +
@@ -393,7 +395,7 @@ public:
             // No answer, one cut short, or a server error: the instance may have been made.
             if (e.outcome_unknown())
                 throw LaunchAnswerLostError("Verda: POST /instances: " + error_text(e));
-            throw ProvisionError("Verda POST /instances failed: " + error_text(e));
+            rest::throw_provision_error("Verda POST /instances failed: " + error_text(e), e);
         }
     }
 
@@ -675,9 +677,10 @@ private:
                                        {"client_id", creds_.id},
                                        {"client_secret", creds_.secret}}));
         } catch (const HttpError& e) {
-            throw ProvisionError(
+            rest::throw_provision_error(
                 fmt::format("Verda: authentication with the client credentials from {} failed: {}",
-                            creds_.source, error_text(e)));
+                            creds_.source, error_text(e)),
+                e);
         }
     }
 

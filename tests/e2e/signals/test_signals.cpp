@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
@@ -62,6 +63,13 @@ struct TempHome {
     }
 };
 
+// The driver program: this build's, or SKY_TEST_SIGNAL_DRIVER (a sanitized build's driver run
+// by this test program, docs/sanitizers.md).
+std::string driver_path() {
+    const char* other = std::getenv("SKY_TEST_SIGNAL_DRIVER");
+    return other && *other ? other : SKY_SIGNAL_DRIVER;
+}
+
 // The driver as a child process with its stdout on a pipe; SIGKILLed and reaped at the end
 // whatever happens.
 class Driver {
@@ -75,7 +83,7 @@ public:
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, p[1], 1);
         std::vector<std::string> argv_s = wrapper;
-        argv_s.push_back(SKY_SIGNAL_DRIVER);
+        argv_s.push_back(driver_path());
         argv_s.insert(argv_s.end(), args.begin(), args.end());
         std::vector<char*> argv;
         for (auto& a : argv_s) argv.push_back(a.data());
@@ -337,7 +345,7 @@ TEST_CASE("signals: sky gc kills a dead Local pool's leftover worker, and only a
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-    std::vector<std::string> argv_s = {SKY_SIGNAL_DRIVER, "--sky-worker"};
+    std::vector<std::string> argv_s = {driver_path(), "--sky-worker"};
     std::vector<std::string> env_s = {"SKY_WORKER_FD=3", "SKY_WORKER_TOKEN=0123456789abcdef",
                                       "SKY_PARENT_POOL=" + pool, "PATH=/usr/bin:/bin"};
     std::vector<char*> argv, envp;
@@ -918,4 +926,44 @@ TEST_CASE(
     interrupt_on_cloud<sky::test::FakeDigitalOcean>(
         "digitalocean", {{"DIGITALOCEAN_TOKEN", token}}, token,
         sky::test::FakeDigitalOceanOptions{.token = token});
+}
+
+TEST_CASE(
+    "signals: after SIGKILL sky gc deletes what a dead DigitalOcean pool left: its droplets, "
+    "key, tag and cloud firewall",
+    "[signals_clouds]") {
+    SKIP_WITHOUT_HOSTS();
+    const std::string token = "dop_v1_signals_token_8c2e4b";
+    TempHome home;
+    sky::test::CloudOnHosts<sky::test::FakeDigitalOcean> cloud(
+        2, {{"DIGITALOCEAN_TOKEN", token}}, token,
+        sky::test::FakeDigitalOceanOptions{.token = token});
+    auto& fake = cloud.fake;
+    Driver d({"digitalocean", "--nodes", "2", "--endpoint", fake.endpoint()});
+    auto ready = d.line("ready ", 120s);
+    INFO(d.output());
+    REQUIRE(ready);
+    REQUIRE(::kill(d.pid(), SIGKILL) == 0);
+    check_killed_by(d.wait(10s), SIGKILL, d);
+    // A client killed -9 deletes nothing: its droplets, key, tag and firewall are all there.
+    CHECK(fake.alive() == 2);
+    CHECK(fake.keys().size() == 1);
+    CHECK(fake.firewalls().size() == 1);
+    const auto tags = fake.tags();
+    CHECK(std::find(tags.begin(), tags.end(), "sky-pool-" + pool_of(*ready)) != tags.end());
+
+    sky::test::ScopedEnv url({{"DIGITALOCEAN_API_URL", fake.endpoint()}});
+    auto gc = sky_cli({"gc", "--provider", "digitalocean"});
+    INFO(gc.output);
+    CHECK(gc.status == 0);
+    CHECK(gc.output.find(token) == std::string::npos);
+    CHECK(sky::test::wait_until([&] { return fake.alive() == 0; }, 30s));
+    CHECK(fake.keys().empty());
+    CHECK(fake.firewalls().empty());
+    auto rec = ledger_of(pool_of(*ready));
+    REQUIRE(rec);
+    CHECK(rec->closed);
+    CHECK(rec->closed_by == "gc");
+    CHECK(rec->live_instances().empty());
+    CHECK(rec->infra_left.empty());
 }

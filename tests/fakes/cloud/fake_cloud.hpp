@@ -5,6 +5,7 @@
 // in unit tests without root, SSH or HTTP; `live()` counts what would still be billed.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,10 @@ struct FakeCloudState {
     std::chrono::seconds infra_wait{120};  ///< login().infra_wait
     /// describe() reports this host key for running machines (a cloud that vouches for it).
     std::string reported_host_key;
+    /// Set: the cloud refuses every request (credentials it no longer accepts). create_infra(),
+    /// list() and launch() call it (it throws what the cloud's adapter would), delete_infra()
+    /// deletes nothing and infra_left() cannot tell. Every call is still logged.
+    std::function<void()> refuse;
     std::vector<std::string> log;  ///< "launch small spot", "terminate i-1", ...
     int next_id = 0;
     std::map<std::string, int> hidden;  ///< list() calls a lost machine stays out of, by id
@@ -104,6 +109,7 @@ public:
     void create_infra(const InfraRequest& r, const std::function<void(Event)>&) override {
         std::lock_guard lk(s_->m);
         s_->log.push_back("create_infra " + r.pool_id);
+        if (s_->refuse) s_->refuse();
         s_->infra.insert(r.pool_id);
     }
 
@@ -111,6 +117,7 @@ public:
         std::lock_guard lk(s_->m);
         const std::string& type = r.offer.instance_type;
         s_->log.push_back("launch " + type + (r.spot ? " spot" : " on-demand"));
+        if (s_->refuse) s_->refuse();
         if (s_->broken_types.count(type)) throw std::runtime_error("InvalidParameter: " + type);
         if (s_->unknown_types.count(type))
             throw UnknownInstanceTypeError("InvalidInstanceType: no such type " + type);
@@ -185,6 +192,7 @@ public:
     std::vector<CloudInstance> list(std::string_view pool_id) override {
         std::lock_guard lk(s_->m);
         s_->log.push_back("list " + std::string(pool_id));
+        if (s_->refuse) s_->refuse();
         std::vector<CloudInstance> out;
         for (auto& [id, mc] : s_->machines) {
             if (auto h = s_->hidden.find(id); h != s_->hidden.end() && h->second > 0) {
@@ -201,6 +209,7 @@ public:
     void delete_infra(std::string_view pool_id) noexcept override {
         std::lock_guard lk(s_->m);
         s_->log.push_back("delete_infra " + std::string(pool_id));
+        if (s_->refuse) return;
         if (s_->infra_busy_deletes != 0) {
             if (s_->infra_busy_deletes > 0) --s_->infra_busy_deletes;
             return;  // DependencyViolation: still in use
@@ -210,6 +219,7 @@ public:
 
     std::vector<std::string> infra_left(std::string_view pool_id) noexcept override {
         std::lock_guard lk(s_->m);
+        if (s_->refuse) return {"firewall fw-" + std::string(pool_id) + ": cannot tell (refused)"};
         if (!s_->infra.count(std::string(pool_id))) return {};
         return {"firewall fw-" + std::string(pool_id) + ": in use"};
     }

@@ -10,6 +10,7 @@
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
+#include "providers/cloud/refusal.hpp"
 #include "providers/cloud/sweep.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
@@ -468,6 +469,48 @@ TEST_CASE("cloud layer: infrastructure still in use is deleted again with backof
     CHECK(r.cloud->infra.empty());
     CHECK(std::chrono::steady_clock::now() - started >= std::chrono::seconds(2));  // 1 s, 2 s...
     CHECK(sky::detail::Ledger::read(ledger->file()).infra_left.empty());
+}
+
+TEST_CASE(
+    "cloud layer: credentials the cloud refuses are asked nothing again: one create, one list, "
+    "one delete round, and the ledger names what is left",
+    "[cloud]") {
+    Run r;
+    r.cloud->refuse = [] {
+        throw sky::detail::CredentialsRefused("fakecloud: HTTP 401 unauthorized: token expired");
+    };
+    sky::test::TempSkyHome home;
+    auto ledger = sky::detail::Ledger::open("pool1", "fakecloud", "");
+    auto spec = r.spec(never(), 1);
+    auto b = sky::detail::descriptor_for(spec.provider)
+                 .make_backend(sky::detail::BackendContext{spec, "pool1", ledger.get()});
+    CHECK_THROWS_AS(b->provision(1, r.emit()), sky::ProvisionError);
+    b->stop_all();
+    ledger->close();
+    CHECK(r.cloud->count("create_infra pool1") == 1);  // not asked again
+    CHECK(r.cloud->count("launch") == 0);
+    CHECK(r.cloud->count("list pool1") == 1);
+    CHECK(r.cloud->count("delete_infra pool1") == 1);  // one round, not rounds for 10 s
+    auto rec = sky::detail::Ledger::read(ledger->file());
+    CHECK(rec.infra_left == std::vector<std::string>{"firewall fw-pool1: cannot tell (refused)"});
+
+    // The control: an error that is not a refusal (a flaky API) is asked again, twice.
+    Run flaky;
+    int calls = 0;
+    flaky.cloud->refuse = [&calls] {
+        if (++calls <= 2) throw std::runtime_error("HTTP 503: try again");
+    };
+    auto spec2 = flaky.spec(never(), 1);
+    auto b2 = flaky.backend(spec2);
+    b2->provision(1, flaky.emit());
+    CHECK(flaky.cloud->count("create_infra pool1") == 3);
+    {
+        std::lock_guard lk(flaky.cloud->m);
+        flaky.cloud->refuse = nullptr;  // the API answers again: teardown deletes at once
+    }
+    b2->stop_all();
+    CHECK(flaky.cloud->infra.empty());
+    CHECK(flaky.cloud->live() == 0);
 }
 
 TEST_CASE(
