@@ -28,6 +28,7 @@
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "providers/slurm/srun_shell.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
 #include "ship/shipment.hpp"
@@ -240,6 +241,11 @@ public:
         s.instance.instance_type = instance_type_;
         s.instance.private_ip = n.address;
         s.token = n.token;
+        // The login node -> compute node hop is plain TCP on the cluster network (and srun's
+        // stdin and output are in clear there): the stream is sealed, and the pool's
+        // environment travels in its hello, not on the step's stdin.
+        s.seal = true;
+        s.env = spec_.env;
         try {
             s.stream = login_->open_channel(n.address, port);
         } catch (const std::exception& e) {
@@ -878,7 +884,10 @@ private:
     // Starts node i's worker as a step of the job and returns the port it listens on. The
     // step's launcher stays in the step (no double fork): Slurm's signals reach the worker.
     std::uint16_t start_worker(int i, Node& n) {
-        n.token = random_hex(32);
+        // Only public values cross the step's stdin and output: this client's public key goes
+        // in, the worker's comes back with its port, and each end derives the token.
+        const X25519Key key;
+        n.token.clear();
         ++n.generation;
         const auto& prog = ship::this_program();
         // One directory per worker step: a restarted worker's launcher never meets the files
@@ -889,11 +898,10 @@ private:
         // launcher of a worker the pool gave up on (a connection it could not resume) reads it
         // there when its worker ends, even where the client cannot reach that node any more.
         const std::string current = fmt::format("{}/.sky/run/{}/{}.current", n.home, pool_id_, i);
-        // What the worker's environment gets, on the step's stdin with the token (never on a
-        // command line that ps shows on the login and compute nodes).
+        // What the worker's environment gets before it starts, on the step's stdin after the
+        // client's public key (never on a command line that ps shows on the login and compute
+        // nodes): nothing secret; the pool's environment comes in the sealed hello.
         std::string env;
-        for (const auto& [k, v] : spec_.env)
-            env += fmt::format("export {}={}\n", k, shell_quote(v));
         env += fmt::format("export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n",
                            shell_quote(n.prog + "/lib"));
         // The client's connection comes from the login node, from the address srun reached the
@@ -909,7 +917,8 @@ private:
                             // comes through the login node after the step starts, which on a
                             // busy client took over a 5 s idle_timeout (the worker had left).
                             .accept_timeout = std::max<std::chrono::seconds>(
-                                spec_.idle_timeout, std::chrono::seconds(30))}
+                                spec_.idle_timeout, std::chrono::seconds(30)),
+                            .seal = true}
                    .shell_exports();
         const std::string launcher = fmt::format(
             "umask 077; run={run}; cur={cur}; me=\"$SLURM_JOB_ID.$SLURM_STEP_ID\"; "
@@ -961,7 +970,7 @@ private:
                         fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("i", i),
                         fmt::arg("srun", srun), fmt::arg("out", shell_quote(out)),
                         fmt::arg("pid", shell_quote(pid))),
-            kCommandLimit, n.token + "\n" + env);
+            kCommandLimit, public_key_text(key.public_key()) + "\n" + env);
         if (r.status != 0)
             throw BootstrapError(i, n.instance_id, "worker",
                                  "could not start the worker's step: " + r.summary(),
@@ -982,6 +991,16 @@ private:
             throw BootstrapError(i, n.instance_id, "worker",
                                  fmt::format("the worker on {} did not start listening", n.name),
                                  last_lines(w));
+        // "PORT x25519:<the worker's public key>"
+        const std::string words(*said);
+        const auto theirs = parse_public_key(words.substr(std::min(words.size(), words.find(' ') + 1)));
+        if (!theirs)
+            throw BootstrapError(i, n.instance_id, "worker",
+                                 fmt::format("the worker on {} announced no public key with its "
+                                             "port ('{}')",
+                                             n.name, first),
+                                 last_lines(w));
+        n.token = agreed_token(key, *theirs);
         return static_cast<std::uint16_t>(port);
     }
 
