@@ -222,7 +222,7 @@ ClientAuthAnswer client_auth_answer(std::string_view token, const Frame& challen
         ClientAuthAnswer a;
         a.frame.resize(frame_header_size);
         encode_header(a.frame.data(), MsgType::auth, 0, auth_sealed_answer, auth_flag_seal);
-        for (auto* p : {&nc, &ec, &mine}) a.frame.append(p->data(), p->size());
+        for (const AuthBlock* p : std::initializer_list<const AuthBlock*>{&nc, &ec, &mine}) a.frame.append(p->data(), p->size());
         a.expected_proof = hmac_of(token, joined('W', {&nc, &ec, &nw, &ew}));
         a.keys = stream_keys(token, shared, transcript, true);
         return a;
@@ -363,12 +363,12 @@ Step advance(Pending& p, std::string_view token, std::string& why,
         if (p.have >= frame_header_size) {
             try {
                 FrameHeader h = decode_header(p.in.data(), auth_sealed_answer);
+                if (h.type == MsgType::auth && seal != ((h.flags & auth_flag_seal) != 0))
+                    throw ProtocolError(seal ? "a plain answer: this worker seals its stream"
+                                             : "a sealed answer to a plain challenge");
                 if (h.type != MsgType::auth || h.length != answer)
                     throw ProtocolError(fmt::format("a {} frame of {} bytes instead of the answer",
                                                     msg_type_name(h.type), h.length));
-                if (seal != ((h.flags & auth_flag_seal) != 0))
-                    throw ProtocolError(seal ? "a plain answer: this worker seals its stream"
-                                             : "a sealed answer to a plain challenge");
             } catch (const std::exception& e) {
                 why = e.what();
                 return Step::failed;
