@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
     row("round trip median", rp.median, rs.median, "us");
     row("round trip p99", rp.p99, rs.p99, "us");
     row("echo 64 MiB median", ep.median / 1000, es.median / 1000, "ms");
-    std::printf("%-22s %12.0f %12.0f %8.2fx  MiB/s (128 MiB moved per echo)\n",
-                "echo 64 MiB rate", 128.0 / (ep.median / 1e6), 128.0 / (es.median / 1e6),
+    std::printf("%-22s %12.0f %12.0f %8.2fx  MiB/s (128 MiB moved per echo)\n", "echo 64 MiB rate",
+                128.0 / (ep.median / 1e6), 128.0 / (es.median / 1e6),
                 (128.0 / (es.median / 1e6)) / (128.0 / (ep.median / 1e6)));
     row("connect median", cp.median / 1000, cs.median / 1000, "ms");
     std::printf("(%d round trips, %d echoes, %d connects each, interleaved)\n", trips, echoes,

@@ -31,10 +31,9 @@ std::array<unsigned char, 12> nonce_of(std::uint64_t n) {
 void* new_ctx(const SealKey& key, bool encrypt) {
     EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
     if (!c) throw Error("OpenSSL: cannot make a cipher context");
-    const int ok = encrypt ? EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, uc(key.data()),
-                                                nullptr)
-                           : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), nullptr, uc(key.data()),
-                                                nullptr);
+    const int ok = encrypt
+                       ? EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, uc(key.data()), nullptr)
+                       : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), nullptr, uc(key.data()), nullptr);
     if (ok != 1) {
         EVP_CIPHER_CTX_free(c);
         throw Error("OpenSSL: AES-256-GCM is not available");
@@ -67,8 +66,8 @@ void RecordSealer::seal(std::span<const std::byte> plain, std::vector<std::byte>
         EVP_CIPHER_CTX* c = ctx_of(ctx_);
         if (EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv.data()) != 1 ||
             EVP_EncryptUpdate(c, nullptr, &len, uc(rec), len_size) != 1 ||
-            EVP_EncryptUpdate(c, uc(rec + len_size), &len, uc(plain.data()),
-                              static_cast<int>(n)) != 1 ||
+            EVP_EncryptUpdate(c, uc(rec + len_size), &len, uc(plain.data()), static_cast<int>(n)) !=
+                1 ||
             EVP_EncryptFinal_ex(c, uc(rec + len_size + n), &len) != 1 ||
             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, tag_size, rec + len_size + n) != 1)
             throw Error("OpenSSL: sealing a record failed");
@@ -104,12 +103,12 @@ bool RecordOpener::open_one(std::byte* into) {
     int len = 0;
     unsigned char tag[tag_size];
     std::memcpy(tag, rec + len_size + n, tag_size);
-    const bool ok = EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, iv.data()) == 1 &&
-                    EVP_DecryptUpdate(c, nullptr, &len, uc(rec), len_size) == 1 &&
-                    EVP_DecryptUpdate(c, uc(into), &len, uc(rec + len_size),
-                                      static_cast<int>(n)) == 1 &&
-                    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, tag_size, tag) == 1 &&
-                    EVP_DecryptFinal_ex(c, uc(into) + len, &len) == 1;
+    const bool ok =
+        EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, iv.data()) == 1 &&
+        EVP_DecryptUpdate(c, nullptr, &len, uc(rec), len_size) == 1 &&
+        EVP_DecryptUpdate(c, uc(into), &len, uc(rec + len_size), static_cast<int>(n)) == 1 &&
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, tag_size, tag) == 1 &&
+        EVP_DecryptFinal_ex(c, uc(into) + len, &len) == 1;
     if (!ok) {
         // What was written is not a record's plaintext: never handed on.
         OPENSSL_cleanse(into, n);
@@ -126,9 +125,8 @@ std::size_t RecordOpener::open(std::vector<std::byte>& out, std::span<std::byte>
     while (have_ - pos_ >= len_size) {
         const std::size_t n = load_len(buf_.data() + pos_);
         if (n == 0 || n > seal_max_record)
-            throw ProtocolError(
-                "a sealed record claims " + std::to_string(n) +
-                " bytes (1 to " + std::to_string(seal_max_record) + "): the stream is closed");
+            throw ProtocolError("a sealed record claims " + std::to_string(n) + " bytes (1 to " +
+                                std::to_string(seal_max_record) + "): the stream is closed");
         if (have_ - pos_ < len_size + n + tag_size) break;
         if (out.empty() && direct.size() - direct_n >= n) {
             open_one(direct.data() + direct_n);
@@ -230,8 +228,7 @@ void SealedStream::read_more(boost::asio::mutable_buffer buffer, IoHandler handl
         }
         inner_->close();
         return boost::asio::post(get_executor(), [h = std::move(handler)]() mutable {
-            std::move(h)(boost::system::errc::make_error_code(boost::system::errc::bad_message),
-                         0);
+            std::move(h)(boost::system::errc::make_error_code(boost::system::errc::bad_message), 0);
         });
     }
     if (n == 0 && plain_pos_ < plain_.size()) {
@@ -296,14 +293,13 @@ void SealedStream::write_rest(std::size_t plain, IoHandler handler) {
         boost::asio::const_buffer(out_.data() + out_pos_, out_.size() - out_pos_)};
     // The array lives until the handler runs: kept in the handler's state.
     auto bufs = std::make_shared<std::array<boost::asio::const_buffer, 1>>(one);
-    inner_->async_write_some(
-        *bufs, [this, plain, bufs, h = std::move(handler)](boost::system::error_code ec,
-                                                           std::size_t n) mutable {
-            out_pos_ += n;
-            if (ec) return std::move(h)(ec, 0);
-            if (out_pos_ < out_.size()) return write_rest(plain, std::move(h));
-            std::move(h)(ec, plain);
-        });
+    inner_->async_write_some(*bufs, [this, plain, bufs, h = std::move(handler)](
+                                        boost::system::error_code ec, std::size_t n) mutable {
+        out_pos_ += n;
+        if (ec) return std::move(h)(ec, 0);
+        if (out_pos_ < out_.size()) return write_rest(plain, std::move(h));
+        std::move(h)(ec, plain);
+    });
 }
 
 std::size_t SealedStream::try_write_some(std::span<const boost::asio::const_buffer> buffers) {

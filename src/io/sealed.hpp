@@ -3,7 +3,8 @@
 // (runtime/auth.hpp: an X25519 exchange both ends authenticate with the pool token), every
 // byte either way travels in sealed records, AES-256-GCM with a key per direction:
 //
-//   [u32 little-endian: n, the plaintext's length, 1..max_record] [n bytes of ciphertext] [16-byte tag]
+//   [u32 little-endian: n, the plaintext's length, 1..max_record] [n bytes of ciphertext] [16-byte
+//   tag]
 //
 // The nonce is the record's number in its direction (4 zero bytes, then the count, big-endian),
 // never sent: a record dropped, replayed, reordered or cut off, or a byte changed anywhere

@@ -124,8 +124,7 @@ AuthBlock hkdf_sha256(std::string_view salt, std::span<const std::byte> ikm,
 std::string agreed_token(const X25519Key& mine, const AuthBlock& peer) {
     AuthBlock shared = mine.agree(peer);
     static constexpr char info[] = "sky token v1";
-    const AuthBlock t = hkdf_sha256("sky", shared,
-                                    std::as_bytes(std::span(info, sizeof info - 1)));
+    const AuthBlock t = hkdf_sha256("sky", shared, std::as_bytes(std::span(info, sizeof info - 1)));
     OPENSSL_cleanse(shared.data(), shared.size());
     return hex_encode(as_text(t));
 }
@@ -143,7 +142,8 @@ std::optional<AuthBlock> parse_public_key(std::string_view text) {
         return -1;
     };
     for (std::size_t i = 0; i < out.size(); ++i) {
-        const int hi = digit(text[prefix.size() + 2 * i]), lo = digit(text[prefix.size() + 2 * i + 1]);
+        const int hi = digit(text[prefix.size() + 2 * i]),
+                  lo = digit(text[prefix.size() + 2 * i + 1]);
         if (hi < 0 || lo < 0) return std::nullopt;
         out[i] = static_cast<std::byte>(hi * 16 + lo);
     }
@@ -157,8 +157,9 @@ namespace {
 io::SealKeys stream_keys(std::string_view token, AuthBlock shared,
                          std::span<const std::byte> transcript, bool client) {
     auto key = [&](std::string_view label) {
-        std::vector<std::byte> info(reinterpret_cast<const std::byte*>(label.data()),
-                                    reinterpret_cast<const std::byte*>(label.data()) + label.size());
+        std::vector<std::byte> info(
+            reinterpret_cast<const std::byte*>(label.data()),
+            reinterpret_cast<const std::byte*>(label.data()) + label.size());
         info.insert(info.end(), transcript.begin(), transcript.end());
         return hkdf_sha256(token, shared, info);
     };
@@ -222,7 +223,8 @@ ClientAuthAnswer client_auth_answer(std::string_view token, const Frame& challen
         ClientAuthAnswer a;
         a.frame.resize(frame_header_size);
         encode_header(a.frame.data(), MsgType::auth, 0, auth_sealed_answer, auth_flag_seal);
-        for (const AuthBlock* p : std::initializer_list<const AuthBlock*>{&nc, &ec, &mine}) a.frame.append(p->data(), p->size());
+        for (const AuthBlock* p : std::initializer_list<const AuthBlock*>{&nc, &ec, &mine})
+            a.frame.append(p->data(), p->size());
         a.expected_proof = hmac_of(token, joined('W', {&nc, &ec, &nw, &ew}));
         a.keys = stream_keys(token, shared, transcript, true);
         return a;
@@ -262,8 +264,7 @@ std::optional<io::SealKeys> client_authenticate(Transport& t, FrameReader& reade
         if (!got) throw Error(fmt::format("the worker closed the connection before its {}", what));
         return f;
     };
-    const ClientAuthAnswer answer =
-        client_auth_answer(token, read_frame("challenge"), need_seal);
+    const ClientAuthAnswer answer = client_auth_answer(token, read_frame("challenge"), need_seal);
     std::span<const std::byte> one[] = {answer.frame.span()};
     t.write_all(one);
     check_worker_proof(answer, worker_auth_block(read_frame("proof"), "proof"));
@@ -388,8 +389,8 @@ Step advance(Pending& p, std::string_view token, std::string& why,
                 return Step::failed;
             }
             try {
-                *keys = stream_keys(token, p.e->agree(ec), joined(0, {&p.nw, &ew, &nc, &ec}),
-                                    false);
+                *keys =
+                    stream_keys(token, p.e->agree(ec), joined(0, {&p.nw, &ew, &nc, &ec}), false);
             } catch (const std::exception& e) {
                 why = e.what();
                 return Step::failed;
@@ -425,8 +426,7 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
                         std::chrono::milliseconds per_peer,
                         const std::function<void(const std::string&)>& note,
                         std::string_view allow_from) {
-    return worker_authenticate(listen_fd, fd, token, deadline, per_peer, note, allow_from,
-                               nullptr);
+    return worker_authenticate(listen_fd, fd, token, deadline, per_peer, note, allow_from, nullptr);
 }
 
 int worker_authenticate(int listen_fd, int fd, std::string_view token,

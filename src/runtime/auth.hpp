@@ -100,8 +100,7 @@ ClientAuthAnswer client_auth_answer(std::string_view token, const AuthBlock& nw)
 /// Answers the worker's challenge frame: a sealing one (flag, 64 bytes) with a sealed answer,
 /// a plain one with a plain answer unless `need_seal`, which refuses it (ProtocolError: the
 /// worker does not encrypt its stream). Throws ProtocolError for any other frame.
-ClientAuthAnswer client_auth_answer(std::string_view token, const Frame& challenge,
-                                    bool need_seal);
+ClientAuthAnswer client_auth_answer(std::string_view token, const Frame& challenge, bool need_seal);
 /// Throws ProtocolError ("authentication failed: ...") when `proof` is not the worker's answer.
 void check_worker_proof(const ClientAuthAnswer& answer, const AuthBlock& proof);
 

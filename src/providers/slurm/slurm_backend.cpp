@@ -836,8 +836,8 @@ private:
             fail("sbcast could not copy the program to the job's nodes", b);
         }
         auto u = login.run(srun_argv(job, names,
-                                     {"bash", "-c", std::string(scripts::unpack_sh()),
-                                      "sky-unpack", incoming, prog.id, sum}),
+                                     {"bash", "-c", std::string(scripts::unpack_sh()), "sky-unpack",
+                                      incoming, prog.id, sum}),
                            seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
         each_node(u, node::marks::placed, "the program did not arrive on");
@@ -993,7 +993,8 @@ private:
                                  last_lines(w));
         // "PORT x25519:<the worker's public key>"
         const std::string words(*said);
-        const auto theirs = parse_public_key(words.substr(std::min(words.size(), words.find(' ') + 1)));
+        const auto theirs =
+            parse_public_key(words.substr(std::min(words.size(), words.find(' ') + 1)));
         if (!theirs)
             throw BootstrapError(i, n.instance_id, "worker",
                                  fmt::format("the worker on {} announced no public key with its "

@@ -105,14 +105,14 @@ std::string& argv0() {
         // A socketpair from a Local client: the same handshake as over the network, so a bug in
         // it cannot hide behind the provider that runs in the tests.
         try {
-            fd = worker_authenticate(-1, *launch.fd, tok,
-                                     std::chrono::steady_clock::now() + std::chrono::seconds(60),
-                                     std::chrono::seconds(60),
-                                     [](const std::string& m) {
-                                         std::fprintf(stderr, "sky worker %d: %s\n",
-                                                      static_cast<int>(::getpid()), m.c_str());
-                                     },
-                                     {}, launch.seal ? &keys : nullptr);
+            fd = worker_authenticate(
+                -1, *launch.fd, tok, std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                std::chrono::seconds(60),
+                [](const std::string& m) {
+                    std::fprintf(stderr, "sky worker %d: %s\n", static_cast<int>(::getpid()),
+                                 m.c_str());
+                },
+                {}, launch.seal ? &keys : nullptr);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "sky worker: %s\n", e.what());
         }
@@ -125,8 +125,7 @@ std::string& argv0() {
         listener = std::make_unique<Listener>(launch.listen, launch.allow_from, launch.seal);
         if (!listener->valid()) std::_Exit(5);
         listener->write_port_file(launch.port_file, own_public);
-        fd = listener->accept_authenticated(tok, std::chrono::steady_clock::now() + timeout,
-                                            &keys);
+        fd = listener->accept_authenticated(tok, std::chrono::steady_clock::now() + timeout, &keys);
         if (fd < 0) {
             std::fprintf(stderr, "sky worker: no client authenticated within %lld s\n",
                          static_cast<long long>(timeout.count()));

@@ -35,8 +35,7 @@ public:
     /// Returns the authenticated descriptor, or -1 when `deadline` passed first. A sealing
     /// listener's `keys` get the connection's keys.
     /// `wake_fd` (an eventfd, or -1): readable, it returns -1 at once.
-    int accept_authenticated(std::string_view token,
-                             std::chrono::steady_clock::time_point deadline,
+    int accept_authenticated(std::string_view token, std::chrono::steady_clock::time_point deadline,
                              std::optional<io::SealKeys>* keys = nullptr, int wake_fd = -1);
     [[nodiscard]] bool seals() const noexcept { return seal_; }
     /// Closes the socket and removes its file (a worker that will not accept again).

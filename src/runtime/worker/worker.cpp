@@ -137,7 +137,8 @@ void Worker::door() {
         // cut off by a round's end (a resume over a slow link); close_door() wakes it.
         std::optional<io::SealKeys> keys;
         // (Without an eventfd, rounds of a second, as close_door() must be heard.)
-        const auto round = door_wake_ >= 0 ? std::chrono::seconds(24 * 3600) : std::chrono::seconds(1);
+        const auto round =
+            door_wake_ >= 0 ? std::chrono::seconds(24 * 3600) : std::chrono::seconds(1);
         const int fd = listener_->accept_authenticated(
             token_, std::chrono::steady_clock::now() + round, &keys, door_wake_);
         if (fd < 0) continue;

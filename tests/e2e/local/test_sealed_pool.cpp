@@ -20,7 +20,8 @@ std::string sealed_reverse(std::string s) { return {s.rbegin(), s.rend()}; }
 using namespace sealed_pool;
 
 TEST_CASE("sealed Local pool: calls, large arguments and results, a broadcast", "[local][seal]") {
-    sky::test::ScopedEnv seal(std::vector<std::pair<std::string, std::string>>{{"SKY_LOCAL_SEAL", "1"}});
+    sky::test::ScopedEnv seal(
+        std::vector<std::pair<std::string, std::string>>{{"SKY_LOCAL_SEAL", "1"}});
     std::vector<std::string> said;
     sky::ComputePool pool{{.nodes = 2, .display = sky::Display::quiet}};
     CHECK((sky::compute<twice>(21) >> pool) == 42);

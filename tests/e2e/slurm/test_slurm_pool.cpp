@@ -1214,10 +1214,8 @@ TEST_CASE(
     SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .shared_home = false});
     const std::string capture = "/tmp/sky-capture.bin", stop = "/tmp/sky-capture.stop";
     auto reader = std::async(std::launch::async, [&] {
-        return c.on_node(0,
-                         "exec /usr/bin/python3 -c " + quoted(kCapture) + " " + capture + " " +
-                             stop,
-                         220s);
+        return c.on_node(
+            0, "exec /usr/bin/python3 -c " + quoted(kCapture) + " " + capture + " " + stop, 220s);
     });
     std::this_thread::sleep_for(1s);
     const std::string env_secret = "env-secret-" + std::to_string(::getpid()) + "-q7Z";
@@ -1230,9 +1228,9 @@ TEST_CASE(
         sky::ComputePool pool{spec};
         seen_env = sky::compute<env_of>(std::string("SKY_TEST_SECRET")) >> pool;
         seen_arg = sky::compute<echo_text>(arg_secret) >> pool;
-        port_line = c.on_login("grep -h -m1 '^::sky-port ' ~/.sky/slurm/" + pool.id() +
-                               "/node-0-1.out")
-                        .output;
+        port_line =
+            c.on_login("grep -h -m1 '^::sky-port ' ~/.sky/slurm/" + pool.id() + "/node-0-1.out")
+                .output;
     } catch (const std::exception& e) {
         failure = e.what();
     }

@@ -41,7 +41,8 @@ Bytes text(const std::string& s) {
 
 Bytes random_bytes(std::size_t n) {
     Bytes b(n);
-    if (n) REQUIRE(RAND_bytes(reinterpret_cast<unsigned char*>(b.data()), static_cast<int>(n)) == 1);
+    if (n)
+        REQUIRE(RAND_bytes(reinterpret_cast<unsigned char*>(b.data()), static_cast<int>(n)) == 1);
     return b;
 }
 
@@ -182,9 +183,8 @@ TEST_CASE("sealed transport: round trip over a socket pair, a tampered record en
     // The far end reads the raw bytes and opens them itself: what crossed the socket is sealed.
     Bytes wire(plain.size() + 64 * io::seal_overhead);
     std::size_t have = 0;
-    const std::size_t want =
-        plain.size() + (plain.size() + io::seal_max_record - 1) / io::seal_max_record *
-                           io::seal_overhead;
+    const std::size_t want = plain.size() + (plain.size() + io::seal_max_record - 1) /
+                                                io::seal_max_record * io::seal_overhead;
     while (have < want) {
         const ssize_t n = ::recv(raw, wire.data() + have, want - have, 0);
         REQUIRE(n > 0);
@@ -216,8 +216,8 @@ TEST_CASE(
     "[io][seal]") {
     int fds[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-    auto sealed = std::make_unique<io::SealedStream>(
-        std::make_unique<io::FdStream>(fds[0], "pool end"));
+    auto sealed =
+        std::make_unique<io::SealedStream>(std::make_unique<io::FdStream>(fds[0], "pool end"));
     io::SealedStream* s = sealed.get();
     const io::SealKeys pool{key_of(30), key_of(40)}, worker{key_of(40), key_of(30)};
     // In clear first (the handshake): a write passes through unchanged.
@@ -225,9 +225,8 @@ TEST_CASE(
     {
         const std::array<boost::asio::const_buffer, 1> b{boost::asio::buffer(hello)};
         std::promise<std::size_t> done;
-        s->async_write_some(b, [&](boost::system::error_code ec, std::size_t n) {
-            done.set_value(ec ? 0 : n);
-        });
+        s->async_write_some(
+            b, [&](boost::system::error_code ec, std::size_t n) { done.set_value(ec ? 0 : n); });
         REQUIRE(done.get_future().get() == hello.size());
         std::string got(hello.size(), '\0');
         REQUIRE(::recv(fds[1], got.data(), got.size(), MSG_WAITALL) ==

@@ -342,8 +342,8 @@ namespace {
 /// wire) written on the raw socket.
 void sealed_worker(int fd, bool tamper) {
     std::optional<io::SealKeys> keys;
-    const int authed = worker_authenticate(-1, fd, token, Clock::now() + 10s, 10s,
-                                           [](const std::string&) {}, {}, &keys);
+    const int authed = worker_authenticate(
+        -1, fd, token, Clock::now() + 10s, 10s, [](const std::string&) {}, {}, &keys);
     if (authed < 0 || !keys) return;
     const int raw = ::dup(authed);
     io::SealedTransport t(std::make_unique<FdTransport>(authed, "worker end"), *keys);

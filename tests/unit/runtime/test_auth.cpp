@@ -594,8 +594,8 @@ TEST_CASE(
         std::string got(result.size(), '\0');
         std::size_t have = 0;
         while (have < got.size()) {
-            const std::size_t n = t.read_some(
-                {reinterpret_cast<std::byte*>(got.data()) + have, got.size() - have});
+            const std::size_t n =
+                t.read_some({reinterpret_cast<std::byte*>(got.data()) + have, got.size() - have});
             if (n == 0) break;
             have += n;
         }
@@ -613,15 +613,16 @@ TEST_CASE(
     CHECK(worker_got == argument);
     CHECK(client_got == result);
     // Challenge (24 + 64), answer (24 + 96), proof (24 + 32), then two sealed records.
-    CHECK(tap.seen.size() == 88 + 120 + 56 + 2 * io::seal_overhead + argument.size() +
-                                 result.size());
+    CHECK(tap.seen.size() ==
+          88 + 120 + 56 + 2 * io::seal_overhead + argument.size() + result.size());
     CHECK(tap.seen.find(token) == std::string::npos);
     CHECK(tap.seen.find(token.substr(0, 8)) == std::string::npos);
     CHECK(tap.seen.find("secret-argument") == std::string::npos);
     CHECK(tap.seen.find("secret-result") == std::string::npos);
 }
 
-TEST_CASE("a client that needs a sealed stream refuses a worker that does not seal", "[auth][seal]") {
+TEST_CASE("a client that needs a sealed stream refuses a worker that does not seal",
+          "[auth][seal]") {
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
     std::thread w([&] {

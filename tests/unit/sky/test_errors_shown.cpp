@@ -9,7 +9,9 @@
 
 TEST_CASE("what() escapes a worker's control characters, the accessors keep them",
           "[errors][security]") {
-    const std::string hostile = "ok\x1b]0;pwned\x07\r\x1b[2J\xc2\x9b" "31m done\n\tnext";
+    const std::string hostile =
+        "ok\x1b]0;pwned\x07\r\x1b[2J\xc2\x9b"
+        "31m done\n\tnext";
     const sky::RemoteError r("fn\x1b[1m", 2, "i-1", "std::runtime_error\x1b", hostile, {});
     const std::string w = r.what();
     INFO(w);
@@ -25,8 +27,8 @@ TEST_CASE("what() escapes a worker's control characters, the accessors keep them
     c.signal = 11;
     c.stack.push_back({.function = "f\x1b", .file = "a\x1b.cpp", .line = 3});
     c.remote_log = {"line\x1b[31m red", "plain"};
-    const sky::NodeLostError l(0, "i-0", sky::NodeLostError::Reason::worker_crashed,
-                               "exit\x1b[0m", c);
+    const sky::NodeLostError l(0, "i-0", sky::NodeLostError::Reason::worker_crashed, "exit\x1b[0m",
+                               c);
     const std::string lw = l.what();
     INFO(lw);
     CHECK(lw.find('\x1b') == std::string::npos);
