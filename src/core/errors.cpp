@@ -3,13 +3,37 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <string_view>
 
 namespace sky::inline v0 {
 
 namespace {
+// Text that came from a worker (its exception's message, its output, a crash's names) as
+// what() shows it: control characters other than line breaks and tabs, and C1 controls, as
+// \xNN / \uNNNN, so that a program that prints e.what() cannot be made to drive its
+// terminal. The accessors keep the bytes as they came.
+std::string shown(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+            out += fmt::format("\\x{:02x}", c);
+        } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
+            out += fmt::format("\\u{:04x}", next);
+            ++i;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 std::string remote_what(const std::string& function, int node, const std::string& type_name,
                         const std::string& message) {
-    return fmt::format("{} on node {} threw {}: {}", function, node, type_name, message);
+    return fmt::format("{} on node {} threw {}: {}", shown(function), node, shown(type_name),
+                       shown(message));
 }
 std::string attempts_what(const std::string& message, const std::vector<ProvisionAttempt>& a) {
     std::string s = message;
@@ -27,7 +51,7 @@ std::string lost_what(int node, const std::string& instance_id, NodeLostError::R
                       const std::string& detail, const NodeLostError::Call& c) {
     std::string s =
         fmt::format("node {} ({}) lost: {}{}{}", node, instance_id,
-                    NodeLostError::reason_name(reason), detail.empty() ? "" : ": ", detail);
+                    NodeLostError::reason_name(reason), detail.empty() ? "" : ": ", shown(detail));
     if (c.signal > 0) {
         const char* abbrev = ::sigabbrev_np(c.signal);
         s += fmt::format("\n  {}{} (signal {})", abbrev ? "SIG" : "", abbrev ? abbrev : "signal",
@@ -35,22 +59,23 @@ std::string lost_what(int node, const std::string& instance_id, NodeLostError::R
         if (c.crashed_elsewhere)
             s += " in another call the worker ran at the same time";
         else if (!c.function.empty())
-            s += " while running " + c.function;
+            s += " while running " + shown(c.function);
         if (!c.stack.empty()) s += ", innermost frame first:";
         for (std::size_t i = 0; i < c.stack.size() && i < shown_frames; ++i) {
             const auto& f = c.stack[i];
-            s += fmt::format("\n    #{} {}", i, f.function.empty() ? "??" : f.function);
-            if (!f.file.empty()) s += fmt::format(" at {}:{}", f.file, f.line);
+            s += fmt::format("\n    #{} {}", i, f.function.empty() ? "??" : shown(f.function));
+            if (!f.file.empty()) s += fmt::format(" at {}:{}", shown(f.file), f.line);
         }
         if (c.stack.size() > shown_frames)
             s += fmt::format("\n    ... {} more", c.stack.size() - shown_frames);
     }
     if (!c.remote_log.empty()) {
         s += c.function.empty() ? std::string("\n  last output:")
-                                : fmt::format("\n  last output of {}:", c.function);
+                                : fmt::format("\n  last output of {}:", shown(c.function));
         const std::size_t from =
             c.remote_log.size() > shown_lines ? c.remote_log.size() - shown_lines : 0;
-        for (std::size_t i = from; i < c.remote_log.size(); ++i) s += "\n    " + c.remote_log[i];
+        for (std::size_t i = from; i < c.remote_log.size(); ++i)
+            s += "\n    " + shown(c.remote_log[i]);
     }
     return s;
 }

@@ -6,6 +6,7 @@
 // blocking pool, never on an I/O thread.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,13 @@ struct NodeStart {
     Instance instance;
     std::unique_ptr<io::Stream> stream;
     std::string token;
+    /// The stream crosses a network sky does not otherwise encrypt (Slurm's cluster network):
+    /// the worker must seal it (runtime/auth.hpp), else the handshake fails.
+    bool seal = false;
+    /// Variables the worker sets in its environment once its client is in, before its worker
+    /// processes start and any call runs: they travel in the (sealed) hello instead of on the
+    /// node's launch (a provider whose launch crosses such a network in clear).
+    std::map<std::string, std::string> env;
 };
 
 /// Why a node's connection ended.

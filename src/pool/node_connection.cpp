@@ -6,6 +6,7 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/system/errc.hpp>
 #include <cstring>
 
 namespace sky::detail {
@@ -54,7 +55,11 @@ std::int64_t now_ns() { return NodeConnection::Clock::now().time_since_epoch().c
 }  // namespace
 
 NodeConnection::NodeConnection(std::unique_ptr<io::Stream> stream, std::string name)
-    : stream_(std::move(stream)), name_(std::move(name)), timer_(stream_->get_executor()) {}
+    : stream_(std::make_unique<io::SealedStream>(std::move(stream))),
+      name_(std::move(name)),
+      timer_(stream_->get_executor()) {
+    sealed_ = static_cast<io::SealedStream*>(stream_.get());
+}
 
 NodeConnection::~NodeConnection() { stream_->close(); }
 
@@ -138,6 +143,9 @@ void NodeConnection::on_read(boost::system::error_code ec, std::size_t n) {
     // A frame cut off by the end of the stream is a worker that died mid-write, not one that
     // broke the protocol: the backend tells why it ended.
     const std::string failure = stream_->failure();
+    // A sealed record that failed authentication: the bytes are not the worker's.
+    if (ec == boost::system::errc::bad_message)
+        return end(End::protocol, fmt::format("{}: {}", stream_->describe(), failure));
     if (ec == boost::asio::error::eof || ec == boost::asio::error::operation_aborted)
         return end(End::closed, failure.empty() ? "the worker closed the connection" : failure);
     end(End::failed, failure.empty()
@@ -193,6 +201,11 @@ void NodeConnection::handle(Frame& f) {
     }
     try {
         Buffer answer = handshake_->on_frame(f, Clock::now());
+        if (auto keys = handshake_->take_keys()) {
+            // Every byte after the worker's proof is sealed, those read with it too.
+            sealed_->seal(*keys, {in_.data() + in_pos_, in_end_ - in_pos_});
+            in_pos_ = in_end_ = 0;
+        }
         if (!answer.empty()) {
             Outgoing o;
             o.small = std::move(answer);

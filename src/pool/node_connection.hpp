@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "io/sealed.hpp"
 #include "io/stream.hpp"
 #include "runtime/client_channel.hpp"
 
@@ -96,7 +97,8 @@ private:
     void end(End kind, const std::string& why);
     void handshake_failed(std::exception_ptr e);
 
-    std::unique_ptr<io::Stream> stream_;
+    std::unique_ptr<io::Stream> stream_;  ///< an io::SealedStream over the backend's stream
+    io::SealedStream* sealed_ = nullptr;  ///< the same, sealed once the handshake says so
     std::string name_;
     boost::asio::steady_timer timer_;  ///< the handshake's bounds; on the strand
 

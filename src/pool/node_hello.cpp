@@ -25,6 +25,11 @@ ClientHello node_hello(const PoolSpec& spec, const NodeHelloFacts& facts) {
     ch.session = facts.session;
     ch.resume = facts.resume;
     ch.reconnect_bound_s = facts.reconnect_wait.count();
+    if (facts.env && !facts.resume)
+        for (const auto& [k, v] : *facts.env) {
+            ch.env_names.push_back(k);
+            ch.env_values.push_back(v);
+        }
     // SKY_METRICS_INTERVAL_MS shortens the sampling interval (tests, dashboards).
     if (const char* iv = std::getenv("SKY_METRICS_INTERVAL_MS"))
         ch.metrics_interval_ms = std::atoll(iv);

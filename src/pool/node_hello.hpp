@@ -4,6 +4,7 @@
 // here, so that the supervisor (pool_core.cpp) decides when to connect and this file what the
 // worker is told.
 #include <chrono>
+#include <map>
 #include <string>
 
 #include "runtime/protocol.hpp"
@@ -23,6 +24,8 @@ struct NodeHelloFacts {
     /// How long the worker waits for its client after a drop; zero for a worker that cannot be
     /// reached again (it ends at once, as after a shutdown).
     std::chrono::seconds reconnect_wait{0};
+    /// Variables the worker sets once connected (NodeStart::env), sent on a first connection.
+    const std::map<std::string, std::string>* env = nullptr;
 };
 
 /// The hello for one node's worker.

@@ -344,6 +344,7 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
         if (!resume) {
             // A fresh worker: a session of its own.
             n.token = s.token;
+            n.seal = s.seal;
             n.session = random_hex(16);
             n.resumable = resumable;
         }
@@ -352,6 +353,7 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
     if (!resume) cost_started(instance);
     ClientChannel::Handshake h;
     h.token = s.token;
+    h.seal = s.seal;
     // A worker answers in well under a second. One silent for as long as a node may go without
     // its client (idle_timeout) is treated as gone, within [5 s, 60 s]; a resumed one within
     // what is left of its reconnect window.
@@ -372,7 +374,8 @@ void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)
                               .session = session,
                               .resume = resume,
                               .reconnect_wait = resumable ? reconnect_bound + worker_wait_margin
-                                                          : std::chrono::seconds(0)});
+                                                          : std::chrono::seconds(0),
+                              .env = &s.env});
     std::weak_ptr<PoolCore> weak = weak_from_this();
     conn->start(
         std::move(h),
@@ -741,6 +744,7 @@ void PoolCore::reconnect_attempt(int i) {
         last_error = w->resume_error;
         s.instance = n.instance;
         s.token = n.token;
+        s.seal = n.seal;
     }
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero())

@@ -54,6 +54,8 @@ struct NodeSlot {
     /// connection that comes back after a drop proves the one and resumes the other.
     std::string token;
     std::string session;
+    /// The worker seals its stream (NodeStart::seal): a resumed connection must too.
+    bool seal = false;
     /// The backend can reach this node's worker again after its connection drops.
     bool resumable = false;
     /// Why the node was last lost: a call made when no node is left fails with it.

@@ -16,9 +16,11 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "sky/errors.hpp"
+#include "util/encoding.hpp"
 
 namespace sky::detail {
 
@@ -39,6 +41,137 @@ AuthBlock auth_mac(std::string_view token, char tag, const AuthBlock& a, const A
 bool auth_equal(const AuthBlock& a, const AuthBlock& b) noexcept {
     return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
+
+namespace {
+
+AuthBlock hmac_of(std::string_view key, std::span<const std::byte> msg) {
+    AuthBlock out{};
+    unsigned int len = 0;
+    if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+              reinterpret_cast<const unsigned char*>(msg.data()), msg.size(),
+              reinterpret_cast<unsigned char*>(out.data()), &len) ||
+        len != out.size())
+        throw Error("HMAC-SHA256 failed (OpenSSL)");
+    return out;
+}
+
+std::string_view as_text(const AuthBlock& b) {
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+// tag || the blocks, in order.
+std::vector<std::byte> joined(char tag, std::initializer_list<const AuthBlock*> parts) {
+    std::vector<std::byte> m;
+    if (tag) m.push_back(static_cast<std::byte>(tag));
+    for (auto* p : parts) m.insert(m.end(), p->begin(), p->end());
+    return m;
+}
+
+EVP_PKEY* pkey(void* p) { return static_cast<EVP_PKEY*>(p); }
+
+}  // namespace
+
+X25519Key::X25519Key() : key_(nullptr) {
+    EVP_PKEY_CTX* c = EVP_PKEY_CTX_new_id(EVP_PKEY_X25519, nullptr);
+    EVP_PKEY* k = nullptr;
+    const bool ok = c && EVP_PKEY_keygen_init(c) == 1 && EVP_PKEY_keygen(c, &k) == 1;
+    EVP_PKEY_CTX_free(c);
+    if (!ok) throw Error("OpenSSL: cannot make an X25519 key");
+    key_ = k;
+}
+
+X25519Key::~X25519Key() { EVP_PKEY_free(pkey(key_)); }
+
+AuthBlock X25519Key::public_key() const {
+    AuthBlock out{};
+    std::size_t len = out.size();
+    if (EVP_PKEY_get_raw_public_key(pkey(key_), reinterpret_cast<unsigned char*>(out.data()),
+                                    &len) != 1 ||
+        len != out.size())
+        throw Error("OpenSSL: cannot read an X25519 public key");
+    return out;
+}
+
+AuthBlock X25519Key::agree(const AuthBlock& peer) const {
+    EVP_PKEY* p = EVP_PKEY_new_raw_public_key(
+        EVP_PKEY_X25519, nullptr, reinterpret_cast<const unsigned char*>(peer.data()), peer.size());
+    if (!p) throw ProtocolError("authentication failed: the peer's X25519 key is malformed");
+    EVP_PKEY_CTX* c = EVP_PKEY_CTX_new(pkey(key_), nullptr);
+    AuthBlock out{};
+    std::size_t len = out.size();
+    const bool ok = c && EVP_PKEY_derive_init(c) == 1 && EVP_PKEY_derive_set_peer(c, p) == 1 &&
+                    EVP_PKEY_derive(c, reinterpret_cast<unsigned char*>(out.data()), &len) == 1 &&
+                    len == out.size();
+    EVP_PKEY_CTX_free(c);
+    EVP_PKEY_free(p);
+    const AuthBlock zero{};
+    // OpenSSL refuses a low-order point (an all-zero secret); checked again, cheaply.
+    if (!ok || auth_equal(out, zero))
+        throw ProtocolError("authentication failed: the peer's X25519 key gives no secret");
+    return out;
+}
+
+AuthBlock hkdf_sha256(std::string_view salt, std::span<const std::byte> ikm,
+                      std::span<const std::byte> info) {
+    const AuthBlock prk = hmac_of(salt, ikm);
+    std::vector<std::byte> m(info.begin(), info.end());
+    m.push_back(std::byte{1});
+    AuthBlock out = hmac_of(as_text(prk), m);
+    OPENSSL_cleanse(const_cast<std::byte*>(prk.data()), prk.size());
+    return out;
+}
+
+std::string agreed_token(const X25519Key& mine, const AuthBlock& peer) {
+    AuthBlock shared = mine.agree(peer);
+    static constexpr char info[] = "sky token v1";
+    const AuthBlock t = hkdf_sha256("sky", shared, std::as_bytes(std::span(info, sizeof info - 1)));
+    OPENSSL_cleanse(shared.data(), shared.size());
+    return hex_encode(as_text(t));
+}
+
+std::string public_key_text(const AuthBlock& key) { return "x25519:" + hex_encode(as_text(key)); }
+
+std::optional<AuthBlock> parse_public_key(std::string_view text) {
+    constexpr std::string_view prefix = "x25519:";
+    if (text.substr(0, prefix.size()) != prefix || text.size() != prefix.size() + 64)
+        return std::nullopt;
+    AuthBlock out{};
+    auto digit = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        return -1;
+    };
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const int hi = digit(text[prefix.size() + 2 * i]),
+                  lo = digit(text[prefix.size() + 2 * i + 1]);
+        if (hi < 0 || lo < 0) return std::nullopt;
+        out[i] = static_cast<std::byte>(hi * 16 + lo);
+    }
+    return out;
+}
+
+namespace {
+
+// The stream's keys of one end (`client`: the client's), from the ephemeral secret and the
+// transcript Nw || Ew || Nc || Ec, salted with the token.
+io::SealKeys stream_keys(std::string_view token, AuthBlock shared,
+                         std::span<const std::byte> transcript, bool client) {
+    auto key = [&](std::string_view label) {
+        std::vector<std::byte> info(
+            reinterpret_cast<const std::byte*>(label.data()),
+            reinterpret_cast<const std::byte*>(label.data()) + label.size());
+        info.insert(info.end(), transcript.begin(), transcript.end());
+        return hkdf_sha256(token, shared, info);
+    };
+    const AuthBlock c2w = key("sky c2w v1"), w2c = key("sky w2c v1");
+    OPENSSL_cleanse(shared.data(), shared.size());
+    io::SealKeys k;
+    k.seal = client ? c2w : w2c;
+    k.open = client ? w2c : c2w;
+    return k;
+}
+
+}  // namespace
 
 namespace {
 
@@ -74,6 +207,35 @@ ClientAuthAnswer client_auth_answer(std::string_view token, const AuthBlock& nw)
     return {auth_frame({&nc, &mine}), auth_mac(token, 'w', nc, nw)};
 }
 
+ClientAuthAnswer client_auth_answer(std::string_view token, const Frame& challenge,
+                                    bool need_seal) {
+    if (challenge.header.type == MsgType::auth && (challenge.header.flags & auth_flag_seal) &&
+        challenge.payload.size() == 2 * sizeof(AuthBlock)) {
+        AuthBlock nw{}, ew{}, nc{};
+        std::memcpy(nw.data(), challenge.payload.data(), nw.size());
+        std::memcpy(ew.data(), challenge.payload.data() + nw.size(), ew.size());
+        random_bytes(nc);
+        const X25519Key e;
+        const AuthBlock ec = e.public_key();
+        const AuthBlock shared = e.agree(ew);
+        const auto transcript = joined(0, {&nw, &ew, &nc, &ec});
+        const AuthBlock mine = hmac_of(token, joined('C', {&nw, &ew, &nc, &ec}));
+        ClientAuthAnswer a;
+        a.frame.resize(frame_header_size);
+        encode_header(a.frame.data(), MsgType::auth, 0, auth_sealed_answer, auth_flag_seal);
+        for (const AuthBlock* p : std::initializer_list<const AuthBlock*>{&nc, &ec, &mine})
+            a.frame.append(p->data(), p->size());
+        a.expected_proof = hmac_of(token, joined('W', {&nc, &ec, &nw, &ew}));
+        a.keys = stream_keys(token, shared, transcript, true);
+        return a;
+    }
+    if (need_seal && challenge.header.type == MsgType::auth)
+        auth_failed(
+            "the worker does not encrypt its stream (a plain challenge), and this connection "
+            "crosses a network sky does not otherwise encrypt");
+    return client_auth_answer(token, worker_auth_block(challenge, "challenge"));
+}
+
 void check_worker_proof(const ClientAuthAnswer& answer, const AuthBlock& proof) {
     if (!auth_equal(proof, answer.expected_proof))
         auth_failed("the worker's proof does not match this pool's token (not our worker)");
@@ -81,7 +243,13 @@ void check_worker_proof(const ClientAuthAnswer& answer, const AuthBlock& proof) 
 
 void client_authenticate(Transport& t, FrameReader& reader, std::string_view token,
                          std::chrono::milliseconds timeout) {
-    auto read_auth = [&](const char* what) {
+    (void)client_authenticate(t, reader, token, timeout, false);
+}
+
+std::optional<io::SealKeys> client_authenticate(Transport& t, FrameReader& reader,
+                                                std::string_view token,
+                                                std::chrono::milliseconds timeout, bool need_seal) {
+    auto read_frame = [&](const char* what) {
         if (!reader.has_buffered_frame() && !t.wait_readable(timeout))
             throw Error(
                 fmt::format("no {} from the worker within {} s", what,
@@ -94,12 +262,13 @@ void client_authenticate(Transport& t, FrameReader& reader, std::string_view tok
             auth_failed(fmt::format("bad {} from the peer: {}", what, e.what()));
         }
         if (!got) throw Error(fmt::format("the worker closed the connection before its {}", what));
-        return worker_auth_block(f, what);
+        return f;
     };
-    const ClientAuthAnswer answer = client_auth_answer(token, read_auth("challenge"));
+    const ClientAuthAnswer answer = client_auth_answer(token, read_frame("challenge"), need_seal);
     std::span<const std::byte> one[] = {answer.frame.span()};
     t.write_all(one);
-    check_worker_proof(answer, read_auth("proof"));
+    check_worker_proof(answer, worker_auth_block(read_frame("proof"), "proof"));
+    return answer.keys;
 }
 
 namespace {
@@ -108,7 +277,8 @@ namespace {
 struct Pending {
     int fd = -1;
     AuthBlock nw{};
-    std::array<std::byte, frame_header_size + auth_max_frame> in{};
+    std::shared_ptr<X25519Key> e;  // a sealing worker's ephemeral key for this peer
+    std::array<std::byte, frame_header_size + auth_sealed_answer> in{};
     std::size_t have = 0;
     std::chrono::steady_clock::time_point until;
     std::chrono::steady_clock::time_point since;  // accepted at (the oldest silent goes first)
@@ -149,14 +319,26 @@ void set_blocking(int fd, bool blocking) {
     if (fl >= 0) ::fcntl(fd, F_SETFL, blocking ? (fl & ~O_NONBLOCK) : (fl | O_NONBLOCK));
 }
 
-// Sends a fresh challenge; false when the peer is already gone.
-bool start(Pending& p, std::chrono::milliseconds per_peer) {
+// Sends a fresh challenge (sealing: with a fresh ephemeral key); false when the peer is
+// already gone.
+bool start(Pending& p, std::chrono::milliseconds per_peer, bool seal) {
     random_bytes(p.nw);
     p.until = std::chrono::steady_clock::now() + per_peer;
-    // The challenge is 56 bytes on a fresh socket: it fits in the send buffer, so a blocking
-    // write cannot stall here; the socket is made non-blocking for the reads that follow.
+    Buffer challenge;
+    if (seal) {
+        p.e = std::make_shared<X25519Key>();
+        const AuthBlock ew = p.e->public_key();
+        challenge = auth_frame({&p.nw, &ew});
+        FrameHeader h = decode_header(challenge.data(), auth_max_frame);
+        encode_header(challenge.data(), MsgType::auth, 0, h.length, auth_flag_seal);
+    } else {
+        challenge = auth_frame({&p.nw});
+    }
+    // The challenge is at most 88 bytes on a fresh socket: it fits in the send buffer, so a
+    // blocking write cannot stall here; the socket is made non-blocking for the reads that
+    // follow.
     set_blocking(p.fd, true);
-    bool ok = send_all(p.fd, auth_frame({&p.nw}));
+    bool ok = send_all(p.fd, challenge);
     set_blocking(p.fd, false);
     return ok;
 }
@@ -164,10 +346,14 @@ bool start(Pending& p, std::chrono::milliseconds per_peer) {
 enum class Step { more, done, failed };
 
 // Reads what the peer sent (never more than its answer, so nothing after it is consumed) and
-// checks it once complete.
-Step advance(Pending& p, std::string_view token, std::string& why) {
+// checks it once complete; a sealing worker's `keys` get the stream's keys.
+Step advance(Pending& p, std::string_view token, std::string& why,
+             std::optional<io::SealKeys>* keys) {
+    const bool seal = p.e != nullptr;
+    const std::size_t answer = seal ? auth_sealed_answer : auth_max_frame;
+    const std::size_t whole = frame_header_size + answer;
     for (;;) {
-        ssize_t n = ::recv(p.fd, p.in.data() + p.have, p.in.size() - p.have, 0);
+        ssize_t n = ::recv(p.fd, p.in.data() + p.have, whole - p.have, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Step::more;
         if (n <= 0) {
@@ -177,8 +363,11 @@ Step advance(Pending& p, std::string_view token, std::string& why) {
         p.have += static_cast<std::size_t>(n);
         if (p.have >= frame_header_size) {
             try {
-                FrameHeader h = decode_header(p.in.data(), auth_max_frame);
-                if (h.type != MsgType::auth || h.length != auth_max_frame)
+                FrameHeader h = decode_header(p.in.data(), auth_sealed_answer);
+                if (h.type == MsgType::auth && seal != ((h.flags & auth_flag_seal) != 0))
+                    throw ProtocolError(seal ? "a plain answer: this worker seals its stream"
+                                             : "a sealed answer to a plain challenge");
+                if (h.type != MsgType::auth || h.length != answer)
                     throw ProtocolError(fmt::format("a {} frame of {} bytes instead of the answer",
                                                     msg_type_name(h.type), h.length));
             } catch (const std::exception& e) {
@@ -186,15 +375,34 @@ Step advance(Pending& p, std::string_view token, std::string& why) {
                 return Step::failed;
             }
         }
-        if (p.have < p.in.size()) continue;
-        AuthBlock nc{}, mac{};
-        std::memcpy(nc.data(), p.in.data() + frame_header_size, nc.size());
-        std::memcpy(mac.data(), p.in.data() + frame_header_size + nc.size(), mac.size());
-        if (!auth_equal(mac, auth_mac(token, 'c', p.nw, nc))) {
-            why = "wrong HMAC (the peer does not hold the pool token)";
-            return Step::failed;
+        if (p.have < whole) continue;
+        AuthBlock nc{}, ec{}, mac{};
+        const std::byte* at = p.in.data() + frame_header_size;
+        std::memcpy(nc.data(), at, nc.size());
+        if (seal) std::memcpy(ec.data(), at + nc.size(), ec.size());
+        std::memcpy(mac.data(), at + answer - mac.size(), mac.size());
+        AuthBlock proof{};
+        if (seal) {
+            const AuthBlock ew = p.e->public_key();
+            if (!auth_equal(mac, hmac_of(token, joined('C', {&p.nw, &ew, &nc, &ec})))) {
+                why = "wrong HMAC (the peer does not hold the pool token)";
+                return Step::failed;
+            }
+            try {
+                *keys =
+                    stream_keys(token, p.e->agree(ec), joined(0, {&p.nw, &ew, &nc, &ec}), false);
+            } catch (const std::exception& e) {
+                why = e.what();
+                return Step::failed;
+            }
+            proof = hmac_of(token, joined('W', {&nc, &ec, &p.nw, &ew}));
+        } else {
+            if (!auth_equal(mac, auth_mac(token, 'c', p.nw, nc))) {
+                why = "wrong HMAC (the peer does not hold the pool token)";
+                return Step::failed;
+            }
+            proof = auth_mac(token, 'w', nc, p.nw);
         }
-        const AuthBlock proof = auth_mac(token, 'w', nc, p.nw);
         set_blocking(p.fd, true);
         if (!send_all(p.fd, auth_frame({&proof}))) {
             why = "it closed the connection before the worker's proof";
@@ -218,7 +426,17 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
                         std::chrono::milliseconds per_peer,
                         const std::function<void(const std::string&)>& note,
                         std::string_view allow_from) {
+    return worker_authenticate(listen_fd, fd, token, deadline, per_peer, note, allow_from, nullptr);
+}
+
+int worker_authenticate(int listen_fd, int fd, std::string_view token,
+                        std::chrono::steady_clock::time_point deadline,
+                        std::chrono::milliseconds per_peer,
+                        const std::function<void(const std::string&)>& note,
+                        std::string_view allow_from, std::optional<io::SealKeys>* keys,
+                        int wake_fd) {
     using Clock = std::chrono::steady_clock;
+    const bool seal = keys != nullptr;
     // Bounded so that a flood of connections costs a fixed amount of memory and descriptors.
     // A peer that has sent bytes of its answer is never dropped for a newcomer (it may be the
     // client half-way through); a silent one may be, but only for a newcomer from its own
@@ -261,7 +479,7 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
     if (listen_fd < 0) {
         pending.push_back({});
         pending.back().fd = fd;
-        if (!start(pending.back(), per_peer)) {
+        if (!start(pending.back(), per_peer, seal)) {
             note("the client closed the connection before the challenge");
             close_all();
             return -1;
@@ -286,6 +504,7 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
         std::vector<pollfd> fds;
         if (listen_fd >= 0) fds.push_back({listen_fd, POLLIN, 0});
         for (auto& p : pending) fds.push_back({p.fd, POLLIN, 0});
+        if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
         // Never negative: poll would wait forever.
         int r =
@@ -296,6 +515,11 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
             return -1;
         }
         if (r <= 0) continue;
+        if (wake_fd >= 0 && (fds.back().revents & POLLIN)) {
+            close_all();
+            return -1;
+        }
+        if (wake_fd >= 0) fds.pop_back();
         std::size_t first = 0;
         if (listen_fd >= 0) {
             first = 1;
@@ -340,7 +564,7 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
                     }
                 }
                 if (room != pending.size()) drop(room, "too many connections at once");
-                if (start(p, per_peer)) {
+                if (start(p, per_peer, seal)) {
                     pending.push_back(p);
                 } else {
                     note("dropped a connection that closed before the challenge");
@@ -355,7 +579,7 @@ int worker_authenticate(int listen_fd, int fd, std::string_view token,
             while (i < pending.size() && pending[i].fd != fds[k].fd) ++i;
             if (i == pending.size()) continue;  // dropped in this round
             std::string why;
-            switch (advance(pending[i], token, why)) {
+            switch (advance(pending[i], token, why, keys)) {
                 case Step::more:
                     break;
                 case Step::failed:

@@ -53,7 +53,7 @@ Buffer ClientHandshake::on_frame(const Frame& f, Clock::time_point now) {
     switch (stage_) {
         case Stage::challenge:
             try {
-                answer_ = client_auth_answer(h_.token, worker_auth_block(f, "challenge"));
+                answer_ = client_auth_answer(h_.token, f, h_.seal);
             } catch (const ProtocolError& e) {
                 throw ProtocolError(fmt::format("{}: {}", name_, e.what()));
             }
@@ -209,6 +209,12 @@ WorkerReady ClientChannel::handshake(const Handshake& h) {
         }
         if (!got) steps.ended();
         Buffer answer = steps.on_frame(f, Clock::now());
+        if (auto keys = steps.take_keys()) {
+            // Everything after the worker's proof is sealed, what this reader holds already too.
+            const auto rest = reader->take_buffered();
+            transport_ = std::make_unique<io::SealedTransport>(std::move(transport_), *keys, rest);
+            reader = std::make_unique<FrameReader>(*transport_, limit);
+        }
         if (answer.empty()) continue;
         try {
             write_bytes(answer.span());

@@ -59,6 +59,9 @@ public:
     /// What the handshake sends and how long it waits.
     struct Handshake {
         std::string token;  ///< the worker proves it holds it; it never travels
+        /// The stream crosses a network sky does not otherwise encrypt: a worker that does not
+        /// seal it (runtime/auth.hpp) is refused.
+        bool seal = false;
         ClientHello hello;
         /// How long the worker may take to authenticate and send its hello.
         std::chrono::seconds hello_bound{60};
@@ -130,6 +133,12 @@ public:
     /// True once the worker's ready frame was checked: ready() holds it.
     [[nodiscard]] bool done() const noexcept { return stage_ == Stage::done; }
     [[nodiscard]] const WorkerReady& ready() const noexcept { return ready_; }
+    /// Once the worker's proof is checked: the sealed stream's keys, when the worker seals.
+    /// Every byte after the proof, both ways, then travels sealed (io/sealed.hpp): the driver
+    /// turns its stream's cipher on before it reads or writes anything else. Taken once.
+    [[nodiscard]] std::optional<io::SealKeys> take_keys() noexcept {
+        return stage_ == Stage::hello ? std::exchange(answer_.keys, std::nullopt) : std::nullopt;
+    }
 
     /// Throws the error for a frame the reader could not decode (its ProtocolError `e`).
     [[noreturn]] void bad_frame(const std::exception& e) const;

@@ -112,6 +112,13 @@ bool FrameReader::has_buffered_frame() const noexcept {
     return avail - frame_header_size >= len;
 }
 
+std::vector<std::byte> FrameReader::take_buffered() {
+    std::vector<std::byte> out(buf_.data() + pos_, buf_.data() + buf_.size());
+    buf_.clear();
+    pos_ = 0;
+    return out;
+}
+
 bool FrameReader::next(Frame& f) {
     if (!fill(frame_header_size)) {
         if (buf_.size() - pos_ == 0) return false;

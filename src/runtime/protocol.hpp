@@ -121,6 +121,9 @@ public:
     bool next(Frame& f);
     /// True when a whole frame is already buffered (next() will not block).
     [[nodiscard]] bool has_buffered_frame() const noexcept;
+    /// Takes the bytes read past the last frame (a sealed stream's first records, read with
+    /// the handshake's last clear frame); the reader is empty after.
+    [[nodiscard]] std::vector<std::byte> take_buffered();
 
 private:
     bool fill(std::size_t need);
@@ -254,13 +257,18 @@ struct ClientHello {
     /// after the connection dropped, running its calls and keeping their results; 0: it does
     /// not wait (it ends as when the client said shutdown, its running calls abandoned).
     std::int64_t reconnect_bound_s = 30;
+    /// Variables the worker sets in its environment on the first connection, before its worker
+    /// processes start (names and values in order): the pool's environment where the node's
+    /// launch crosses a network in clear and this stream is sealed (Slurm).
+    std::vector<std::string> env_names;
+    std::vector<std::string> env_values;
 
     template <class A>
     void serialize(A& ar) {
         ar(protocol, pool_id, instance_id, node, total_nodes, concurrency, head_addr, head_port,
            accelerators, idle_timeout_s, hard_timeout_s, collect_metrics, metrics_interval_ms,
            max_frame, accelerator, private_addr, worker, workers, session, resume,
-           reconnect_bound_s);
+           reconnect_bound_s, env_names, env_values);
     }
 };
 

@@ -28,6 +28,7 @@ constexpr const char* ready_fd_var = "SKY_WORKER_READY_FD";
 constexpr const char* accept_timeout_var = "SKY_WORKER_ACCEPT_TIMEOUT";
 constexpr const char* crash_file_var = "SKY_WORKER_CRASH_FILE";
 constexpr const char* allow_from_var = "SKY_WORKER_ALLOW_FROM";
+constexpr const char* seal_var = "SKY_WORKER_SEAL";
 constexpr const char* parent_pid_var = "SKY_PARENT_PID";
 constexpr const char* parent_pool_var = "SKY_PARENT_POOL";
 
@@ -86,6 +87,7 @@ std::vector<std::string> WorkerLaunch::env() const {
     if (accept_timeout) add(accept_timeout_var, std::to_string(accept_timeout->count()));
     add(crash_file_var, crash_file);
     add(allow_from_var, allow_from);
+    if (seal) add(seal_var, "1");
     if (parent_pid > 0) add(parent_pid_var, std::to_string(parent_pid));
     add(parent_pool_var, parent_pool);
     return out;
@@ -137,6 +139,10 @@ WorkerLaunch WorkerLaunch::from_env(const std::function<const char*(const char*)
             ::inet_pton(AF_INET6, text.c_str(), &a) != 1)
             malformed(allow_from_var, v, "an IPv4 or IPv6 address");
         l.allow_from = text;
+    }
+    if (auto v = get(seal_var); !v.empty()) {
+        if (v != "1" && v != "0") malformed(seal_var, v, "1 or 0");
+        l.seal = v == "1";
     }
     if (auto v = get(accept_timeout_var); !v.empty())
         l.accept_timeout = std::chrono::seconds(whole_number(

@@ -22,7 +22,11 @@ struct WorkerLaunch {
     /// script).
     std::string token;
     /// SKY_WORKER_TOKEN_FILE: a 0600 file holding the token, which the worker reads and removes
-    /// (remote workers: no token in a script or on a command line).
+    /// (remote workers: no token in a script or on a command line). A file that holds the
+    /// client's public key instead (public_key_text, runtime/auth.hpp) means: agree on the
+    /// token (agreed_token) with a key of the worker's own, whose public half goes into the
+    /// port file after the port ("PORT x25519:..."): only public keys travel to and from the
+    /// node.
     std::string token_file;
     /// SKY_WORKER_PORT_FILE: where a listening worker writes its port ("unix" for a socket).
     std::string port_file;
@@ -41,6 +45,9 @@ struct WorkerLaunch {
     /// SKY_WORKER_ALLOW_FROM: the one IP address a listening worker accepts connections from
     /// (where its client's connection comes from, when the launcher knows it); empty: any.
     std::string allow_from;
+    /// SKY_WORKER_SEAL ("1"): a listening worker whose stream crosses a network sky does not
+    /// otherwise encrypt: it answers only a client that seals the stream (runtime/auth.hpp).
+    bool seal = false;
     /// SKY_PARENT_PID (> 0): the client's process; the worker dies with it. 0: none.
     long parent_pid = 0;
     /// SKY_PARENT_POOL: the pool of a worker this machine's client started (Local): `sky gc`

@@ -77,6 +77,13 @@ void check_volumes(const std::vector<Volume>& volumes, std::vector<std::string>&
                 s3.bucket));
         if (has_control_char(s3.prefix))
             problems.push_back(fmt::format("{}prefix has a control character", at));
+        // In a minted key's session policy a prefix is an IAM pattern: '*' and '?' match
+        // more than the prefix, "${...}" is a policy variable.
+        if (s3.prefix.find_first_of("*?$") != std::string::npos)
+            problems.push_back(fmt::format(
+                "{}prefix \"{}\" has '*', '?' or '$', which a scoped key's policy would read as "
+                "a wildcard or a variable reaching other keys of the bucket",
+                at, s3.prefix));
         if (s3.access_key_id.empty() != s3.secret_access_key.empty() ||
             (!s3.session_token.empty() && s3.access_key_id.empty()))
             problems.push_back(fmt::format(
@@ -143,10 +150,21 @@ std::string volume_policy(const std::vector<const S3Volume*>& volumes) {
         nlohmann::json list = {{"Effect", "Allow"},
                                {"Action", {"s3:ListBucket", "s3:GetBucketLocation"}},
                                {"Resource", bucket}};
-        // s3fs lists the mounted prefix (and asks for the bucket's root when it starts).
-        if (!p.empty())
-            list["Condition"] = {{"StringLike", {{"s3:prefix", {"", p, p + "/", p + "/*"}}}}};
-        statements.push_back(std::move(list));
+        if (!p.empty()) {
+            // Under the prefix, with its slash: "p" alone would match "p-other/..." too.
+            list["Condition"] = {{"StringLike", {{"s3:prefix", {p + "/", p + "/*"}}}}};
+            statements.push_back(std::move(list));
+            // s3fs asks for the bucket's root and the prefix's own entry when it starts: those
+            // only one level deep (a delimiter), never every key of the bucket.
+            statements.push_back(
+                {{"Effect", "Allow"},
+                 {"Action", {"s3:ListBucket"}},
+                 {"Resource", bucket},
+                 {"Condition",
+                  {{"StringEquals", {{"s3:prefix", {"", p}}, {"s3:delimiter", {"/"}}}}}}});
+        } else {
+            statements.push_back(std::move(list));
+        }
         nlohmann::json actions = {"s3:GetObject"};
         if (!v->read_only)
             for (const char* a : {"s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",

@@ -116,6 +116,7 @@ public:
         s.instance.private_ip = "127.0.0.1";
         s.instance.public_ip = std::nullopt;
         s.token = w->token();
+        s.seal = local_seal();
         s.stream = w->connect_worker();
         emit(BootstrapCompleted{id});
         return s;

@@ -25,6 +25,11 @@ extern char** environ;
 
 namespace sky::detail {
 
+bool local_seal() {
+    const char* v = std::getenv("SKY_LOCAL_SEAL");
+    return v && std::string_view(v) == "1";
+}
+
 bool is_provider_credential(std::string_view name) {
     static constexpr std::string_view prefixes[] = {"AWS_", "VERDA_", "DATACRUNCH_"};
     static constexpr std::string_view names[] = {"RUNPOD_API_KEY",
@@ -88,6 +93,7 @@ void LocalWorker::start() {
     for (auto& v : WorkerLaunch{.fd = 3,
                                 .token = token,
                                 .crash_file = crash_file_in(crash_dir_),
+                                .seal = local_seal(),
                                 .parent_pid = ::getpid(),
                                 .parent_pool = pool_id_}
                        .env())

@@ -13,6 +13,12 @@
 
 namespace sky::detail {
 
+/// SKY_LOCAL_SEAL=1: Local workers seal their socket pair's stream as a Slurm worker seals its
+/// network stream (runtime/auth.hpp, io/sealed.hpp), so that the cipher's cost and behaviour are
+/// measured and tested on the same path as an unsealed pool (bench/seal, tests). Off by default:
+/// a socket pair crosses no network.
+bool local_seal();
+
 class LocalWorker final : public NodeHandle {
 public:
     /// Starts a worker for `spec` (its env and its image's env) in `workdir` (empty: the

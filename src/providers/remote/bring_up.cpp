@@ -194,7 +194,9 @@ std::string NodeBringUp::launcher_settings() const {
     s.run_dir = worker_dir_;
     s.image_env = image_home_ + "/env.sh";
     s.lib_dir = prog_dir_ + "/lib";
-    for (const auto& [k, v] : spec_.env) s.env.emplace_back(k, v);
+    if (!o_.seal)
+        for (const auto& [k, v] : spec_.env) s.env.emplace_back(k, v);
+    s.seal = o_.seal;
     s.listen = o_.listen_host.empty() ? "unix:" + socket_path_ : o_.listen_host + ":0";
     s.allow_from_variable = o_.allow_from_variable;
     s.accept_timeout_s = std::max(spec_.idle_timeout, o_.min_accept_timeout).count();
@@ -220,7 +222,14 @@ void NodeBringUp::launch(const std::function<void(Event)>& emit) {
     // the current file that it was superseded, and ends by itself.
     ++launches_;
     worker_dir_ = o_.worker_dir_per_launch ? fmt::format("{}/{}", run_dir_, launches_) : run_dir_;
-    token_ = random_hex(32);
+    // Sealed: the token file gets this end's public key; the worker answers with its own.
+    std::unique_ptr<X25519Key> key;
+    if (o_.seal) {
+        key = std::make_unique<X25519Key>();
+        token_ = public_key_text(key->public_key());
+    } else {
+        token_ = random_hex(32);
+    }
     port_ = 0;
     if (o_.listen_host.empty()) {
         // The worker listens on a Unix socket in this pool's 0700 directory: only this user
@@ -264,6 +273,19 @@ void NodeBringUp::launch(const std::function<void(Event)>& emit) {
              loader.empty() ? std::string("the worker did not start listening")
                             : "the worker could not start: " + loader,
              lines);
+    if (key) {
+        // "PORT x25519:<the worker's public key>"
+        const auto space = port->find(' ');
+        const auto theirs = parse_public_key(space == std::string::npos
+                                                 ? std::string_view{}
+                                                 : std::string_view(*port).substr(space + 1));
+        if (!theirs)
+            fail("worker",
+                 fmt::format("the worker announced no public key with its port ('{}')", *port),
+                 lines);
+        token_ = agreed_token(*key, *theirs);
+        port->resize(space);
+    }
     if (!o_.listen_host.empty()) {
         const int p = std::atoi(port->c_str());
         if (p <= 0 || p > 65535)

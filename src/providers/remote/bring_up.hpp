@@ -82,6 +82,11 @@ struct BringUpOptions {
     /// to learn whether it was superseded) never meets the next one's files. False: the worker
     /// files are in run_dir(), kept after a crash for exit_reason().
     bool worker_dir_per_launch = false;
+    /// The worker's stream crosses a network sky does not otherwise encrypt (Slurm's cluster
+    /// network): it is sealed (io/sealed.hpp), only public keys cross the launcher's stdin and
+    /// output (each end derives the token from them), and the pool's environment travels in the
+    /// sealed hello (NodeStart::env), not in the launcher's settings.
+    bool seal = false;
 };
 
 /// One node's bring-up over its shell. The shell outlives it. Each step throws BootstrapError

@@ -250,6 +250,11 @@ public:
         s.instance.instance_type = instance_type_;
         s.instance.private_ip = n.address;
         s.token = n.token;
+        // The login node -> compute node hop is plain TCP on the cluster network (and srun's
+        // stdin and output are in clear there): the stream is sealed, and the pool's
+        // environment travels in its hello, not on the step's stdin.
+        s.seal = true;
+        s.env = spec_.env;
         try {
             s.stream = login_->open_channel(n.address, port);
         } catch (const std::exception& e) {
@@ -875,6 +880,9 @@ private:
             o.release_on_idle = {"scancel", n.job};
             o.superseded_grace = kSupersededGrace;
             o.worker_dir_per_launch = true;
+            // The login node -> compute node hop is the cluster network, and srun's stdin and
+            // output cross it in clear: only public keys go there, the stream is sealed.
+            o.seal = true;
             o.start_launcher = [this, i](const std::vector<std::string>& argv,
                                          const std::string& settings) {
                 return start_step(i, argv, settings);

@@ -8,14 +8,23 @@
 
 namespace sky::detail {
 
-Connection::Connection(int fd, WorkerCore& core) : core_(core), t_(fd, "client connection") {}
+namespace {
+std::unique_ptr<Transport> transport_for(int fd, const std::optional<io::SealKeys>& keys) {
+    auto plain = std::make_unique<FdTransport>(fd, "client connection");
+    if (!keys) return plain;
+    return std::make_unique<io::SealedTransport>(std::move(plain), *keys);
+}
+}  // namespace
+
+Connection::Connection(int fd, WorkerCore& core, const std::optional<io::SealKeys>& keys)
+    : core_(core), t_(transport_for(fd, keys)) {}
 
 bool Connection::send(MsgType type, const Buffer& payload, const char* what) {
     try {
         Buffer f;
         append_frame(f, type, 0, payload.span());
         std::span<const std::byte> one[] = {f.span()};
-        t_.write_all(one);
+        t_->write_all(one);
     } catch (const std::exception& e) {
         core_.say(fmt::format("cannot send the {}: {}", what, e.what()));
         return false;
@@ -37,11 +46,11 @@ bool Connection::send_hello() {
 }
 
 bool Connection::read_hello(ClientHello& ch, std::chrono::milliseconds within) {
-    if (!t_.wait_readable(within)) {
+    if (!t_->wait_readable(within)) {
         core_.say(fmt::format("no hello from the client within {:g} s", within.count() / 1000.0));
         return false;
     }
-    reader_ = std::make_unique<FrameReader>(t_, 1 << 20);
+    reader_ = std::make_unique<FrameReader>(*t_, 1 << 20);
     Frame f;
     // Whatever the client sends, a bad hello ends this connection with a message, never an
     // exception out of sky::init (std::terminate) or an allocation its sizes ask for.

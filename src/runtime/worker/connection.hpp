@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 
+#include "io/sealed.hpp"
 #include "runtime/fd_transport.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/worker/core.hpp"
@@ -33,12 +35,13 @@ public:
     /// How serving ended.
     enum class End { shutdown, closed, broken };
 
-    /// Takes the authenticated descriptor `fd`.
-    Connection(int fd, WorkerCore& core);
+    /// Takes the authenticated descriptor `fd`; with `keys`, its stream is sealed from here on
+    /// (io/sealed.hpp).
+    Connection(int fd, WorkerCore& core, const std::optional<io::SealKeys>& keys = std::nullopt);
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
-    [[nodiscard]] Transport& transport() noexcept { return t_; }
+    [[nodiscard]] Transport& transport() noexcept { return *t_; }
 
     /// Sends the worker's hello (what it is and what it can run); false when it cannot.
     bool send_hello();
@@ -52,14 +55,14 @@ public:
     /// `out`, and flushes it before each wait. `heard` runs for every frame.
     End serve(FrameHandler& h, Outbox& out, const std::function<void()>& heard);
     /// Ends the connection both ways. Never throws.
-    void close() noexcept { t_.shutdown(); }
+    void close() noexcept { t_->shutdown(); }
 
 private:
     /// Writes one frame straight to the connection (the handshake's frames).
     bool send(MsgType type, const Buffer& payload, const char* what);
 
     WorkerCore& core_;
-    FdTransport t_;
+    std::unique_ptr<Transport> t_;  // the socket, sealed or not
     std::unique_ptr<FrameReader> reader_;
 };
 

@@ -80,20 +80,41 @@ std::string& argv0() {
         std::fprintf(stderr, "sky worker: no token: its file was missing, unreadable or empty\n");
         std::_Exit(2);
     }
+    // The client's public key instead of a token: the token is agreed with a key of this
+    // worker's own, whose public half goes into the port file (only public keys travel).
+    std::string own_public;
+    if (tok.rfind("x25519:", 0) == 0) {
+        const auto peer = parse_public_key(tok);
+        if (!peer) {
+            std::fprintf(stderr, "sky worker: the token file holds a malformed public key\n");
+            std::_Exit(2);
+        }
+        try {
+            const X25519Key mine;
+            own_public = public_key_text(mine.public_key());
+            tok = agreed_token(mine, *peer);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "sky worker: %s\n", e.what());
+            std::_Exit(2);
+        }
+    }
     // Wipe the value in the environment block too; the function's child processes need neither.
     WorkerLaunch::erase_token_from_env();
     int fd = -1;
     std::unique_ptr<Listener> listener;
+    std::optional<io::SealKeys> keys;
     if (launch.fd) {
         // A socketpair from a Local client: the same handshake as over the network, so a bug in
         // it cannot hide behind the provider that runs in the tests.
         try {
-            fd = worker_authenticate(-1, *launch.fd, tok,
-                                     std::chrono::steady_clock::now() + std::chrono::seconds(60),
-                                     std::chrono::seconds(60), [](const std::string& m) {
-                                         std::fprintf(stderr, "sky worker %d: %s\n",
-                                                      static_cast<int>(::getpid()), m.c_str());
-                                     });
+            fd = worker_authenticate(
+                -1, *launch.fd, tok, std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                std::chrono::seconds(60),
+                [](const std::string& m) {
+                    std::fprintf(stderr, "sky worker %d: %s\n", static_cast<int>(::getpid()),
+                                 m.c_str());
+                },
+                {}, launch.seal ? &keys : nullptr);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "sky worker: %s\n", e.what());
         }
@@ -103,11 +124,11 @@ std::string& argv0() {
         tok.clear();
     } else {
         const auto timeout = launch.accept_timeout.value_or(std::chrono::seconds(600));
-        listener = std::make_unique<Listener>(launch.listen, launch.allow_from);
+        listener = std::make_unique<Listener>(launch.listen, launch.allow_from, launch.seal);
         if (!listener->valid()) std::_Exit(5);
-        listener->write_port_file(launch.port_file);
-        if (launch.ready_fd) listener->write_port_to(*launch.ready_fd);
-        fd = listener->accept_authenticated(tok, std::chrono::steady_clock::now() + timeout);
+        listener->write_port_file(launch.port_file, own_public);
+        if (launch.ready_fd) listener->write_port_to(*launch.ready_fd, own_public);
+        fd = listener->accept_authenticated(tok, std::chrono::steady_clock::now() + timeout, &keys);
         if (fd < 0) {
             std::fprintf(stderr, "sky worker: no client authenticated within %lld s\n",
                          static_cast<long long>(timeout.count()));
@@ -118,7 +139,7 @@ std::string& argv0() {
         // connection (its hello says for how long; none: they go at once).
     }
     g_is_worker = true;
-    int code = run_worker(fd, launch, std::move(listener), std::move(tok));
+    int code = run_worker(fd, launch, std::move(listener), std::move(tok), keys);
     std::fflush(nullptr);
     ::_exit(code);
 }

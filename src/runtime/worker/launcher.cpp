@@ -513,6 +513,7 @@ private:
         l.heartbeat_file = (run_ / "heartbeat").string();
         l.crash_file = (run_ / "crash").string();
         l.accept_timeout = seconds(std::max<long long>(1, s_.accept_timeout_s));
+        l.seal = s_.seal;
         if (!s_.allow_from_variable.empty()) {
             const auto a = get_env(env, s_.allow_from_variable);
             if (!a.empty() && a.find_first_not_of("0123456789abcdefABCDEF.:") == std::string::npos)
@@ -899,6 +900,7 @@ std::string LaunchSettings::to_text() const {
     line("unmount_script", unmount_script);
     line("detach", detach ? "1" : "0");
     line("remove_run_dir_at_end", remove_run_dir_at_end ? "1" : "0");
+    line("seal", seal ? "1" : "0");
     t += "end\n";
     return t;
 }
@@ -961,6 +963,8 @@ LaunchSettings LaunchSettings::parse(std::string_view text) {
             s.detach = v == "1";
         else if (name == "remove_run_dir_at_end")
             s.remove_run_dir_at_end = v == "1";
+        else if (name == "seal")
+            s.seal = v == "1";
         else
             throw ConfigError("launcher settings: unknown setting '" + name.substr(0, 40) + "'");
     }

@@ -76,6 +76,9 @@ struct LaunchSettings {
     /// Remove the run directory whenever the worker ended (a Slurm step's own directory);
     /// false: only on expiry (the client is gone), so that `status` can answer after a crash.
     bool remove_run_dir_at_end = false;
+    /// The worker seals its stream (SKY_WORKER_SEAL, runtime/auth.hpp): `token` is then the
+    /// client's public key, and the port line carries the worker's.
+    bool seal = false;
 
     /// One "name value" line per setting (values escaped: "\\" and "\n"); env and argv words
     /// repeat their line.

@@ -23,8 +23,8 @@ void note_to_stderr(const std::string& msg) {
 }
 }  // namespace
 
-Listener::Listener(const std::string& where, std::string allow_from)
-    : allow_from_(std::move(allow_from)) {
+Listener::Listener(const std::string& where, std::string allow_from, bool seal)
+    : allow_from_(std::move(allow_from)), seal_(seal) {
     if (where.rfind("unix:", 0) == 0) {
         const std::string path = where.substr(5);
         sockaddr_un a{};
@@ -99,18 +99,20 @@ void Listener::close() noexcept {
     unix_path_.clear();
 }
 
-void Listener::write_port_file(const std::string& path) const {
+void Listener::write_port_file(const std::string& path, std::string_view extra) const {
     if (path.empty()) return;
     std::string tmp = path + ".tmp";
     if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-        std::fprintf(f, "%s\n", port_text_.c_str());
+        const std::string line = extra.empty() ? port_text_ : port_text_ + " " + std::string(extra);
+        std::fprintf(f, "%s\n", line.c_str());
         std::fclose(f);
         std::rename(tmp.c_str(), path.c_str());
     }
 }
 
-void Listener::write_port_to(int fd) const {
-    const std::string line = port_text_ + "\n";
+void Listener::write_port_to(int fd, std::string_view extra) const {
+    const std::string line =
+        (extra.empty() ? port_text_ : port_text_ + " " + std::string(extra)) + "\n";
     std::size_t at = 0;
     while (at < line.size()) {
         const ssize_t n = ::write(fd, line.data() + at, line.size() - at);
@@ -122,11 +124,14 @@ void Listener::write_port_to(int fd) const {
 }
 
 int Listener::accept_authenticated(std::string_view token,
-                                   std::chrono::steady_clock::time_point deadline) {
+                                   std::chrono::steady_clock::time_point deadline,
+                                   std::optional<io::SealKeys>* keys, int wake_fd) {
     if (fd_ < 0) return -1;
+    std::optional<io::SealKeys> unused;
     try {
         return worker_authenticate(fd_, -1, token, deadline, std::chrono::seconds(10),
-                                   note_to_stderr, allow_from_);
+                                   note_to_stderr, allow_from_,
+                                   seal_ ? (keys ? keys : &unused) : nullptr, wake_fd);
     } catch (const std::exception& e) {
         note_to_stderr(e.what());
         return -1;

@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <openssl/crypto.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/preemption.hpp"
@@ -18,8 +20,8 @@
 namespace sky::detail {
 
 Worker::Worker(int fd, const WorkerLaunch& launch, std::unique_ptr<Listener> listener,
-               std::string token)
-    : conn_(std::make_unique<Connection>(fd, core_)),
+               std::string token, const std::optional<io::SealKeys>& keys)
+    : conn_(std::make_unique<Connection>(fd, core_, keys)),
       out_(conn_->transport()),
       listener_(std::move(listener)),
       token_(std::move(token)),
@@ -34,6 +36,7 @@ Worker::Worker(int fd, const WorkerLaunch& launch, std::unique_ptr<Listener> lis
 
 Worker::~Worker() {
     close_door();
+    if (door_wake_ >= 0) ::close(door_wake_);
     OPENSSL_cleanse(token_.data(), token_.size());
 }
 
@@ -63,7 +66,10 @@ int Worker::run() {
         core_, out_, *capture_, [this](const CallPlugin& plugin) { return plugin_env(plugin); });
     executor_->keep_answered(reconnect_bound_.count() > 0);
     node_.keep_answered(reconnect_bound_.count() > 0);
-    if (listener_ && reconnect_bound_.count() > 0) door_ = std::thread([this] { door(); });
+    if (listener_ && reconnect_bound_.count() > 0) {
+        door_wake_ = ::eventfd(0, EFD_CLOEXEC);
+        door_ = std::thread([this] { door(); });
+    }
     if (!node_.relaying()) executor_->start(concurrency_);
     const auto heard = [this] {
         core_.last_heard.store(steady_seconds());
@@ -127,12 +133,16 @@ void Worker::door() {
             std::lock_guard lk(door_m_);
             if (door_closed_) return;
         }
-        // A short wait, so that close_door() is heard within a second (or an authentication's
-        // 10 s when a peer is in the middle of one).
+        // One authenticator for as long as the door is open: a handshake in progress is never
+        // cut off by a round's end (a resume over a slow link); close_door() wakes it.
+        std::optional<io::SealKeys> keys;
+        // (Without an eventfd, rounds of a second, as close_door() must be heard.)
+        const auto round =
+            door_wake_ >= 0 ? std::chrono::seconds(24 * 3600) : std::chrono::seconds(1);
         const int fd = listener_->accept_authenticated(
-            token_, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+            token_, std::chrono::steady_clock::now() + round, &keys, door_wake_);
         if (fd < 0) continue;
-        auto next = std::make_unique<Connection>(fd, core_);
+        auto next = std::make_unique<Connection>(fd, core_, keys);
         ClientHello ch;
         if (!next->send_hello() || !next->read_hello(ch, std::chrono::seconds(10))) continue;
         if (!ch.resume || ch.session != session_) {
@@ -157,6 +167,10 @@ void Worker::close_door() {
         std::lock_guard lk(door_m_);
         door_closed_ = true;
     }
+    if (door_wake_ >= 0) {
+        const std::uint64_t one = 1;
+        (void)!::write(door_wake_, &one, sizeof one);
+    }
     if (door_.joinable()) door_.join();
 }
 
@@ -172,6 +186,20 @@ bool Worker::handshake() {
         return false;
     }
     session_ = ch.session;
+    // The pool's environment where it could not travel with the launch (a sealed stream's
+    // hello): set before the worker processes start and before any call runs.
+    if (ch.env_names.size() != ch.env_values.size()) {
+        core_.say("the client's hello names more variables than values; closing");
+        return false;
+    }
+    for (std::size_t k = 0; k < ch.env_names.size(); ++k) {
+        const std::string& name = ch.env_names[k];
+        if (name.empty() || name.find_first_of("=") != std::string::npos ||
+            ::setenv(name.c_str(), ch.env_values[k].c_str(), 1) != 0) {
+            core_.say(fmt::format("cannot set the pool's variable '{}'; closing", name));
+            return false;
+        }
+    }
     // A Local worker's socketpair has no listener to come back to: nothing to wait for.
     if (listener_ && ch.reconnect_bound_s > 0 && !session_.empty()) {
         reconnect_bound_ = std::chrono::seconds(std::min<std::int64_t>(ch.reconnect_bound_s, 3600));
@@ -309,13 +337,13 @@ void Worker::finish() {
 }
 
 int run_worker(int fd, const WorkerLaunch& launch, std::unique_ptr<Listener> listener,
-               std::string token) {
+               std::string token, const std::optional<io::SealKeys>& keys) {
     // Keep freed memory in the heap instead of returning it to the kernel: a worker that
     // receives large arguments over and over then reuses pages instead of faulting in fresh
     // ones (about 5x the cost of copying them). Memory stays at the high-water mark.
     ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
     ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    Worker w(fd, launch, std::move(listener), std::move(token));
+    Worker w(fd, launch, std::move(listener), std::move(token), keys);
     return w.run();
 }
 

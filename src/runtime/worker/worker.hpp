@@ -31,7 +31,7 @@ public:
     /// Serves the authenticated connection `fd`. `listener` (null for a Local worker, whose
     /// socketpair has none) is where a dropped client may come back, proving it holds `token`.
     Worker(int fd, const WorkerLaunch& launch, std::unique_ptr<Listener> listener,
-           std::string token);
+           std::string token, const std::optional<io::SealKeys>& keys = std::nullopt);
     ~Worker() override;
     Worker(const Worker&) = delete;
     Worker& operator=(const Worker&) = delete;
@@ -95,11 +95,12 @@ private:
     std::condition_variable door_cv_;
     std::unique_ptr<Connection> comeback_;  // under door_m_: a resuming connection, handed over
     bool door_closed_ = false;              // under door_m_
+    int door_wake_ = -1;                    // eventfd: close_door() stops the door's wait
 };
 
 /// Serves calls on the connected, authenticated descriptor `fd` (see Worker); returns the
 /// process exit code.
 int run_worker(int fd, const WorkerLaunch& launch, std::unique_ptr<Listener> listener,
-               std::string token);
+               std::string token, const std::optional<io::SealKeys>& keys = std::nullopt);
 
 }  // namespace sky::detail

@@ -371,3 +371,58 @@ TEST_CASE("an at-most-once call runs only once the client confirms it, a cancel 
     CHECK(lines_in(runs) == 1);
     shut_down(c, w);
 }
+
+TEST_CASE("a resume whose handshake takes longer than a second is not cut off by the door",
+          "[local][resume]") {
+    ListeningWorker w;
+    const std::string runs = w.dir.path + "/runs";
+    d::Frame f;
+    {
+        Client c(w, "slow-link", false, 10);
+        c.call(9, sky::compute<resume_fn::slow_mark>(runs, 4000).desc());
+        REQUIRE(c.next(f));
+        c.drop();
+    }
+    // A client over a slow link: its answer comes 1.5 s after the challenge (the door once
+    // authenticated in rounds of 1 s and dropped a handshake still in progress at a round's end).
+    auto t = std::make_unique<d::FdTransport>(d::connect_unix(w.sock), "slow client");
+    auto r = std::make_unique<d::FrameReader>(*t, d::auth_max_frame);
+    REQUIRE(t->wait_readable(10s));
+    d::Frame challenge;
+    REQUIRE(r->next(challenge));
+    const d::ClientAuthAnswer answer =
+        d::client_auth_answer(w.token, d::worker_auth_block(challenge, "challenge"));
+    std::this_thread::sleep_for(1500ms);
+    std::span<const std::byte> one[] = {answer.frame.span()};
+    t->write_all(one);
+    REQUIRE(t->wait_readable(10s));
+    d::Frame proof;
+    bool got = false;
+    try {
+        got = r->next(proof);
+    } catch (const std::exception& e) {
+        INFO(e.what());
+    }
+    REQUIRE(got);
+    d::check_worker_proof(answer, d::worker_auth_block(proof, "proof"));
+    // The rest of the resume as usual: its hello, the worker's ready, the kept answer.
+    r = std::make_unique<d::FrameReader>(std::move(*r), d::default_max_frame);
+    REQUIRE(r->next(f));
+    REQUIRE(f.header.type == d::MsgType::hello);
+    d::Buffer p, out;
+    d::save_to(p, Client::hello("slow-link", true, 10));
+    wire::frame(out, d::MsgType::hello, 0, p);
+    wire::send(*t, out);
+    bool ready = false, result = false;
+    while (!result && t->wait_readable(10s) && r->next(f)) {
+        ready = ready || f.header.type == d::MsgType::ready;
+        result = f.header.type == d::MsgType::result && f.header.call_id == 9;
+    }
+    CHECK(ready);
+    CHECK(result);
+    d::Buffer bye;
+    wire::frame(bye, d::MsgType::shutdown, 0, d::Buffer{});
+    wire::send(*t, bye);
+    (void)w.wait(10s);
+    CHECK(lines_in(runs) == 1);
+}

@@ -1180,3 +1180,85 @@ TEST_CASE("slurm pool: shared homes, a replaced worker that ends idle later leav
     SKIP_WITHOUT_SLURM();
     replaced_worker_ends_idle(true);
 }
+
+namespace slurm_pool {
+
+std::string echo_text(std::string s) { return s; }
+
+// A reader of the cluster network: a raw packet socket (AF_PACKET, every frame of every
+// interface) in compute node 0's network namespace, which carries the login node's TCP stream
+// to the worker and srun's step I/O. Writes every frame it sees to the file until the stop file
+// exists or 200 s pass.
+constexpr const char* kCapture = R"py(
+import os, socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.settimeout(0.2)
+out = open(sys.argv[1], "wb")
+print("capturing", flush=True)
+end = time.time() + 200
+while time.time() < end and not os.path.exists(sys.argv[2]):
+    try:
+        out.write(s.recv(65536))
+    except socket.timeout:
+        pass
+out.close()
+)py";
+
+}  // namespace slurm_pool
+
+TEST_CASE(
+    "slurm pool: a reader of the cluster network sees neither the token, nor the environment, "
+    "nor a call's arguments or results",
+    "[slurm_pool][seal]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .shared_home = false});
+    const std::string capture = "/tmp/sky-capture.bin", stop = "/tmp/sky-capture.stop";
+    auto reader = std::async(std::launch::async, [&] {
+        return c.on_node(
+            0, "exec /usr/bin/python3 -c " + quoted(kCapture) + " " + capture + " " + stop, 220s);
+    });
+    std::this_thread::sleep_for(1s);
+    const std::string env_secret = "env-secret-" + std::to_string(::getpid()) + "-q7Z";
+    const std::string arg_secret = "argument-secret-" + std::to_string(::getpid()) + "-k3W";
+    Events ev;
+    std::string failure, seen_env, seen_arg, port_line;
+    try {
+        auto spec = spec_for(c, 1, ev);
+        spec.env["SKY_TEST_SECRET"] = env_secret;
+        sky::ComputePool pool{spec};
+        seen_env = sky::compute<env_of>(std::string("SKY_TEST_SECRET")) >> pool;
+        seen_arg = sky::compute<echo_text>(arg_secret) >> pool;
+        port_line =
+            c.on_login("grep -h -m1 '^::sky-port ' ~/.sky/slurm/" + pool.id() + "/node-0-1.out")
+                .output;
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    std::ofstream(c.host_path(0, stop).string()) << "stop\n";
+    const auto r = reader.get();
+    std::ifstream f(c.host_path(0, capture), std::ios::binary);
+    const std::string seen((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    fs::remove(c.host_path(0, capture));
+    fs::remove(c.host_path(0, stop));
+    INFO("pool: " << failure << "\nreader: " << r.output << "\nevents:\n" << ev.dump());
+    REQUIRE(failure.empty());
+    // The pool's environment reached the worker, the argument and the result made the trip.
+    CHECK(seen_env == env_secret);
+    CHECK(seen_arg == arg_secret);
+    // The reader saw the pool's traffic: the step's stdin (the client's public key, in clear by
+    // design) and the worker's answer with its port and public key.
+    INFO("captured " << seen.size() << " bytes; the worker said: " << port_line);
+    REQUIRE(seen.size() > 10000);
+    CHECK(seen.find("x25519:") != std::string::npos);
+    const auto key_at = port_line.find("x25519:");
+    REQUIRE(key_at != std::string::npos);
+    CHECK(seen.find(port_line.substr(key_at, 7 + 64)) != std::string::npos);
+    // ...and none of what is secret: no value of the environment, no argument, no result, and
+    // no token (a token never travels: there is none to find on the step's stdin, whose first
+    // line is a public key).
+    CHECK(seen.find(env_secret) == std::string::npos);
+    CHECK(seen.find(arg_secret) == std::string::npos);
+    CHECK(seen.find("SKY_TEST_SECRET") == std::string::npos);
+    CHECK(seen.find("SKY_WORKER_TOKEN=") == std::string::npos);
+    check_nothing_left(c);
+}

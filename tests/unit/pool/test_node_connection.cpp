@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "io/fd_stream.hpp"
+#include "io/sealed.hpp"
 #include "pool/node_connection.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/fd_transport.hpp"
@@ -46,6 +47,7 @@ struct Seen {
     std::vector<Incoming> frames;
     int batches = 0;
     std::optional<std::string> ended;
+    bool protocol = false;  ///< the end was a protocol error
     int ends = 0;
 
     template <class Pred>
@@ -107,9 +109,10 @@ public:
                 for (auto& f : frames) seen.frames.push_back(std::move(f));
                 seen.cv.notify_all();
             },
-            [&seen](const std::string& why, bool) {
+            [&seen](const std::string& why, bool protocol) {
                 std::lock_guard lk(seen.m);
                 seen.ended = why;
+                seen.protocol = protocol;
                 ++seen.ends;
                 seen.cv.notify_all();
             });
@@ -330,4 +333,126 @@ TEST_CASE("node connection: a written heartbeat waits for any byte back from the
     answer.set_value();
     REQUIRE(seen.wait([&] { return !seen.frames.empty(); }));
     CHECK(w.conn->unanswered(Clock::now()) == Clock::duration::zero());
+}
+
+namespace {
+
+/// A sealing worker over a socket pair: the real sealing handshake, its hello and ready sealed,
+/// one result, then (with `tamper`) a record that is not the worker's (a bit changed on the
+/// wire) written on the raw socket.
+void sealed_worker(int fd, bool tamper) {
+    std::optional<io::SealKeys> keys;
+    const int authed = worker_authenticate(
+        -1, fd, token, Clock::now() + 10s, 10s, [](const std::string&) {}, {}, &keys);
+    if (authed < 0 || !keys) return;
+    const int raw = ::dup(authed);
+    io::SealedTransport t(std::make_unique<FdTransport>(authed, "worker end"), *keys);
+    FrameReader frames(t, 64u << 20);
+    auto put = [&](const Buffer& b) {
+        std::span<const std::byte> one[] = {b.span()};
+        t.write_all(one);
+    };
+    WorkerHello wh;
+    wh.build_id = self_build_id();
+    Buffer p, out;
+    save_to(p, wh);
+    append_frame(out, MsgType::hello, 0, p.span());
+    put(out);
+    Frame f;
+    if (!frames.next(f) || f.header.type != MsgType::hello) return;
+    WorkerReady r;
+    r.workers = 1;
+    r.ports = {4242};
+    Buffer q, ready, result;
+    save_to(q, r);
+    append_frame(ready, MsgType::ready, 0, q.span());
+    put(ready);
+    const Buffer payload = pattern(1u << 20, 3);
+    append_frame(result, MsgType::result, 7, payload.span());
+    put(result);
+    if (tamper) {
+        io::RecordSealer other(keys->open);  // a key that is not this direction's
+        std::vector<std::byte> rec;
+        const Buffer heartbeat = [] {
+            Buffer b;
+            append_frame(b, MsgType::heartbeat, 0, {});
+            return b;
+        }();
+        other.seal(heartbeat.span(), rec);
+        (void)::send(raw, rec.data(), rec.size(), MSG_NOSIGNAL);
+    }
+    try {
+        while (frames.next(f)) {
+        }
+    } catch (const std::exception&) {
+    }
+    ::close(raw);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "node connection: a sealing worker's frames arrive sealed, and a record that is not the "
+    "worker's ends the connection with a protocol error",
+    "[node_connection][seal]") {
+    for (const bool tamper : {false, true}) {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        auto conn = std::make_shared<NodeConnection>(
+            std::make_unique<io::FdStream>(sv[0], "client end"), "node 0 (test)");
+        std::thread worker([fd = sv[1], tamper] { sealed_worker(fd, tamper); });
+        Seen seen;
+        auto h = handshake_with(5s, 5s);
+        h.seal = true;
+        conn->start(
+            std::move(h),
+            [&seen](std::exception_ptr e, WorkerReady r) {
+                std::lock_guard lk(seen.m);
+                if (e) {
+                    try {
+                        std::rethrow_exception(e);
+                    } catch (const std::exception& x) {
+                        seen.error = x.what();
+                    }
+                } else {
+                    seen.ready = r;
+                }
+                seen.cv.notify_all();
+            },
+            [&seen](std::vector<Incoming>& frames) {
+                std::lock_guard lk(seen.m);
+                for (auto& f : frames) seen.frames.push_back(std::move(f));
+                seen.cv.notify_all();
+            },
+            [&seen](const std::string& why, bool protocol) {
+                std::lock_guard lk(seen.m);
+                seen.ended = why;
+                seen.protocol = protocol;
+                ++seen.ends;
+                seen.cv.notify_all();
+            });
+        INFO("tamper " << tamper);
+        REQUIRE(seen.wait([&] { return seen.error || seen.ready; }));
+        CHECK_FALSE(seen.error);
+        REQUIRE(seen.wait([&] { return !seen.frames.empty(); }));
+        {
+            std::lock_guard lk(seen.m);
+            REQUIRE(seen.frames.front().type == MsgType::result);
+            CHECK(seen.frames.front().payload.size() == 1u << 20);
+            CHECK(std::memcmp(seen.frames.front().payload.data(), pattern(1u << 20, 3).data(),
+                              1u << 20) == 0);
+        }
+        if (tamper) {
+            REQUIRE(seen.wait([&] { return seen.ended.has_value(); }));
+            std::lock_guard lk(seen.m);
+            CHECK(seen.protocol);
+            CHECK_THAT(*seen.ended, Catch::Contains("failed authentication"));
+        } else {
+            std::this_thread::sleep_for(200ms);
+            std::lock_guard lk(seen.m);
+            CHECK_FALSE(seen.ended);
+        }
+        conn->close();
+        worker.join();
+    }
 }

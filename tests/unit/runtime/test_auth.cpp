@@ -519,3 +519,198 @@ TEST_CASE("the bounded archive reads what cereal's binary archive writes", "[ser
     CHECK(dq2 == dq);
     STATIC_REQUIRE(sky::serializable<std::vector<bool>>);
 }
+
+namespace {
+
+// A Transport that forwards to another one it does not own (a SealedTransport over a Tap).
+class Forward final : public Transport {
+public:
+    explicit Forward(Transport& t) : t_(t) {}
+    std::size_t read_some(std::span<std::byte> buf) override { return t_.read_some(buf); }
+    void write_all(std::span<const std::span<const std::byte>> bufs) override {
+        t_.write_all(bufs);
+    }
+    void shutdown() noexcept override { t_.shutdown(); }
+    bool wait_readable(std::chrono::milliseconds timeout) override {
+        return t_.wait_readable(timeout);
+    }
+    [[nodiscard]] std::string describe() const override { return t_.describe(); }
+
+private:
+    Transport& t_;
+};
+
+std::span<const std::byte> bytes_of(const std::string& s) {
+    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a sealing worker and its client: only nonces and public keys cross in clear, every byte "
+    "after the proof is sealed",
+    "[auth][seal]") {
+    const std::string token = random_hex(32);
+    const std::string argument = "a call's argument: secret-argument-7781";
+    const std::string result = "its result: secret-result-1187";
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    std::optional<io::SealKeys> worker_keys;
+    std::string worker_got, worker_error;
+    std::vector<std::string> notes;
+    std::thread w([&] {
+        const int fd = worker_authenticate(
+            -1, sv[1], token, std::chrono::steady_clock::now() + 10s, 10s,
+            [&](const std::string& m) { notes.push_back(m); }, {}, &worker_keys);
+        if (fd < 0 || !worker_keys) return;
+        try {
+            io::SealedTransport t(std::make_unique<FdTransport>(fd, "worker end"), *worker_keys);
+            std::string got(argument.size(), '\0');
+            std::size_t have = 0;
+            while (have < got.size()) {
+                const std::size_t n = t.read_some(
+                    {reinterpret_cast<std::byte*>(got.data()) + have, got.size() - have});
+                if (n == 0) break;
+                have += n;
+            }
+            worker_got = got.substr(0, have);
+            std::span<const std::byte> one[] = {bytes_of(result)};
+            t.write_all(one);
+        } catch (const std::exception& e) {
+            worker_error = e.what();
+        }
+    });
+    FdTransport ft(sv[0], "client end");
+    Tap tap(ft);
+    FrameReader r(tap, auth_max_frame);
+    std::optional<io::SealKeys> keys;
+    std::string client_got;
+    try {
+        keys = client_authenticate(tap, r, token, 10s, true);
+        REQUIRE(keys);
+        io::SealedTransport t(std::make_unique<Forward>(tap), *keys, r.take_buffered());
+        std::span<const std::byte> one[] = {bytes_of(argument)};
+        t.write_all(one);
+        std::string got(result.size(), '\0');
+        std::size_t have = 0;
+        while (have < got.size()) {
+            const std::size_t n =
+                t.read_some({reinterpret_cast<std::byte*>(got.data()) + have, got.size() - have});
+            if (n == 0) break;
+            have += n;
+        }
+        client_got = got.substr(0, have);
+    } catch (const std::exception& e) {
+        FAIL(e.what());
+    }
+    w.join();
+    INFO(worker_error);
+    CHECK(notes.empty());
+    REQUIRE(worker_keys);
+    CHECK(keys->seal == worker_keys->open);
+    CHECK(keys->open == worker_keys->seal);
+    CHECK(keys->seal != keys->open);
+    CHECK(worker_got == argument);
+    CHECK(client_got == result);
+    // Challenge (24 + 64), answer (24 + 96), proof (24 + 32), then two sealed records.
+    CHECK(tap.seen.size() ==
+          88 + 120 + 56 + 2 * io::seal_overhead + argument.size() + result.size());
+    CHECK(tap.seen.find(token) == std::string::npos);
+    CHECK(tap.seen.find(token.substr(0, 8)) == std::string::npos);
+    CHECK(tap.seen.find("secret-argument") == std::string::npos);
+    CHECK(tap.seen.find("secret-result") == std::string::npos);
+}
+
+TEST_CASE("a client that needs a sealed stream refuses a worker that does not seal",
+          "[auth][seal]") {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    std::thread w([&] {
+        const int fd = worker_authenticate(-1, sv[1], "tok", std::chrono::steady_clock::now() + 5s,
+                                           5s, [](const std::string&) {});
+        if (fd >= 0) ::close(fd);
+    });
+    FdTransport ft(sv[0], "client end");
+    FrameReader r(ft, auth_max_frame);
+    std::string error;
+    try {
+        (void)client_authenticate(ft, r, "tok", 5s, true);
+    } catch (const sky::ProtocolError& e) {
+        error = e.what();
+    }
+    ft.shutdown();
+    w.join();
+    CHECK_THAT(error, Catch::Contains("does not encrypt its stream"));
+}
+
+TEST_CASE(
+    "a sealing worker drops a plain answer (a downgrade) and an answer to a swapped key (a man "
+    "in the middle)",
+    "[auth][seal]") {
+    for (const bool swap_key : {false, true}) {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        std::optional<io::SealKeys> keys;
+        std::vector<std::string> notes;
+        int got = -2;
+        std::thread w([&] {
+            got = worker_authenticate(
+                -1, sv[1], "tok", std::chrono::steady_clock::now() + 5s, 5s,
+                [&](const std::string& m) { notes.push_back(m); }, {}, &keys);
+        });
+        FdTransport ft(sv[0], "client end");
+        FrameReader r(ft, auth_max_frame);
+        Frame challenge;
+        REQUIRE(r.next(challenge));
+        REQUIRE(challenge.payload.size() == 64);
+        CHECK((challenge.header.flags & auth_flag_seal) != 0);
+        ClientAuthAnswer answer;
+        if (swap_key) {
+            // The middle replaces the worker's key with its own: the client's MAC covers the
+            // key it saw, which is not the worker's.
+            const X25519Key middle;
+            const AuthBlock k = middle.public_key();
+            Frame forged;
+            forged.header = challenge.header;
+            forged.owned.resize(64);
+            std::memcpy(forged.owned.data(), challenge.payload.data(), 32);
+            std::memcpy(forged.owned.data() + 32, k.data(), 32);
+            forged.payload = forged.owned.span();
+            answer = client_auth_answer("tok", forged, true);
+        } else {
+            // The middle cleared the flag: the client answers as to a plain worker.
+            AuthBlock nw{};
+            std::memcpy(nw.data(), challenge.payload.data(), 32);
+            answer = client_auth_answer("tok", nw);
+        }
+        std::span<const std::byte> one[] = {answer.frame.span()};
+        ft.write_all(one);
+        w.join();
+        INFO("swap_key " << swap_key);
+        CHECK(got < 0);
+        CHECK_FALSE(keys);
+        REQUIRE(notes.size() == 1);
+        CHECK_THAT(notes[0], Catch::Contains(swap_key ? "wrong HMAC" : "a plain answer"));
+    }
+}
+
+TEST_CASE("the token two ends agree on from public keys is the same on both, and never sent",
+          "[auth][seal]") {
+    const X25519Key client, worker;
+    const std::string a = agreed_token(client, worker.public_key());
+    const std::string b = agreed_token(worker, client.public_key());
+    CHECK(a == b);
+    CHECK(a.size() == 64);
+    const std::string text = public_key_text(worker.public_key());
+    CHECK(text.rfind("x25519:", 0) == 0);
+    REQUIRE(parse_public_key(text));
+    CHECK(*parse_public_key(text) == worker.public_key());
+    CHECK(text.find(a.substr(0, 16)) == std::string::npos);
+    CHECK_FALSE(parse_public_key("x25519:" + std::string(63, 'a')));
+    CHECK_FALSE(parse_public_key("x25519:" + std::string(64, 'g')));
+    // A low-order point (all zeros) gives no secret: refused, not a predictable token.
+    CHECK_THROWS_AS(agreed_token(client, AuthBlock{}), sky::ProtocolError);
+    // Another key pair agrees on another token.
+    const X25519Key other;
+    CHECK(agreed_token(other, worker.public_key()) != a);
+}

@@ -207,7 +207,7 @@ TEST_CASE("minted volume credentials may list, read and (unless read-only) write
     const auto policy = nlohmann::json::parse(volume_policy({&ro, &rw}));
     CHECK(policy["Version"] == "2012-10-17");
     const auto& st = policy["Statement"];
-    REQUIRE(st.size() == 4);
+    REQUIRE(st.size() == 5);
     std::set<std::string> actions;
     for (const auto& s : st) {
         CHECK(s["Effect"] == "Allow");
@@ -219,14 +219,33 @@ TEST_CASE("minted volume credentials may list, read and (unless read-only) write
                                            "s3:AbortMultipartUpload",
                                            "s3:ListMultipartUploadParts"});
     CHECK(st[0]["Resource"] == "arn:aws:s3:::ds");
-    CHECK(st[0]["Condition"]["StringLike"]["s3:prefix"].dump().find("sets/v1/*") !=
-          std::string::npos);
-    CHECK(st[1]["Resource"] == "arn:aws:s3:::ds/sets/v1/*");
-    CHECK(st[1]["Action"] == nlohmann::json::array({"s3:GetObject"}));  // read-only
-    CHECK(st[2]["Resource"] == "arn:aws:s3:::ck");
-    CHECK_FALSE(st[2].contains("Condition"));
-    CHECK(st[3]["Resource"] == "arn:aws:s3:::ck/*");
-    CHECK(st[3]["Action"].size() == 5);
+    // Listing under the prefix only with its slash (never "sets/v1-other/..."), and the root
+    // and the prefix's own entry only one level deep (a delimiter): never every key.
+    CHECK(st[0]["Condition"]["StringLike"]["s3:prefix"] ==
+          nlohmann::json::array({"sets/v1/", "sets/v1/*"}));
+    CHECK(st[1]["Resource"] == "arn:aws:s3:::ds");
+    CHECK(st[1]["Action"] == nlohmann::json::array({"s3:ListBucket"}));
+    CHECK(st[1]["Condition"]["StringEquals"]["s3:prefix"] ==
+          nlohmann::json::array({"", "sets/v1"}));
+    CHECK(st[1]["Condition"]["StringEquals"]["s3:delimiter"] == nlohmann::json::array({"/"}));
+    CHECK(st[2]["Resource"] == "arn:aws:s3:::ds/sets/v1/*");
+    CHECK(st[2]["Action"] == nlohmann::json::array({"s3:GetObject"}));  // read-only
+    CHECK(st[3]["Resource"] == "arn:aws:s3:::ck");
+    CHECK_FALSE(st[3].contains("Condition"));
+    CHECK(st[4]["Resource"] == "arn:aws:s3:::ck/*");
+    CHECK(st[4]["Action"].size() == 5);
+}
+
+TEST_CASE("a volume prefix with an IAM wildcard or variable is refused", "[volumes][security]") {
+    for (const char* prefix : {"data*", "d?ta", "${aws:username}/x"}) {
+        const std::vector<sky::Volume> volumes{
+            S3Volume{.mount_path = "/data", .bucket = "ds", .prefix = prefix}};
+        std::vector<std::string> problems;
+        check_volumes(volumes, problems);
+        INFO(prefix);
+        REQUIRE(problems.size() == 1);
+        CHECK_THAT(problems[0], Catch::Contains("wildcard or a variable"));
+    }
 }
 
 TEST_CASE("a volume with credentials of its own gets them, and never the pool's",
