@@ -830,8 +830,8 @@ private:
             fail("sbcast could not copy the program to the job's nodes", b);
         }
         auto u = login.run(srun_argv(job, names,
-                                     {"bash", "-c", std::string(scripts::unpack_sh()),
-                                      "sky-unpack", incoming, prog.id, sum}),
+                                     {"bash", "-c", std::string(scripts::unpack_sh()), "sky-unpack",
+                                      incoming, prog.id, sum}),
                            seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
         each_node(u, node::marks::placed, "the program did not arrive on");
@@ -1039,6 +1039,10 @@ ProviderDescriptor slurm_provider() {
     d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
         const Slurm* s = spec.provider.get<Slurm>();
         if (!s) return;
+        if (spec.autoscale.max > 0)
+            problems.push_back(
+                "autoscale: a sky::Slurm pool is one job of a fixed size (its nodes are the "
+                "job's allocation), so it cannot grow or shrink; leave autoscale at {}");
         if (!s->login.empty()) {
             try {
                 (void)parse_login(s->login);
