@@ -408,10 +408,7 @@ std::shared_ptr<BatchState> PoolCore::resize(int want) {
         if (budget_stopped_) std::rethrow_exception(budget_error_);
         if (want < 0 || want > 4096)
             throw ConfigError(fmt::format("pool.resize(n): n must be in [0, 4096], got {}", want));
-        if (elastic_)
-            want = std::clamp(want, bounds_.min, bounds_.max);
-        else
-            bounds_ = ScaleBounds{want, want, Clock::duration::max()};
+        if (elastic_) want = std::clamp(want, bounds_.min, bounds_.max);
         int there = 0, removable = 0;
         for (const auto& n : nodes_) {
             if (n->leaving) continue;
@@ -435,6 +432,7 @@ std::shared_ptr<BatchState> PoolCore::resize(int want) {
             } else {
                 ++it;
             }
+        if (!elastic_) bounds_ = ScaleBounds{want, want, Clock::duration::max()};
         desired_ = want;
         batch = std::make_shared<BatchState>(1);
         waiters_.push_back({batch, want, -1});

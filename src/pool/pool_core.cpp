@@ -892,7 +892,8 @@ std::optional<Resynced> PoolCore::resync_locked(NodeSlot& n, Clock::time_point n
     for (const Task* t : sched_->inflight_tasks(n.index))
         encode_call(out, t->call_id, t->call, t->pinned_worker);
     if (!out.empty()) sends.emplace_back(n.conn, std::move(out));
-    sched_->set_state(n.index, NodeState::ready);
+    // A draining node that reconnected still takes no new call.
+    sched_->set_state(n.index, n.leaving ? NodeState::draining : NodeState::ready);
     return done;
 }
 
@@ -1119,7 +1120,9 @@ void PoolCore::tick() {
         }
         // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
+            if (auto n = slot_locked(node);
+                n && n->conn && (sched_->state(node) == NodeState::ready ||
+                                 sched_->state(node) == NodeState::draining))
                 cancels.emplace_back(n->conn, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;
