@@ -46,9 +46,10 @@ double simulated_price() {
 
 }  // namespace
 
-TEST_CASE("elastic: a lazy pool runs no worker until the first call, sleeps at zero after the "
-          "window and wakes again as node 0",
-          "[elastic][local]") {
+TEST_CASE(
+    "elastic: a lazy pool runs no worker until the first call, sleeps at zero after the "
+    "window and wakes again as node 0",
+    "[elastic][local]") {
     Recorder rec;
     const int before = children();
     sky::ComputePool pool{local_pool(0, {.min = 0, .max = 2, .scaledown_window = 1s}, rec)};
@@ -218,8 +219,8 @@ TEST_CASE("elastic: max_hourly_usd holds the pool at one node", "[elastic][simul
     const double price = simulated_price();
     REQUIRE(price > 0);
     Recorder rec;
-    sky::ComputePool pool{simulated_pool({}, 0, {.min = 0, .max = 4},
-                                         {.max_hourly_usd = 1.5 * price}, rec)};
+    sky::ComputePool pool{
+        simulated_pool({}, 0, {.min = 0, .max = 4}, {.max_hourly_usd = 1.5 * price}, rec)};
     std::vector<sky::PendingCompute<int>> calls;
     for (int i = 0; i < 8; ++i) calls.push_back(sky::compute<node_after>(200));
     const auto nodes = sky::gather(std::move(calls)) >> pool;
@@ -236,8 +237,8 @@ TEST_CASE("elastic: a budget warns, then stops every call and node within a bill
     const double limit = price * 3.0 / 3600.0;
     Recorder rec;
     std::optional<sky::ComputePool> pool;
-    pool.emplace(simulated_pool({}, 0, {.min = 0, .max = 1},
-                                {.max_total_usd = limit, .warn_at = 0.5}, rec));
+    pool.emplace(
+        simulated_pool({}, 0, {.min = 0, .max = 1}, {.max_total_usd = limit, .warn_at = 0.5}, rec));
     auto running = pool->submit(sky::compute<node_after>(30000));
     try {
         (void)running.get();
@@ -294,8 +295,7 @@ TEST_CASE("elastic: the final cost is the nodes' lifetimes times their prices",
         for (const auto& [t, e] : events) {
             if (auto* c = std::get_if<sky::BootstrapCompleted>(&e); c && c->instance_id == id)
                 from = t;
-            if (auto* s = std::get_if<sky::InstanceStopping>(&e); s && s->instance_id == id)
-                to = t;
+            if (auto* s = std::get_if<sky::InstanceStopping>(&e); s && s->instance_id == id) to = t;
         }
         REQUIRE(from);
         REQUIRE(to);

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <optional>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -40,7 +40,8 @@ Trace make_trace(std::uint64_t seed) {
     t.min = pick(0, std::min(1, t.max));
     t.capacity_errors = pick(0, 2);
     if (pick(0, 2) == 0)
-        t.faults.push_back(sky::Fault::lose(pick(0, t.max - 1), std::chrono::milliseconds(pick(300, 2000))));
+        t.faults.push_back(
+            sky::Fault::lose(pick(0, t.max - 1), std::chrono::milliseconds(pick(300, 2000))));
     if (pick(0, 3) == 0)
         t.faults.push_back(
             sky::Fault::preempt(pick(0, t.max - 1), std::chrono::milliseconds(pick(500, 2500))));
@@ -74,9 +75,9 @@ TEST_CASE("elastic: seeded traces never pass max, keep min, answer every call, l
         Recorder rec;
         {
             sky::ComputePool pool{
-                {.provider = sky::Simulated{.capacity_errors = t.capacity_errors,
-                                            .faults = t.faults,
-                                            .seed = seed},
+                {.provider =
+                     sky::Simulated{
+                         .capacity_errors = t.capacity_errors, .faults = t.faults, .seed = seed},
                  .nodes = t.min,
                  .display = display(),
                  .on_event = rec.callback(),
