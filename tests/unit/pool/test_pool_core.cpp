@@ -439,8 +439,17 @@ TEST_CASE("pool core: a burst starts the whole shortfall in one decision and nev
     p.tune = [](sky::PoolSpec& s) { elastic(s, 0, 3, 60s); };
     p.start(0);
     auto& pool = p.pool;
-    std::vector<std::shared_ptr<BatchState>> calls;
-    for (int i = 0; i < 10; ++i) calls.push_back(call(*pool, "c" + std::to_string(i)));
+    // One batch of ten calls (as a gather or a map submits them).
+    std::vector<CallDesc> descs(10);
+    std::vector<const CallDesc*> ptrs;
+    for (int i = 0; i < 10; ++i) {
+        descs[static_cast<std::size_t>(i)].function = "echo";
+        auto args = make_shared_buffer();
+        *args = bytes("c" + std::to_string(i));
+        descs[static_cast<std::size_t>(i)].args = args;
+        ptrs.push_back(&descs[static_cast<std::size_t>(i)]);
+    }
+    auto batch = pool->submit(ptrs, false);
     // The first node ready takes a pipeful; the decision still asked for three at once.
     REQUIRE(gate->holding(1));
     REQUIRE(eventually([&] { return pool->instance_count() == 3; }));
@@ -450,9 +459,9 @@ TEST_CASE("pool core: a burst starts the whole shortfall in one decision and nev
     CHECK(scaled[0].to == 3);  // one decision, not one node at a time
     for (auto& e : scaled) CHECK(e.to <= 3);
     gate->let_go();
-    for (auto& c : calls) REQUIRE(c->wait_for(10s));
-    for (std::size_t i = 0; i < calls.size(); ++i)
-        CHECK(text(calls[i]->outcomes[0].result) == "c" + std::to_string(i));
+    REQUIRE(batch->wait_for(10s));
+    for (std::size_t i = 0; i < 10; ++i)
+        CHECK(text(batch->outcomes[i].result) == "c" + std::to_string(i));
     CHECK(fake->connects(3) == 0);  // never a fourth node
     for (auto& e : seen<sky::PoolScaled>(p.events)) CHECK(e.to <= 3);
     pool->close(true);
