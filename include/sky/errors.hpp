@@ -168,4 +168,27 @@ public:
     using Error::Error;
 };
 
+/// resize() or drain() would remove a node of the frozen world of distributed calls (a world
+/// cannot change once formed): thrown by that call; pool.release_world() forgets the world.
+class NotResizableError : public ConfigError {
+public:
+    using ConfigError::ConfigError;
+};
+
+/// The pool reached PoolSpec::budget's max_total_usd: it launches nothing more, its nodes are
+/// ended, and every waiting, running and later call fails with this.
+class BudgetExceededError : public Error {
+public:
+    BudgetExceededError(const std::string& what, double spent, double limit)
+        : Error(what), spent_(spent), limit_(limit) {}
+    /// The projected spend at the stop, in US dollars.
+    [[nodiscard]] double spent() const noexcept { return spent_; }
+    /// max_total_usd.
+    [[nodiscard]] double limit() const noexcept { return limit_; }
+
+private:
+    double spent_;
+    double limit_;
+};
+
 SKY_PUBLIC_END

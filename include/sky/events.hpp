@@ -130,11 +130,30 @@ struct ErrorEvent {
     std::optional<std::string> instance_id;  ///< set when it concerns one instance
 };
 
+/// An elastic pool's node count changed (docs/api.md §4a): once per decision, up or down.
+struct PoolScaled {
+    int from = 0;        ///< live and starting nodes before the decision
+    int to = 0;          ///< after it
+    std::string reason;  ///< the demand ("37 waiting + 8 running over 8 slots"), or the idle node
+};
+/// A node takes no new call and leaves once its calls finish (pool.drain, resize, scale-down).
+struct NodeDraining {
+    int node = 0;
+    std::string instance_id;
+    std::string reason;
+};
+/// The pool's spend reached PoolSpec::budget's warn_at x max_total_usd (sent once).
+struct BudgetWarning {
+    double spent_usd = 0;  ///< accrued when it was sent
+    double limit_usd = 0;  ///< max_total_usd
+};
+
 /// Every event a pool can report.
 using Event = std::variant<InfraCreating, InfraCreated, InstanceLaunching, InstanceProvisioned,
                            BootstrapStarting, BootstrapProgress, BootstrapCompleted, PoolStarted,
                            LogLine, Metrics, InstancePreempted, InstanceReplaced, PoolStopping,
-                           InstanceStopping, CostUpdate, CostFinal, ErrorEvent, PreemptionNotice>;
+                           InstanceStopping, CostUpdate, CostFinal, ErrorEvent, PreemptionNotice,
+                           PoolScaled, NodeDraining, BudgetWarning>;
 
 /// An event handler; an event it returns is dispatched in turn.
 using Callback = std::function<std::optional<Event>(const Event&)>;
@@ -181,6 +200,7 @@ namespace events {
 using sky::BootstrapCompleted;
 using sky::BootstrapProgress;
 using sky::BootstrapStarting;
+using sky::BudgetWarning;
 using sky::CostFinal;
 using sky::CostUpdate;
 using sky::ErrorEvent;
@@ -194,6 +214,8 @@ using sky::InstanceReplaced;
 using sky::InstanceStopping;
 using sky::LogLine;
 using sky::Metrics;
+using sky::NodeDraining;
+using sky::PoolScaled;
 using sky::PoolStarted;
 using sky::PoolStopping;
 using sky::PreemptionNotice;

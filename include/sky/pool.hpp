@@ -37,6 +37,27 @@ enum class Display {
     quiet,    ///< nothing
 };
 
+/// An elastic pool's bounds (docs/api.md §4a): it grows with its backlog up to `max`, ends nodes
+/// idle for `scaledown_window` down to `min`, and with min = 0 sleeps at zero nodes.
+struct Autoscale {
+    int min = 0;  ///< never fewer live nodes (0 allows scale to zero)
+    int max = 0;  ///< never more; 0 = autoscaling off (the pool keeps `nodes`)
+    /// A node with no call in flight or pinned for this long is ended.
+    std::chrono::seconds scaledown_window{60};
+};
+
+/// A pool's spending limits in US dollars (docs/api.md §4a); 0 = no limit.
+struct Budget {
+    /// The whole spend (every node ever launched, billing-unit rounding included): reaching it
+    /// ends every node and fails every call with sky::BudgetExceededError.
+    double max_total_usd = 0;
+    /// The live nodes' summed hourly price: a scale-up or replacement that would pass it is not
+    /// made.
+    double max_hourly_usd = 0;
+    /// Fraction of max_total_usd at which BudgetWarning is sent, once.
+    double warn_at = 0.8;
+};
+
 /// Everything a pool needs to know; an aggregate for designated initializers (keep field order).
 struct PoolSpec {
     Provider provider = Local{};
@@ -55,10 +76,14 @@ struct PoolSpec {
     Display display = Display::log;
     Callback on_event{};
     bool collect_metrics = true;
+    /// Elastic bounds; {} (max = 0) keeps the pool at `nodes` (0 = lazy start needs max > 0).
+    Autoscale autoscale{};
+    /// Spending limits; {} = none.
+    Budget budget{};
 
     /// Throws sky::ConfigError naming the first bad field and its value.
     void validate() const;
-    /// In libsky: destroying the sixteen fields is not compiled in every program that makes a
+    /// In libsky: destroying the eighteen fields is not compiled in every program that makes a
     /// pool. (A declared destructor leaves PoolSpec an aggregate; it is copied where it would
     /// have been moved, which only the pool's construction does.)
     ~PoolSpec();
@@ -216,6 +241,22 @@ public:
             sizeof...(Rs));
     }
 
+    /// Sets the desired node count (clamped to [min, max] on an autoscaled pool; a fixed pool
+    /// becomes fixed at n): ready once the pool has exactly n ready nodes (growing: the new ones
+    /// are ready, or it holds the ProvisionError; shrinking: the drained ones have ended, idle
+    /// ones first, busy ones once their calls finish, never killed). Throws
+    /// sky::NotResizableError when it would remove a node of the frozen world.
+    Future<void> resize(int n);
+    /// Replaces the elastic bounds (max = 0 turns autoscaling off); returns at once. Throws
+    /// sky::ConfigError naming a bad bound.
+    void resize(const Autoscale& bounds);
+    /// Takes node `node` out: it takes no new call, finishes its calls, then is ended (a
+    /// NodeDraining event); ready once it has ended. Throws sky::NotResizableError for a node of
+    /// the frozen world, sky::ConfigError for a node the pool does not have.
+    Future<void> drain(int node);
+    /// Forgets the world that distributed calls froze: its nodes may be reaped and drained again.
+    void release_world();
+
     /// Tears down now and reports teardown errors (the destructor never throws).
     void close();
     [[nodiscard]] bool is_active() const noexcept;
@@ -230,7 +271,7 @@ public:
     /// Calls `handler` for each event of type E; throws sky::Error on a moved-from pool.
     template <class E>
     void on(std::function<void(const E&)> handler) {
-        // A generic lambda: its body (and with it the Event variant, whose seventeen
+        // A generic lambda: its body (and with it the Event variant, whose twenty-one
         // alternatives cost more to compile than the rest of this header) is compiled only in a
         // program that calls on<E>.
         add_handler([h = std::move(handler)](const auto& e) {
@@ -259,14 +300,14 @@ private:
         return start(std::move(calls), detail::BatchKind::calls);
     }
     void add_handler(std::function<void(const Event&)> h);
-    /// A map's chunks for this pool: its .chunk(n), else four chunks per slot (nodes x
-    /// concurrency).
+    /// A map's chunks for this pool: its .chunk(n), else four chunks per slot (nodes, or an
+    /// elastic pool's max, x concurrency).
     template <class R>
     detail::MapRun plan(const PendingMap<R>& m) const {
         if (!core_) throw Error("this ComputePool was moved from");
         const auto& s = spec();
         return detail::plan_map(m.desc(), m.function_name(), m.data(), m.chunk_size(),
-                                static_cast<std::size_t>(s.nodes) *
+                                static_cast<std::size_t>(std::max({1, s.nodes, s.autoscale.max})) *
                                     static_cast<std::size_t>(std::max(1, s.concurrency)));
     }
 

@@ -15,9 +15,13 @@
 //   scale-down window: never a busy node, and demand that comes back within the window finds its
 //   node still there (no stop and restart within a window);
 // - the newest idle node goes first; node 0 (the head, where rendezvous lives) only as the last;
-// - a new node takes the lowest index no node has.
+// - a new node takes the lowest index no node has;
+// - a resize in progress (`desired`) sets the target instead of the demand: its shortfall starts
+//   at once, and its surplus leaves idle nodes first (no window), then busy ones, which drain
+//   (take no new call, end once their calls finish): never killed. Frozen nodes never leave.
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace sky::detail {
@@ -56,18 +60,24 @@ struct ScaleInput {
     /// Calls one node runs at once (concurrency x its worker processes); at least 1.
     std::size_t capacity = 1;
     std::vector<ScaleNode> nodes;
+    /// A resize in progress: the count it asked for (clamped to the bounds) is the target.
+    std::optional<int> desired;
 };
 
-/// What to do: nodes to start (their indexes) and nodes to end, newest first.
+/// What to do: nodes to start (their indexes) and nodes to end: idle ones, newest first, then
+/// (only for a resize) busy ones to drain, newest first; node 0 always last.
 struct ScaleDecision {
     int target = 0;
     std::vector<int> start;
     std::vector<int> end;
+    /// Nodes there (live or starting, not leaving) before the decision.
+    int there = 0;
 };
 
 /// The demand the rules count: waiting + in flight + pinned.
 [[nodiscard]] std::size_t scale_demand(const ScaleInput& in) noexcept;
-/// clamp(ceil(demand / capacity), min, max), at least 1 while demand > 0.
+/// clamp(ceil(demand / capacity), min, max), at least 1 while demand > 0; a resize's desired
+/// count clamped to [min, max] while one is in progress.
 [[nodiscard]] int scale_target(const ScaleInput& in) noexcept;
 /// The decision at `now`.
 [[nodiscard]] ScaleDecision decide_scale(const ScaleInput& in,

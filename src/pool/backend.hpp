@@ -103,6 +103,10 @@ public:
         throw ConfigError("this pool's provider cannot release node " + std::to_string(node) +
                           " on its own yet: its nodes end with the pool");
     }
+    /// The hourly price (USD) a node added now would most likely run at (the first offer's),
+    /// after provision(); 0 when it costs nothing or is not known. A budget's max_hourly_usd
+    /// holds back a scale-up by it before anything is launched.
+    [[nodiscard]] virtual double node_price() const { return 0; }
     /// Node 0's address as the other nodes reach it (after provision()).
     [[nodiscard]] virtual std::string head_address() const { return "127.0.0.1"; }
     /// Prepares node `node` and connects to its worker (called in parallel for the nodes).

@@ -194,7 +194,8 @@ void DisplayRenderer::show(const Event& e) {
     // Spinner: errors and pool-level events as lines; node states live in the block.
     if (std::holds_alternative<ErrorEvent>(e) || std::holds_alternative<PoolStarted>(e) ||
         std::holds_alternative<PoolStopping>(e) || std::holds_alternative<InstancePreempted>(e) ||
-        std::holds_alternative<PreemptionNotice>(e))
+        std::holds_alternative<PreemptionNotice>(e) || std::holds_alternative<PoolScaled>(e) ||
+        std::holds_alternative<NodeDraining>(e) || std::holds_alternative<BudgetWarning>(e))
         print(fmt::format("sky: {}\n", terminal_safe(describe(e))));
 }
 

@@ -140,6 +140,16 @@ std::string describe(const Event& event) {
                 e.total_cost, e.total_seconds, e.hourly_rate, e.spot_count, e.ondemand_count,
                 e.savings_vs_ondemand);
         }
+        std::string operator()(const PoolScaled& e) const {
+            return fmt::format("pool scaled from {} to {} node(s): {}", e.from, e.to, e.reason);
+        }
+        std::string operator()(const NodeDraining& e) const {
+            return fmt::format("node {}: {} draining ({})", e.node, e.instance_id, e.reason);
+        }
+        std::string operator()(const BudgetWarning& e) const {
+            return fmt::format("budget: ${:.4f} spent of ${:.2f} ({:.0f}%)", e.spent_usd,
+                               e.limit_usd, e.limit_usd > 0 ? 100 * e.spent_usd / e.limit_usd : 0);
+        }
         std::string operator()(const ErrorEvent& e) const {
             return e.instance_id ? fmt::format("error on {}: {}", *e.instance_id, e.message)
                                  : fmt::format("error: {}", e.message);

@@ -48,6 +48,31 @@ std::shared_ptr<detail::BatchState> ComputePool::start_all(
     return start(std::move(ptrs), detail::BatchKind::calls);
 }
 
+namespace {
+Future<void> void_future(std::shared_ptr<detail::BatchState> st) {
+    return Future<void>(std::move(st), [](detail::BatchState& s) {
+        if (auto e = s.first_error()) std::rethrow_exception(e);
+    });
+}
+}  // namespace
+
+Future<void> ComputePool::resize(int n) {
+    if (!core_) throw Error("ComputePool::resize(): this pool was moved from");
+    return void_future(core_->resize(n));
+}
+void ComputePool::resize(const Autoscale& bounds) {
+    if (!core_) throw Error("ComputePool::resize(): this pool was moved from");
+    core_->resize(bounds);
+}
+Future<void> ComputePool::drain(int node) {
+    if (!core_) throw Error("ComputePool::drain(): this pool was moved from");
+    return void_future(core_->drain(node));
+}
+void ComputePool::release_world() {
+    if (!core_) throw Error("ComputePool::release_world(): this pool was moved from");
+    core_->release_world();
+}
+
 void ComputePool::close() {
     if (core_) core_->close(true);
 }

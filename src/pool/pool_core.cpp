@@ -185,6 +185,8 @@ void PoolCore::start_async(std::function<void(std::exception_ptr)> done) {
                 self->start_left_ = static_cast<int>(ids.size());
                 self->start_errors_.clear();
             }
+            // A lazy start: no node to wait for.
+            if (ids.empty()) return self->finish_start();
             for (int i : ids)
                 self->run_blocking([self, i] { self->start_node(i); },
                                    [self, i] {
@@ -218,13 +220,20 @@ void PoolCore::prepare() {
     {
         std::lock_guard lk(m_);
         sched_ = std::make_unique<Scheduler>(spec_.nodes, spec_.concurrency, max_pipeline_depth);
-        preempt_ = std::make_unique<PreemptionDesk>(spec_.nodes);
-        for (int i = 0; i < spec_.nodes; ++i) add_slot_locked(i);
+        preempt_ = std::make_unique<PreemptionDesk>(std::max(spec_.nodes, spec_.autoscale.max));
+        for (int i = 0; i < spec_.nodes; ++i) add_slot_locked(i).joined_at = started_at_;
+        elastic_ = spec_.autoscale.max > 0;
+        bounds_ = elastic_ ? ScaleBounds{spec_.autoscale.min, spec_.autoscale.max,
+                                         spec_.autoscale.scaledown_window}
+                           : ScaleBounds{spec_.nodes, spec_.nodes, Clock::duration::max()};
     }
     // From here (backend and node slots in place, nothing started yet) a SIGINT, SIGTERM or
     // SIGHUP closes this pool before the program ends.
     signals::register_pool(weak_from_this());
     backend_->provision(spec_.nodes, [this](Event e) { emit(std::move(e)); });
+    const double price = backend_->node_price();
+    std::lock_guard lk(m_);
+    price_ = price;
 }
 
 void PoolCore::emit(Event e) {
@@ -282,7 +291,10 @@ void PoolCore::finish_start() {
     {
         std::lock_guard lk(m_);
         active_ = true;
+        const auto now = Clock::now();
         for (auto& n : nodes_) {
+            n->idle_since = now;  // the constructor's nodes count in the reap budget
+            price_ = std::max(price_, n->instance.hourly_price);
             sched_->set_state(n->index, NodeState::ready);
             if (auto early = n->life.started())
                 ended.emplace_back(n->index, std::pair{early->why, early->protocol_error});
@@ -409,6 +421,7 @@ std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const Wor
             return std::make_exception_ptr(Error(fmt::format(
                 "node {}: a newer connection took this one's place during its handshake", i)));
         sched_->set_workers(i, ready.workers);
+        workers_per_node_ = std::max(workers_per_node_, ready.workers);
         n.ports = ready.ports;
         running = active_ && !resumed;  // a resumed worker keeps its layout
         conn = n.conn;
@@ -488,6 +501,7 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
     std::shared_ptr<NodeConnection> conn;
     std::optional<Resynced> resynced;
     std::size_t resent = 0;
+    Scale scale;
     {
         std::lock_guard lk(m_);
         if (generation != n.generation || closing_) return;
@@ -532,7 +546,9 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
         }
         if (!confirms.empty() || !acks.empty()) conn = n.conn;
         dispatch_locked(sends);
+        touch_locked(n, now, scale);
     }
+    act(scale);
     if (conn) {
         for (auto id : confirms) conn->write_control(MsgType::confirm, id);
         conn->ack(acks);
@@ -599,10 +615,34 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     std::shared_ptr<BatchState> batch;
     Sends sends;
     std::vector<Completion> done;
+    Scale scale;
     {
         std::lock_guard lk(m_);
+        // A distributed call freezes the world: the nodes ready at the first one.
+        if (per_rank && sched_ && world_.empty() && active_) world_ = sched_->broadcast_nodes();
+        // A plain broadcast on an elastic pool with no node ready first wakes max(min, 1).
+        std::vector<int> wake;
+        if (broadcast && !per_rank && sched_ && active_ && !closing_ && elastic_ &&
+            !budget_stopped_ && sched_->broadcast_nodes().empty()) {
+            const int count = std::max(bounds_.min, 1);
+            const auto now = Clock::now();
+            for (int i = 0; static_cast<int>(wake.size()) < count; ++i)
+                if (!slot_locked(i) && !sched_->has_node(i)) {
+                    auto& slot = add_slot_locked(i);
+                    slot.joined_at = now;
+                    slot.idle_since = now;
+                    slot.joining = true;
+                    ++joining_;
+                    sched_->add_node_at(i);
+                    wake.push_back(i);
+                }
+            scale.events.push_back(PoolScaled{
+                0, count, fmt::format("a broadcast on an empty pool wakes {} node(s)", count)});
+            scale.start = wake;
+        }
+        const std::vector<int>& on = per_rank ? world_ : wake;
         const std::size_t n = !broadcast ? calls.size()
-                              : sched_   ? sched_->broadcast_size(per_rank)
+                              : sched_   ? sched_->broadcast_size(per_rank, on)
                                          : static_cast<std::size_t>(spec_.nodes);
         batch = std::make_shared<BatchState>(n);
         // A Future may outlive its pool: cancelling then finds nothing to cancel.
@@ -610,14 +650,25 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
             auto c = core.lock();
             return c ? c->cancel_batch(raw) : false;
         };
-        if (n == 0) return batch;
+        if (n == 0) {
+            if (per_rank && active_ && !closing_ && calls.size() == 1) {
+                // No world to run on: a distributed call needs its nodes ready.
+                batch = std::make_shared<BatchState>(1);
+                batch->fail(0, std::make_exception_ptr(ConfigError(
+                                   "a distributed call on a pool with no ready node: it has no "
+                                   "world to run on (pool.resize(n).get() first)")));
+            }
+            return batch;
+        }
         const auto now = Clock::now();
         if (closing_ || !active_) {
             for (std::size_t i = 0; i < n; ++i)
                 done.push_back(
                     {batch, i, {}, std::make_exception_ptr(Error("the pool is closed"))});
+        } else if (budget_stopped_) {
+            for (std::size_t i = 0; i < n; ++i) done.push_back({batch, i, {}, budget_error_});
         } else if (broadcast) {
-            for (auto [item, node] : sched_->broadcast(batch, *calls[0], per_rank, now))
+            for (auto [item, node] : sched_->broadcast(batch, *calls[0], per_rank, now, on))
                 done.push_back(
                     {batch,
                      item,
@@ -625,7 +676,7 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                      std::make_exception_ptr(NodeLostError(
                          node, instance_id_locked(node), NodeLostError::Reason::unreachable,
                          "the node was lost earlier and could not be replaced"))});
-        } else if (!sched_->any_live()) {
+        } else if (!serving_locked()) {
             // Every node is gone for good (lost, past the pool's timeout, not replaceable):
             // waiting could only be forever.
             for (std::size_t i = 0; i < n; ++i)
@@ -637,10 +688,12 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
         if (sched_) {  // none before start()
             dispatch_locked(sends);
             timer_sooner_locked();
+            if (active_ && !closing_) rescale_locked(now, scale);
         }
     }
     send(sends);
     Completion::deliver(done);
+    act(scale);
     return batch;
 }
 
@@ -654,8 +707,10 @@ void PoolCore::dispatch_locked(Sends& sends) {
         encode_call(o, call_id, t.call, t.pinned_worker);
     });
     for (auto& [i, o] : out)
-        if (auto n = slot_locked(i); !o.empty() && n && n->conn)
+        if (auto n = slot_locked(i); !o.empty() && n && n->conn) {
+            n->busy = true;
             sends.emplace_back(n->conn, std::move(o));
+        }
 }
 
 void PoolCore::send(Sends& sends) {
@@ -708,7 +763,7 @@ std::exception_ptr PoolCore::no_live_node_locked(Clock::time_point now) const {
 }
 
 void PoolCore::fail_waiting_if_none_live_locked(std::vector<Completion>& done) {
-    if (sched_->any_live()) return;
+    if (serving_locked()) return;
     const auto now = Clock::now();
     for (auto& t : sched_->drain_waiting())
         done.push_back(Completion::failed(t, no_live_node_locked(now)));
@@ -841,7 +896,8 @@ std::optional<Resynced> PoolCore::resync_locked(NodeSlot& n, Clock::time_point n
     for (const Task* t : sched_->inflight_tasks(n.index))
         encode_call(out, t->call_id, t->call, t->pinned_worker);
     if (!out.empty()) sends.emplace_back(n.conn, std::move(out));
-    sched_->set_state(n.index, NodeState::ready);
+    // A draining node that reconnected still takes no new call.
+    sched_->set_state(n.index, n.leaving ? NodeState::draining : NodeState::ready);
     return done;
 }
 
@@ -879,6 +935,8 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
     Sends sends;
     std::vector<Completion> done;
     bool restart = false;
+    bool drop = false;
+    Scale scale;
     {
         std::lock_guard lk(m_);
         if (closing_ || generation != n.generation) {
@@ -890,19 +948,45 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
         n.lost_reason = ex.reason;
         n.lost_detail = ex.detail;
         cost_->stop(n.instance.id, Clock::now());
-        if (may_restart_locked(i)) {
+        // A node that was leaving is not replaced; on an elastic pool, a lost node outside the
+        // frozen world is replaced only when the pool would fall below max(min, target).
+        const bool in_world = std::find(world_.begin(), world_.end(), i) != world_.end();
+        if (n.leaving) {
+            drop = true;
+        } else if (elastic_ && !in_world) {
+            int others = 0;
+            for (auto& x : nodes_)
+                if (x->index != i && !x->leaving) ++others;
+            drop = others >= std::max(bounds_.min, scale_target(scale_input_locked()));
+        }
+        if (!drop && may_restart_locked(i) && hourly_allows_locked(1, Clock::now()) > 0) {
             ++n.restarts;
             restart = true;
             n.life.replace();
+        } else if (!drop && !may_restart_locked(i) && elastic_ && !in_world) {
+            drop = true;  // its index is free again: the decision starts a fresh node
+        } else if (!drop && may_restart_locked(i)) {
+            scale.events.push_back(ErrorEvent{
+                fmt::format("node {}: not replaced: its ${:.3f}/h would pass the budget's "
+                            "max_hourly_usd of ${:.3f}/h",
+                            i, std::max(price_, n.instance.hourly_price),
+                            spec_.budget.max_hourly_usd),
+                n.instance.id});
         }
         // Calls with retries left wait for another node (or the replacement); the rest fail.
         // A crash report names the calls that were running: they had started.
         mark_crash_started(*sched_, i, ex);
         for (auto& t : sched_->node_lost(i, restart ? NodeState::restarting : NodeState::lost))
             done.push_back(Completion::failed(t, lost_call_error(i, n.instance.id, ex, t)));
+        if (drop) {
+            n.leaving = true;
+            n.ending = true;
+            scale.end.push_back(i);
+        }
         dispatch_locked(sends);
         fail_waiting_if_none_live_locked(done);
     }
+    act(scale);
     if (!restart) preempt_->node_gone(i);
     if (ex.reason == NodeLostError::Reason::preempted)
         emit(InstancePreempted{instance_id, i, ex.detail});
@@ -994,7 +1078,7 @@ void PoolCore::arm_timer() {
     {
         std::lock_guard lk(m_);
         if (closing_) return;
-        at = std::min({next_hb_, next_cost_, Clock::now() + silence_check});
+        at = std::min({next_hb_, next_cost_, next_budget_, Clock::now() + silence_check});
         if (auto d = sched_->next_deadline()) at = std::min(at, *d);
         timer_at_ = at;
     }
@@ -1021,14 +1105,28 @@ void PoolCore::tick() {
     std::vector<std::shared_ptr<NodeConnection>> heartbeats, acks;
     std::vector<std::tuple<std::shared_ptr<NodeConnection>, int, std::string, std::string>> silent;
     std::optional<CostSnapshot> cost_update;
+    Scale scale;
     {
         std::lock_guard lk(m_);
         if (closing_) return;
         auto expired = sched_->expire(now);
-        for (auto& t : expired.tasks) done.push_back(Completion::failed(t, timeout_error(t)));
+        for (auto& t : expired.tasks) {
+            // A call that never reached a node (an elastic pool waking, every node busy) says
+            // so: its .timeout() counts from submission.
+            const bool sent = std::any_of(expired.cancels.begin(), expired.cancels.end(),
+                                          [&](const auto& c) { return c.second == t.call_id; });
+            done.push_back(Completion::failed(
+                t, sent ? timeout_error(t)
+                        : std::make_exception_ptr(TimeoutError(fmt::format(
+                              "{} did not finish within {} ms: it was still waiting for a node",
+                              t.call.function,
+                              t.call.options.timeout ? t.call.options.timeout->count() : 0)))));
+        }
         // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
+            if (auto n = slot_locked(node);
+                n && n->conn && (sched_->state(node) == NodeState::ready ||
+                                 sched_->state(node) == NodeState::draining))
                 cancels.emplace_back(n->conn, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;
@@ -1044,7 +1142,12 @@ void PoolCore::tick() {
                                                   n->conn->unanswered(now) > hb_)
                 silent.emplace_back(n->conn, n->index, n->instance.id,
                                     "the resumed worker went silent before it caught up");
-            if (sched_->state(n->index) != NodeState::ready || !n->conn) continue;
+            touch_locked(*n, now, scale);
+            // A draining node still runs its calls: it is watched like a ready one.
+            if ((sched_->state(n->index) != NodeState::ready &&
+                 sched_->state(n->index) != NodeState::draining) ||
+                !n->conn)
+                continue;
             if (heartbeat) heartbeats.push_back(n->conn);
             if (n->resumable) acks.push_back(n->conn);
             const auto quiet = n->conn->unanswered(now);
@@ -1059,7 +1162,12 @@ void PoolCore::tick() {
             auto snap = cost_->snapshot(now);
             if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
         }
+        if (active_) {
+            check_budget_locked(now, scale);
+            rescale_locked(now, scale);
+        }
     }
+    act(scale);
     for (auto& [conn, index, id, why] : silent) {
         emit(ErrorEvent{fmt::format("node {}: {}; closing its connection", index, why), id});
         conn->close();  // its reader sees the end, and the node is lost with this reason

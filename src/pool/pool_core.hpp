@@ -24,6 +24,7 @@
 #include "catalog/cost.hpp"
 #include "io/io_core.hpp"
 #include "ledger/ledger.hpp"
+#include "pool/autoscale.hpp"
 #include "pool/backend.hpp"
 #include "pool/backend_factory.hpp"
 #include "pool/event_bus.hpp"
@@ -63,6 +64,19 @@ struct NodeSlot {
     std::string lost_detail;
     /// A free port per worker process, from the worker's ready frame (rendezvous).
     std::vector<std::int32_t> ports;
+
+    // An elastic pool's view of the node (pool/autoscale.hpp).
+    /// When it joined (the constructor's nodes: when the pool started): newest leaves first.
+    Clock::time_point joined_at{};
+    /// Since when it has had no call in flight or pinned (meaningful while `busy` is false).
+    Clock::time_point idle_since{};
+    bool busy = false;
+    /// Joining a running pool: its machine and worker are being started.
+    bool joining = false;
+    /// Leaving (drained, scaled down, budget stopped): takes no new call, ends once idle.
+    bool leaving = false;
+    /// Its end is under way (end_node): its connection closed, the backend releasing it.
+    bool ending = false;
 };
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
@@ -88,6 +102,17 @@ public:
     /// (the pool is closed either way).
     void close(bool report);
 
+    // Elastic pools (api.md §4a).
+    /// Sets the desired count; the batch (one item) completes when the pool has exactly that
+    /// many ready nodes. Throws ConfigError, NotResizableError, BudgetExceededError.
+    std::shared_ptr<BatchState> resize(int n);
+    /// New bounds (max = 0: autoscaling off, fixed at the nodes there now).
+    void resize(const Autoscale& bounds);
+    /// Node `node` leaves once its calls are done; the batch completes when it has ended.
+    std::shared_ptr<BatchState> drain(int node);
+    /// Forgets the frozen world of distributed calls.
+    void release_world();
+
     [[nodiscard]] bool active() const noexcept;
     [[nodiscard]] int instance_count() const noexcept;
     [[nodiscard]] std::vector<Instance> instances() const;
@@ -99,6 +124,49 @@ public:
 private:
     using NodeState = Scheduler::NodeState;
     using Sends = std::vector<std::pair<std::shared_ptr<NodeConnection>, Outgoing>>;
+
+    /// What a scaling step decided under the lock, done after it (act()): nodes to start and
+    /// end, events to send, calls and waiters to complete.
+    struct Scale {
+        std::vector<int> start;
+        std::vector<int> end;
+        std::vector<Event> events;
+        std::vector<Completion> done;
+        std::vector<std::pair<std::shared_ptr<BatchState>, std::exception_ptr>> waiters;
+    };
+    /// A resize() or drain() waiting: the count it asked for, or the node it drains.
+    struct Waiter {
+        std::shared_ptr<BatchState> batch;
+        int want = -1;
+        int node = -1;
+    };
+
+    // Scaling (pool/autoscale.hpp decides; these do what it says).
+    /// What the decision sees now (under m_).
+    [[nodiscard]] ScaleInput scale_input_locked() const;
+    /// Runs the decision and records what to do in `s` (under m_).
+    void rescale_locked(Clock::time_point now, Scale& s);
+    /// Node n leaves: no new call; ended now when it has none (under m_).
+    void leave_locked(NodeSlot& n, Scale& s);
+    /// Marks a node busy or idle from its calls; a leaving node with none is ended (under m_).
+    void touch_locked(NodeSlot& n, Clock::time_point now, Scale& s);
+    /// Completes the resize and drain waiters that are satisfied (under m_).
+    void check_waiters_locked(Scale& s);
+    /// The budget: BudgetWarning once, and the hard stop (under m_).
+    void check_budget_locked(Clock::time_point now, Scale& s);
+    /// How many of `want` more nodes max_hourly_usd allows now (under m_).
+    [[nodiscard]] int hourly_allows_locked(int want, Clock::time_point now) const;
+    /// Whether calls can still be served: a live node, one joining, or an elastic pool that
+    /// can wake (under m_).
+    [[nodiscard]] bool serving_locked() const;
+    /// Does what a scaling step decided (outside the lock).
+    void act(Scale& s);
+    /// A node joins: the backend adds it, then it connects like a replacement (blocking pool).
+    void join(int i);
+    void joined(int i, std::exception_ptr e);
+    /// Ends node i for good: its connection closed, the backend releases it, its slot and
+    /// scheduler entry removed, its cost stopped (blocking pool).
+    void end_node(int i);
 
     /// A provider's PreemptionNotice goes to the preemption desk, which completes it (once per
     /// machine) and fans it out; every other event goes to the bus as it is.
@@ -226,6 +294,23 @@ private:
     boost::asio::steady_timer timer_;                        // on strand_
     Clock::time_point timer_at_ = Clock::time_point::max();  // guarded by m_
     Clock::time_point next_hb_{}, next_cost_{};              // on strand_
+
+    // Elastic state, guarded by m_.
+    bool elastic_ = false;        ///< autoscale.max > 0 (now: resize(Autoscale) may change it)
+    ScaleBounds bounds_;          ///< a fixed pool's are {n, n}
+    std::optional<int> desired_;  ///< a resize in progress
+    std::vector<Waiter> waiters_;
+    std::vector<int> world_;  ///< the frozen world of distributed calls (empty: none)
+    int joining_ = 0;
+    int workers_per_node_ = 1;  ///< the most worker processes a ready node reported
+    int scale_failures_ = 0;    ///< joins failed in a row
+    Clock::time_point next_scale_try_{};
+    double price_ = 0;        ///< a new node's likely hourly price (the backend's, then seen)
+    int hourly_refused_ = 0;  ///< nodes max_hourly_usd held back at the last decision
+    bool budget_warned_ = false;
+    bool budget_stopped_ = false;
+    std::exception_ptr budget_error_;
+    Clock::time_point next_budget_ = Clock::time_point::max();
 };
 
 }  // namespace sky::detail

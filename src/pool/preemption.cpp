@@ -47,7 +47,12 @@ std::optional<PreemptionNotice> PreemptionDesk::notice(PreemptionNotice raw) {
 
 void PreemptionDesk::joined(int node, const std::shared_ptr<NodeConnection>& conn) {
     std::lock_guard lk(m_);
-    if (node < 0 || static_cast<std::size_t>(node) >= joined_.size()) return;
+    if (node < 0) return;
+    // An elastic pool's node may join at an index past the ones it started with.
+    if (static_cast<std::size_t>(node) >= joined_.size()) {
+        joined_.resize(static_cast<std::size_t>(node) + 1);
+        steps_.resize(static_cast<std::size_t>(node) + 1);
+    }
     joined_[static_cast<std::size_t>(node)] = conn;
     if (auto s = standing_locked())
         conn->write_frame(MsgType::preempt, std::make_shared<const Buffer>(encode_preempt(s)));

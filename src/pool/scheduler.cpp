@@ -48,6 +48,31 @@ int Scheduler::add_node() {
     return i;
 }
 
+void Scheduler::add_node_at(int node) { nodes_.emplace(node, Node{}); }
+
+std::size_t Scheduler::pinned_total() const {
+    std::size_t n = 0;
+    for (const auto& [i, node] : nodes_) n += node.pinned.size();
+    return n;
+}
+
+std::size_t Scheduler::inflight_total() const {
+    std::size_t n = 0;
+    for (const auto& [i, node] : nodes_) n += node.inflight.size();
+    return n;
+}
+
+std::vector<int> Scheduler::broadcast_nodes(const std::vector<int>& world) const {
+    std::vector<int> v;
+    for (const auto& [i, n] : nodes_) {
+        if (!world.empty() && std::find(world.begin(), world.end(), i) == world.end()) continue;
+        if (world.empty() && (n.state == NodeState::starting || n.state == NodeState::draining))
+            continue;
+        v.push_back(i);
+    }
+    return v;
+}
+
 std::vector<Task> Scheduler::retire_node(int node) {
     if (!has_node(node)) return {};
     std::vector<Task> failed = node_lost(node, NodeState::closed);
@@ -90,19 +115,21 @@ void Scheduler::enqueue(Task t) { pending_.push_back(std::move(t)); }
 
 void Scheduler::pin(Task t) { at(t.pinned).pinned.push_back(std::move(t)); }
 
-std::size_t Scheduler::broadcast_size(bool per_rank) const {
-    if (!per_rank) return nodes_.size();
+std::size_t Scheduler::broadcast_size(bool per_rank, const std::vector<int>& world) const {
+    const auto which = broadcast_nodes(world);
+    if (!per_rank) return which.size();
     std::size_t n = 0;
-    for (const auto& [i, node] : nodes_) n += static_cast<std::size_t>(node.workers);
+    for (int i : which) n += static_cast<std::size_t>(at(i).workers);
     return n;
 }
 
 std::vector<std::pair<std::size_t, int>> Scheduler::broadcast(
     const std::shared_ptr<BatchState>& batch, const CallDesc& call, bool per_rank,
-    Clock::time_point now) {
+    Clock::time_point now, const std::vector<int>& world) {
     std::vector<std::pair<std::size_t, int>> unplaced;
     std::size_t item = 0;
-    for (const auto& [node, n] : nodes_) {
+    for (const int node : broadcast_nodes(world)) {
+        const Node& n = at(node);
         const int ranks = per_rank ? n.workers : 1;
         // A node being replaced keeps its share: it runs on the replacement.
         const bool live = n.state == NodeState::ready || n.state == NodeState::restarting;

@@ -70,7 +70,8 @@ class Scheduler {
 public:
     /// A node as the scheduler sees it: only a ready node takes calls; a restarting one still
     /// counts as live (its calls wait for the replacement).
-    enum class NodeState { starting, ready, restarting, lost, closed };
+    /// A draining node takes no new call; its calls in flight finish there.
+    enum class NodeState { starting, ready, restarting, lost, closed, draining };
 
     /// Calls taken away from the nodes and the queue, and the calls in flight among them that
     /// the worker should be told to drop (node, call id).
@@ -95,6 +96,14 @@ public:
     [[nodiscard]] bool has_node(int node) const { return nodes_.count(node) != 0; }
     /// A new node, starting, at the lowest index no node has; returns it.
     int add_node();
+    /// A new node, starting, at index `node` (which no node has: the pool picked it).
+    void add_node_at(int node);
+    /// Calls waiting for this node only (a broadcast's share).
+    [[nodiscard]] std::size_t pinned(int node) const { return at(node).pinned.size(); }
+    /// Calls pinned to any node.
+    [[nodiscard]] std::size_t pinned_total() const;
+    /// Calls in flight on every node.
+    [[nodiscard]] std::size_t inflight_total() const;
     /// The node leaves the pool: its calls in flight go back to the queue as after a loss
     /// (node_lost), and the ones that cannot (no retries left, pinned to it) are returned, to
     /// fail. Its index is free again.
@@ -121,16 +130,21 @@ public:
     /// Queues a call for node `t.pinned` only.
     void pin(Task t);
 
+    /// Which nodes a broadcast runs on: every node but those starting or draining (an elastic
+    /// pool's newcomers and leavers), or only `world` when it is not empty.
+    [[nodiscard]] std::vector<int> broadcast_nodes(const std::vector<int>& world = {}) const;
     /// How many items a broadcast has: one per node, or with `per_rank` (a distributed plugin's
-    /// call) one per worker process of each node.
-    [[nodiscard]] std::size_t broadcast_size(bool per_rank) const;
+    /// call) one per worker process of each node (of broadcast_nodes(world)).
+    [[nodiscard]] std::size_t broadcast_size(bool per_rank,
+                                             const std::vector<int>& world = {}) const;
     /// Places a broadcast of `call` whose batch has broadcast_size(per_rank) items, in rank
     /// order (node 0's worker processes first): each item pinned to its node, and with
     /// `per_rank` to its worker process there. A node that is gone for good (lost, closed)
     /// takes nothing: its items are returned as (item, node), to fail.
     std::vector<std::pair<std::size_t, int>> broadcast(const std::shared_ptr<BatchState>& batch,
                                                        const CallDesc& call, bool per_rank,
-                                                       Clock::time_point now);
+                                                       Clock::time_point now,
+                                                       const std::vector<int>& world = {});
 
     /// Gives waiting calls to ready nodes with room: pinned calls first, then the queue, one
     /// node at a time in rotation so that every node gets its share.

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -61,6 +62,9 @@ struct CloudNode {
     bool host_key_rotated = false;       // the boot-script key was replaced (or that was tried)
     std::unique_ptr<NodeHandle> remote;  // the started node (over SSH, or simulated)
     bool gone = false;  // the cloud ended it, or it is being reclaimed: never reused
+    // No machine: added to a running pool and not launched yet, or released (an elastic
+    // pool's node that left). connect() launches one like a replacement.
+    bool absent = false;
 };
 
 class CloudBackend final : public Backend {
@@ -121,11 +125,72 @@ public:
         create_infra(emit);
         emit(InfraCreated{region_});  // empty: each offer names its own region
 
-        std::vector<int> all(static_cast<std::size_t>(nodes));
-        for (int i = 0; i < nodes; ++i) all[static_cast<std::size_t>(i)] = i;
-        std::vector<CloudNode> started = launch(all, spot_node_count(spec_.spot, nodes), "", emit);
+        // A lazy start (an elastic pool's nodes = 0): the offers and the infrastructure are
+        // checked and made, no machine is launched.
+        std::vector<CloudNode> started;
+        if (nodes > 0) {
+            std::vector<int> all(static_cast<std::size_t>(nodes));
+            for (int i = 0; i < nodes; ++i) all[static_cast<std::size_t>(i)] = i;
+            started = launch(all, spot_node_count(spec_.spot, nodes), "", emit);
+        }
         std::lock_guard lk(m_);
-        nodes_ = std::move(started);
+        nodes_.assign(std::make_move_iterator(started.begin()),
+                      std::make_move_iterator(started.end()));
+    }
+
+    // A node joins a running pool: it gets its machine in connect(), launched like a
+    // replacement (the offers, the spot strategy, the capacity walk), each node on its own.
+    // A deque: a node's element stays where it is while others are added (connect() and the
+    // others use it outside the lock).
+    void add(const std::vector<int>& which, const std::function<void(Event)>& emit) override {
+        (void)emit;
+        std::lock_guard lk(m_);
+        if (stopping_) throw ProvisionError(provider_ + ": the pool is closing");
+        for (int i : which) {
+            if (i < 0) throw ConfigError(fmt::format("{}: no node {}", provider_, i));
+            while (nodes_.size() <= static_cast<std::size_t>(i)) {
+                nodes_.emplace_back();
+                nodes_.back().gone = true;
+                nodes_.back().absent = true;
+            }
+            auto& n = nodes_[static_cast<std::size_t>(i)];
+            if (!n.absent)
+                throw Error(fmt::format("{}: node {} is still in the pool", provider_, i));
+            n = CloudNode{};
+            n.absent = true;
+            n.gone = true;
+            // Spot for a joining node when the strategy would put a pool of one on spot.
+            n.spot = spot_node_count(spec_.spot, 1) > 0;
+        }
+    }
+
+    // The node's worker is stopped and its machine terminated and confirmed gone (the
+    // ledger's record with it); its index is free again.
+    void release(int node) override {
+        std::unique_ptr<NodeHandle> remote;
+        std::string id;
+        {
+            std::lock_guard lk(m_);
+            if (node < 0 || static_cast<std::size_t>(node) >= nodes_.size()) return;
+            auto& n = nodes_[static_cast<std::size_t>(node)];
+            remote = std::move(n.remote);
+            id = n.instance_id;
+        }
+        if (remote) remote->stop();
+        remote.reset();
+        if (!id.empty()) terminate({id});
+        std::lock_guard lk(m_);
+        auto& n = nodes_[static_cast<std::size_t>(node)];
+        n = CloudNode{};
+        n.gone = true;
+        n.absent = true;
+    }
+
+    double node_price() const override {
+        std::lock_guard lk(m_);
+        if (offers_.empty()) return 0;
+        return offers_.front().hourly_price(spot_node_count(spec_.spot, 1) > 0 &&
+                                            offers_.front().spot_available);
     }
 
     NodeStart connect(int node, const std::function<void(Event)>& emit) override {
@@ -137,7 +202,7 @@ public:
             replace = n->gone || (n->remote && !n->remote->reachable());
         }
         if (replace) {
-            replace_node(node, *n, emit);
+            replace_node(node, *n, emit);  // a joining node's first machine too
             if (login_.host_firewall) admit_joined(node, *n, emit);
         } else if (n->remote) {
             n->remote->restart_worker(emit);  // a fresh worker on the same machine
@@ -729,22 +794,26 @@ private:
 
     // A lost node gets a new machine: the old one is terminated (it is gone, being reclaimed,
     // or unreachable), a new one is launched from the same offers and takes its place.
+    // A joining node (absent: no machine yet) is launched the same way.
     void replace_node(int node, CloudNode& n, const std::function<void(Event)>& emit) {
         std::unique_ptr<NodeHandle> old_remote;
         std::string old_id;
         bool was_spot = false;
+        bool joining = false;
+        int k = 0;
         {
             std::lock_guard lk(m_);
             old_remote = std::move(n.remote);
             old_id = n.instance_id;
             was_spot = n.spot;
-            ++replacements_;
+            joining = n.absent;
+            k = ++replacements_;
         }
         if (old_remote) old_remote->stop();
         old_remote.reset();
-        terminate({old_id});
+        if (!old_id.empty()) terminate({old_id});
         std::vector<CloudNode> fresh =
-            launch({node}, was_spot ? 1 : 0, fmt::format("-r{}", replacements_), emit);
+            launch({node}, was_spot ? 1 : 0, fmt::format("-{}{}", joining ? "a" : "r", k), emit);
         std::lock_guard lk(m_);
         n = std::move(fresh.at(0));
     }
@@ -997,7 +1066,7 @@ private:
 
     mutable std::mutex m_;
     std::shared_ptr<ship::PoolShipment> shipment_;
-    std::vector<CloudNode> nodes_;
+    std::deque<CloudNode> nodes_;        // by index; see add()
     std::vector<std::string> launched_;  // every id a launch returned, until confirmed gone
     std::set<std::string> terminated_;   // confirmed gone
     int replacements_ = 0;

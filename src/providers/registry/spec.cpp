@@ -21,7 +21,40 @@ bool valid_env_name(const std::string& k) {
 
 void PoolSpec::validate() const {
     auto bad = [](const std::string& m) { throw ConfigError("PoolSpec::" + m); };
-    if (nodes < 1 || nodes > 4096) bad(fmt::format("nodes must be in [1, 4096], got {}", nodes));
+    // With autoscaling, 0 <= min <= nodes <= max (nodes = 0: a lazy start); without, nodes >= 1.
+    const Autoscale& a = autoscale;
+    if (a.max < 0 || a.max > 4096)
+        bad(fmt::format("autoscale.max must be in [0, 4096] (0: autoscaling off), got {}", a.max));
+    if (a.max == 0 && a.min != 0)
+        bad(fmt::format("autoscale.min is {} but autoscale.max is 0 (autoscaling off): set max",
+                        a.min));
+    if (a.max > 0) {
+        if (a.min < 0) bad(fmt::format("autoscale.min must be at least 0, got {}", a.min));
+        if (a.min > a.max)
+            bad(fmt::format("autoscale.min ({}) is more than autoscale.max ({})", a.min, a.max));
+        if (nodes < 0) bad(fmt::format("nodes must be at least 0, got {}", nodes));
+        if (nodes < a.min)
+            bad(fmt::format("nodes ({}) is less than autoscale.min ({})", nodes, a.min));
+        if (nodes > a.max)
+            bad(fmt::format("nodes ({}) is more than autoscale.max ({})", nodes, a.max));
+        if (a.scaledown_window.count() < 0)
+            bad(fmt::format("autoscale.scaledown_window must not be negative, got {} s",
+                            a.scaledown_window.count()));
+    } else if (nodes == 0) {
+        bad("nodes is 0 (a lazy start) but autoscale.max is 0: a lazy pool needs autoscale "
+            "bounds to wake with");
+    } else if (nodes < 1 || nodes > 4096) {
+        bad(fmt::format("nodes must be in [1, 4096], got {}", nodes));
+    }
+    // NaN compares false everywhere: !(x >= 0) catches it.
+    if (!(budget.max_total_usd >= 0))
+        bad(fmt::format("budget.max_total_usd must be at least 0 (0: none), got {}",
+                        budget.max_total_usd));
+    if (!(budget.max_hourly_usd >= 0))
+        bad(fmt::format("budget.max_hourly_usd must be at least 0 (0: none), got {}",
+                        budget.max_hourly_usd));
+    if (!(budget.warn_at > 0 && budget.warn_at <= 1))
+        bad(fmt::format("budget.warn_at must be in (0, 1], got {}", budget.warn_at));
     if (concurrency < 1 || concurrency > 1024)
         bad(fmt::format("concurrency must be in [1, 1024], got {}", concurrency));
     if (timeout.count() <= 0)

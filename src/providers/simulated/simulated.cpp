@@ -832,7 +832,9 @@ ProviderDescriptor simulated_provider() {
         const Simulated* s = spec.provider.get<Simulated>();
         if (!s) return;
         try {
-            check_simulated(with_simulated_env(*s), spec.nodes, problems);
+            // An autoscaled pool's faults may name any index below max.
+            check_simulated(with_simulated_env(*s), std::max(spec.nodes, spec.autoscale.max),
+                            problems);
         } catch (const ConfigError& e) {
             problems.push_back(std::string("provider: ") + e.what());
         }
@@ -840,7 +842,7 @@ ProviderDescriptor simulated_provider() {
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         Simulated config = with_simulated_env(*c.spec.provider.get<Simulated>());
         std::vector<std::string> problems;
-        check_simulated(config, c.spec.nodes, problems);
+        check_simulated(config, std::max(c.spec.nodes, c.spec.autoscale.max), problems);
         if (!problems.empty()) throw ConfigError("PoolSpec::" + problems.front());
         const std::uint64_t seed = config.seed;
         auto cloud = std::make_shared<SimCloud>(std::move(config), c.pool_id);

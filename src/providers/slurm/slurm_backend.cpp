@@ -1009,6 +1009,10 @@ ProviderDescriptor slurm_provider() {
     d.validate = [](const PoolSpec& spec, std::vector<std::string>& problems) {
         const Slurm* s = spec.provider.get<Slurm>();
         if (!s) return;
+        if (spec.autoscale.max > 0)
+            problems.push_back(
+                "autoscale: a sky::Slurm pool is one job of a fixed size (its nodes are the "
+                "job's allocation), so it cannot grow or shrink; leave autoscale at {}");
         if (!s->login.empty()) {
             try {
                 (void)parse_login(s->login);

@@ -227,6 +227,11 @@ ProviderDescriptor ssh_provider() {
         if (static_cast<std::size_t>(spec.nodes) > ssh->hosts.size())
             problems.push_back(fmt::format("nodes ({}) is more than sky::SSH has hosts ({})",
                                            spec.nodes, ssh->hosts.size()));
+        // A host is "launched" by starting its worker: an elastic pool grows within its hosts.
+        if (static_cast<std::size_t>(spec.autoscale.max) > ssh->hosts.size())
+            problems.push_back(
+                fmt::format("autoscale.max ({}) is more than sky::SSH has hosts ({})",
+                            spec.autoscale.max, ssh->hosts.size()));
         if (ssh->port < 1 || ssh->port > 65535)
             problems.push_back(
                 fmt::format("provider: sky::SSH port must be in [1, 65535], got {}", ssh->port));

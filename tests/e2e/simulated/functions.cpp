@@ -35,7 +35,8 @@ std::vector<std::string> Recorder::names() {
         "BootstrapStarting", "BootstrapProgress", "BootstrapCompleted", "PoolStarted",
         "LogLine",           "Metrics",           "InstancePreempted",  "InstanceReplaced",
         "PoolStopping",      "InstanceStopping",  "CostUpdate",         "CostFinal",
-        "ErrorEvent",        "PreemptionNotice"};
+        "ErrorEvent",        "PreemptionNotice",  "PoolScaled",         "NodeDraining",
+        "BudgetWarning"};
     std::lock_guard lk(m);
     std::vector<std::string> out;
     for (auto& e : events) out.emplace_back(n[e.index()]);

@@ -246,3 +246,48 @@ TEST_CASE("autoscale: a pure function: no threads, locks, clocks read or I/O", "
               std::vector<std::string>{});
     }
 }
+
+TEST_CASE("autoscale: a resize's count is the target: idle nodes leave first, then busy ones",
+          "[autoscale]") {
+    // Four nodes on max = 8 with 20 calls waiting: the demand asks for 8, a resize to 2 sets 2.
+    auto in = input(0, 8, 20, 2);
+    in.nodes = {node(0, 1, t0, t0 - 9min), node(1, 0, t0, t0 - 8min), node(2, 1, t0, t0 - 7min),
+                node(3, 0, t0, t0 - 6min)};
+    in.desired = 2;
+    auto d = decide_scale(in, t0);
+    CHECK(d.target == 2);
+    CHECK(d.start.empty());
+    // Idle ones without waiting for the window (newest first), never a busy one while an idle
+    // one is left.
+    CHECK(d.end == std::vector<int>{3, 1});
+    // To 1: the busy node 2 drains too (it ends once its call finishes); node 0 stays.
+    in.desired = 1;
+    d = decide_scale(in, t0);
+    CHECK(d.end == std::vector<int>{3, 1, 2});
+    // Clamped to the bounds: a resize to 20 on max = 8 starts 4 at once.
+    in.desired = 20;
+    d = decide_scale(in, t0);
+    CHECK(d.target == 8);
+    CHECK(d.start == std::vector<int>{4, 5, 6, 7});
+    // To 0 with min = 1: node 0 stays.
+    in.desired = 0;
+    in.bounds.min = 1;
+    d = decide_scale(in, t0);
+    CHECK(d.target == 1);
+    CHECK(d.end.size() == 3);
+    CHECK(std::find(d.end.begin(), d.end.end(), 0) == d.end.end());
+}
+
+TEST_CASE("autoscale: a resize never removes a frozen or starting node", "[autoscale]") {
+    auto in = input(0, 8, 0);
+    auto a = node(1, 0, t0 - 1h, t0 - 1min);
+    a.frozen = true;
+    auto b = node(2, 0, t0, t0);
+    b.starting = true;
+    in.nodes = {node(0, 0, t0 - 1h, t0 - 2h), a, b};
+    in.desired = 0;
+    const auto d = decide_scale(in, t0);
+    // Only node 0 may go, and it is not the last one there (1 and 2 stay): nothing ends.
+    CHECK(d.end.empty());
+    CHECK(d.there == 3);
+}

@@ -2,12 +2,15 @@
 // are scripted workers on socketpairs, so a node's life (ready, reconnecting, resyncing,
 // replacing, lost) runs through PoolCore without a process or a machine. Each case says what the
 // worker does and checks what the caller and the events see.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fakes/pool/fake_backend.hpp"
@@ -54,7 +57,8 @@ struct Events {
 
 /// A pool over `backend`, with `events` recording what it emits.
 std::shared_ptr<PoolCore> make_pool(std::unique_ptr<FakeBackend> backend, Events& events,
-                                    int nodes = 1) {
+                                    int nodes = 1,
+                                    const std::function<void(sky::PoolSpec&)>& tune = {}) {
     static char name[] = "sky_test_pool_core";
     static char* argv[] = {name, nullptr};
     sky::init(1, argv);  // a pool refuses to start in a program that did not call it
@@ -67,6 +71,7 @@ std::shared_ptr<PoolCore> make_pool(std::unique_ptr<FakeBackend> backend, Events
         events.cv.notify_all();
         return std::nullopt;
     };
+    if (tune) tune(spec);
     return std::make_shared<PoolCore>(std::move(spec), std::move(backend));
 }
 
@@ -78,8 +83,10 @@ struct FakePool {
     FakeBackend* fake = owned.get();
     std::shared_ptr<PoolCore> pool;
 
+    std::function<void(sky::PoolSpec&)> tune;
+
     void start(int nodes = 1) {
-        pool = make_pool(std::move(owned), events, nodes);
+        pool = make_pool(std::move(owned), events, nodes, tune);
         pool->start();
     }
 };
@@ -322,4 +329,222 @@ TEST_CASE("pool core: a reconnect that finds no worker loses the node", "[pool_c
     CHECK(fake->reconnects(0) == 1);
     CHECK(p.events.error_with("node 0 lost: the worker crashed"));
     pool->close(false);
+}
+
+// ---- elastic pools (api.md §4a): wake, grow, drain, shrink ------------------------------------
+
+namespace {
+
+/// Calls held by fake workers until the test lets them go.
+struct Gate {
+    std::mutex m;
+    std::condition_variable cv;
+    int held = 0;  ///< calls a worker has read and holds
+    bool open = false;
+
+    void let_go() {
+        std::lock_guard lk(m);
+        open = true;
+        cv.notify_all();
+    }
+    /// Waits up to 10 s until `n` calls are held.
+    bool holding(int n) {
+        std::unique_lock lk(m);
+        return cv.wait_for(lk, 10s, [&] { return held >= n; });
+    }
+};
+
+/// A worker that holds each call until the gate opens, then answers it with its arguments.
+sky::test::WorkerScript gated_worker(std::shared_ptr<Gate> gate) {
+    return [gate](FakeWorker& w) {
+        w.greet();
+        while (auto id = w.next_call()) {
+            {
+                std::unique_lock lk(gate->m);
+                ++gate->held;
+                gate->cv.notify_all();
+                gate->cv.wait(lk, [&] { return gate->open; });
+            }
+            w.result(*id, w.args());
+        }
+    };
+}
+
+/// Counts events of type E seen so far.
+template <class E>
+std::vector<E> seen(Events& ev) {
+    std::lock_guard lk(ev.m);
+    std::vector<E> out;
+    for (auto& e : ev.seen)
+        if (auto* x = std::get_if<E>(&e)) out.push_back(*x);
+    return out;
+}
+
+/// Waits up to `limit` for `ok`.
+bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds limit = 10s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (ok()) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return ok();
+}
+
+void elastic(sky::PoolSpec& s, int min, int max, std::chrono::seconds window) {
+    s.autoscale = {.min = min, .max = max, .scaledown_window = window};
+}
+
+}  // namespace
+
+TEST_CASE("pool core: a lazy pool starts no node, wakes node 0 on a call and sleeps again",
+          "[pool_core][elastic]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->on_connect(0, echo_worker());
+    fake->on_connect(0, echo_worker());
+    p.tune = [](sky::PoolSpec& s) { elastic(s, 0, 2, 1s); };
+    p.start(0);
+    auto& pool = p.pool;
+    CHECK(pool->active());
+    CHECK(pool->instance_count() == 0);
+    CHECK(fake->connects(0) == 0);  // nothing started before the first call
+    auto a = call(*pool, "wake");
+    REQUIRE(a->wait_for(10s));
+    CHECK(text(a->outcomes[0].result) == "wake");
+    CHECK(fake->added() == std::vector<int>{0});
+    auto scaled = seen<sky::PoolScaled>(p.events);
+    REQUIRE(!scaled.empty());
+    CHECK(scaled[0].from == 0);
+    CHECK(scaled[0].to == 1);
+    CHECK_THAT(scaled[0].reason, Catch::Contains("1 waiting"));
+    // Idle for the window: the node is ended and the pool holds none.
+    REQUIRE(eventually([&] { return fake->released() == std::vector<int>{0}; }));
+    REQUIRE(eventually([&] { return pool->instance_count() == 0; }));
+    CHECK(pool->active());
+    // The next call wakes it again, as node 0.
+    auto b = call(*pool, "again");
+    REQUIRE(b->wait_for(10s));
+    CHECK(text(b->outcomes[0].result) == "again");
+    CHECK(fake->added() == std::vector<int>{0, 0});
+    CHECK(b->outcomes[0].node == 0);
+    pool->close(true);
+}
+
+TEST_CASE("pool core: a burst starts the whole shortfall in one decision and never passes max",
+          "[pool_core][elastic]") {
+    FakePool p;
+    auto* fake = p.fake;
+    auto gate = std::make_shared<Gate>();
+    for (int i = 0; i < 4; ++i) fake->on_connect(i, gated_worker(gate));
+    p.tune = [](sky::PoolSpec& s) { elastic(s, 0, 3, 60s); };
+    p.start(0);
+    auto& pool = p.pool;
+    // One batch of ten calls (as a gather or a map submits them).
+    std::vector<CallDesc> descs(10);
+    std::vector<const CallDesc*> ptrs;
+    for (int i = 0; i < 10; ++i) {
+        descs[static_cast<std::size_t>(i)].function = "echo";
+        auto args = make_shared_buffer();
+        *args = bytes("c" + std::to_string(i));
+        descs[static_cast<std::size_t>(i)].args = args;
+        ptrs.push_back(&descs[static_cast<std::size_t>(i)]);
+    }
+    auto batch = pool->submit(ptrs, false);
+    // The first node ready takes a pipeful; the decision still asked for three at once.
+    REQUIRE(gate->holding(1));
+    REQUIRE(eventually([&] { return pool->instance_count() == 3; }));
+    auto scaled = seen<sky::PoolScaled>(p.events);
+    REQUIRE(scaled.size() >= 1);
+    CHECK(scaled[0].from == 0);
+    CHECK(scaled[0].to == 3);  // one decision, not one node at a time
+    for (auto& e : scaled) CHECK(e.to <= 3);
+    gate->let_go();
+    REQUIRE(batch->wait_for(10s));
+    for (std::size_t i = 0; i < 10; ++i)
+        CHECK(text(batch->outcomes[i].result) == "c" + std::to_string(i));
+    CHECK(fake->connects(3) == 0);  // never a fourth node
+    for (auto& e : seen<sky::PoolScaled>(p.events)) CHECK(e.to <= 3);
+    pool->close(true);
+}
+
+TEST_CASE("pool core: drain takes no new call, lets the running one finish, then ends the node",
+          "[pool_core][elastic]") {
+    FakePool p;
+    auto* fake = p.fake;
+    auto gate = std::make_shared<Gate>();
+    fake->on_connect(0, echo_worker());
+    fake->on_connect(1, gated_worker(gate));
+    p.start(2);
+    auto& pool = p.pool;
+    // Node 0 echoes at once, node 1 holds what it gets: two calls, one lands on node 1.
+    std::vector<std::shared_ptr<BatchState>> first;
+    for (int i = 0; i < 2; ++i) first.push_back(call(*pool, "first" + std::to_string(i)));
+    REQUIRE(gate->holding(1));
+    auto drained = pool->drain(1);
+    REQUIRE(eventually([&] { return !seen<sky::NodeDraining>(p.events).empty(); }));
+    CHECK(seen<sky::NodeDraining>(p.events)[0].node == 1);
+    // Draining: the held call is not killed, the node is not released, new calls go to node 0.
+    std::this_thread::sleep_for(200ms);
+    CHECK_FALSE(drained->ready());
+    CHECK(fake->released().empty());
+    auto later = call(*pool, "later");
+    REQUIRE(later->wait_for(10s));
+    CHECK(later->outcomes[0].node == 0);
+    gate->let_go();
+    for (auto& c : first) {
+        REQUIRE(c->wait_for(10s));
+        CHECK(error_of(c->outcomes[0]).empty());
+    }
+    REQUIRE(drained->wait_for(10s));
+    CHECK(drained->outcomes[0].error == nullptr);
+    CHECK(fake->released() == std::vector<int>{1});
+    CHECK(pool->instance_count() == 1);
+    // A fixed pool's size dropped by one; a drain of a node it does not have is refused.
+    CHECK_THROWS_AS(pool->drain(5), sky::ConfigError);
+    pool->close(true);
+}
+
+TEST_CASE("pool core: resize grows a fixed pool at the lowest free index and shrinks it again",
+          "[pool_core][elastic]") {
+    FakePool p;
+    auto* fake = p.fake;
+    fake->on_connect(0, echo_worker());
+    fake->on_connect(1, echo_worker());
+    fake->on_connect(2, echo_worker());
+    p.start(1);
+    auto& pool = p.pool;
+    auto grow = pool->resize(3);
+    REQUIRE(grow->wait_for(10s));
+    CHECK(grow->outcomes[0].error == nullptr);
+    CHECK(pool->instance_count() == 3);
+    CHECK(fake->added() == std::vector<int>{1, 2});
+    auto shrink = pool->resize(1);
+    REQUIRE(shrink->wait_for(10s));
+    CHECK(shrink->outcomes[0].error == nullptr);
+    CHECK(pool->instance_count() == 1);
+    // Newest first; node 0, the head, stays.
+    auto released = fake->released();
+    std::sort(released.begin(), released.end());
+    CHECK(released == std::vector<int>{1, 2});
+    auto c = call(*pool, "still");
+    REQUIRE(c->wait_for(10s));
+    CHECK(c->outcomes[0].node == 0);
+    CHECK_THROWS_AS(pool->resize(-1), sky::ConfigError);
+    pool->close(true);
+}
+
+TEST_CASE("pool core: a failed scale-up is an ErrorEvent, and with no node the call fails with it",
+          "[pool_core][elastic]") {
+    FakePool p;
+    auto* fake = p.fake;  // no script for node 0: every connect is refused
+    p.tune = [](sky::PoolSpec& s) { elastic(s, 0, 1, 60s); };
+    p.start(0);
+    auto& pool = p.pool;
+    auto a = call(*pool, "nowhere");
+    REQUIRE(a->wait_for(30s));
+    CHECK_THAT(error_of(a->outcomes[0]), Catch::Contains("has no machine left"));
+    CHECK(p.events.error_with("scale-up failed (attempt 1 of 3)"));
+    CHECK(p.events.error_with("scale-up failed (attempt 3 of 3)"));
+    CHECK(fake->connects(0) == 3);
+    pool->close(true);
 }
