@@ -1,0 +1,12 @@
+#pragma once
+// The shell that runs in sky's pods (scripts/*.sh, embedded at build time by sky_embed_scripts).
+#include <string_view>
+
+namespace sky::detail::scripts {
+
+/// scripts/pod_main.sh: a pod's main process; holds the pod until the pool's client is gone.
+std::string_view pod_main_sh();
+/// scripts/worker.sh: starts the worker detached from its exec stream, prints its port.
+std::string_view worker_sh();
+
+}  // namespace sky::detail::scripts
