@@ -9,7 +9,7 @@
 
 #include "bootstrap/pip.hpp"
 #include "bootstrap/scripts.hpp"
-#include "node/marks.hpp"
+#include "runtime/node_marks.hpp"
 #include "node/scripts.hpp"
 #include "sky/errors.hpp"
 #include "util/digest.hpp"

@@ -44,6 +44,12 @@ void NodeShell::put(std::string_view content, const std::string& path, int mode)
         path, mode);
 }
 
+std::unique_ptr<io::Stream> NodeShell::open_unix_socket(const std::string& path,
+                                                        std::chrono::milliseconds timeout) {
+    (void)timeout;
+    throw std::logic_error(describe() + ": no way to reach the Unix socket " + path);
+}
+
 void NodeShell::hold(const std::vector<std::string>& argv) {
     (void)argv;
     throw std::logic_error(describe() + ": no connection to hold a command on");

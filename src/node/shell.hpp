@@ -93,6 +93,12 @@ public:
     virtual std::unique_ptr<io::Stream> open_channel(
         const std::string& host, std::uint16_t port,
         std::chrono::milliseconds timeout = std::chrono::seconds(30)) = 0;
+    /// A byte stream to the Unix socket at `path` on the node, within `timeout`, where the shell
+    /// can reach one (an SSH session's direct-streamlocal channel, this machine). Throws
+    /// ChannelRefused when nothing listens there, std::logic_error where the shell reaches no
+    /// Unix socket (a bring-up there listens on a TCP port: BringUpOptions::listen_host).
+    virtual std::unique_ptr<io::Stream> open_unix_socket(
+        const std::string& path, std::chrono::milliseconds timeout = std::chrono::seconds(30));
     /// After the connection was lost: a new one (one attempt, within `within`), which later
     /// commands and channels use. True when it made one; false when the connection was alive
     /// (another caller reconnected first) or there is none to lose (this machine). Throws when

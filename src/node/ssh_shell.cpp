@@ -131,6 +131,17 @@ std::unique_ptr<io::Stream> SshShell::open_channel(const std::string& host, std:
     }
 }
 
+std::unique_ptr<io::Stream> SshShell::open_unix_socket(const std::string& path,
+                                                       std::chrono::milliseconds timeout) {
+    const auto session = s_->current();
+    if (!session) throw ssh::ConnectionLost("the SSH connection was closed");
+    try {
+        return session->open_unix_socket(path, timeout);
+    } catch (const ssh::ChannelError& e) {
+        throw ChannelRefused(e.what());
+    }
+}
+
 bool SshShell::reconnect(std::chrono::milliseconds within) {
     std::lock_guard rl(s_->reconnect_m);
     if (s_->closed) throw Error("the connection to " + describe() + " was closed");

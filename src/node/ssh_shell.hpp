@@ -30,6 +30,9 @@ public:
     const std::string& user() const override;
     std::unique_ptr<io::Stream> open_channel(const std::string& host, std::uint16_t port,
                                              std::chrono::milliseconds timeout) override;
+    /// A direct-streamlocal channel; a refused one throws ChannelRefused.
+    std::unique_ptr<io::Stream> open_unix_socket(const std::string& path,
+                                                 std::chrono::milliseconds timeout) override;
     bool reconnect(std::chrono::milliseconds within) override;
     [[nodiscard]] std::uint64_t connection() const override;
     void drop(std::uint64_t connection) noexcept override;

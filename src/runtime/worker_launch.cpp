@@ -24,6 +24,7 @@ constexpr const char* token_var = "SKY_WORKER_TOKEN";
 constexpr const char* token_file_var = "SKY_WORKER_TOKEN_FILE";
 constexpr const char* port_file_var = "SKY_WORKER_PORT_FILE";
 constexpr const char* heartbeat_file_var = "SKY_WORKER_HEARTBEAT_FILE";
+constexpr const char* ready_fd_var = "SKY_WORKER_READY_FD";
 constexpr const char* accept_timeout_var = "SKY_WORKER_ACCEPT_TIMEOUT";
 constexpr const char* crash_file_var = "SKY_WORKER_CRASH_FILE";
 constexpr const char* allow_from_var = "SKY_WORKER_ALLOW_FROM";
@@ -81,6 +82,7 @@ std::vector<std::string> WorkerLaunch::env() const {
     add(token_file_var, token_file);
     add(port_file_var, port_file);
     add(heartbeat_file_var, heartbeat_file);
+    if (ready_fd) add(ready_fd_var, std::to_string(*ready_fd));
     if (accept_timeout) add(accept_timeout_var, std::to_string(accept_timeout->count()));
     add(crash_file_var, crash_file);
     add(allow_from_var, allow_from);
@@ -123,6 +125,10 @@ WorkerLaunch WorkerLaunch::from_env(const std::function<const char*(const char*)
     l.token_file = get(token_file_var);
     l.port_file = get(port_file_var);
     l.heartbeat_file = get(heartbeat_file_var);
+    if (auto v = get(ready_fd_var); !v.empty())
+        l.ready_fd = static_cast<int>(whole_number(ready_fd_var, v, 0,
+                                                   std::numeric_limits<int>::max(),
+                                                   "a file descriptor (a whole number from 0)"));
     l.crash_file = get(crash_file_var);
     if (auto v = get(allow_from_var); !v.empty()) {
         in6_addr a{};

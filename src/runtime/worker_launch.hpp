@@ -26,6 +26,9 @@ struct WorkerLaunch {
     std::string token_file;
     /// SKY_WORKER_PORT_FILE: where a listening worker writes its port ("unix" for a socket).
     std::string port_file;
+    /// SKY_WORKER_READY_FD: an inherited pipe a listening worker writes its port to (one line,
+    /// as in the port file), then closes: its launcher learns at once that it listens.
+    std::optional<int> ready_fd;
     /// SKY_WORKER_HEARTBEAT_FILE: a file the worker touches whenever the client is heard from
     /// (the node's watchdog reads its age).
     std::string heartbeat_file;

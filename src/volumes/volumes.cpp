@@ -11,7 +11,7 @@
 #include "aws/ec2_client.hpp"
 #include "aws/sts.hpp"
 #include "http/endpoint.hpp"
-#include "node/marks.hpp"
+#include "runtime/node_marks.hpp"
 #include "node/scripts.hpp"
 #include "node/shell.hpp"
 #include "sky/errors.hpp"

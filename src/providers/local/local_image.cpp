@@ -14,7 +14,7 @@
 
 #include "bootstrap/pip.hpp"
 #include "ledger/ledger.hpp"
-#include "node/marks.hpp"
+#include "runtime/node_marks.hpp"
 #include "providers/local/local_worker.hpp"
 #include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"

@@ -1,8 +1,8 @@
 #pragma once
-// A node reached over SSH: the path every remote provider ends in. Ships the program and its
-// shared libraries (ship/shipment.hpp), runs the image's bootstrap script, starts the worker
-// on a Unix socket in the pool's private directory on the node and a watchdog beside it, and
-// tunnels the worker connection through the same SSH session.
+// A node reached over SSH (an sky::SSH host, a cloud instance): the node's bring-up
+// (providers/remote/bring_up.hpp) over an SSH shell (node/ssh_shell.hpp). Its worker listens on
+// a Unix socket in the pool's private directory on the node, under the launcher that watches it,
+// and its connection is a channel of the same SSH session.
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -11,6 +11,7 @@
 
 #include "node/ssh_shell.hpp"
 #include "pool/backend.hpp"
+#include "providers/remote/bring_up.hpp"
 #include "ship/shipment.hpp"
 #include "ssh/session.hpp"
 
@@ -22,11 +23,11 @@ struct RemoteNodeSpec {
     std::string user = "root";
     std::filesystem::path private_key_file;
     ssh::HostKeyPin host_key;
-    /// Cloud instances: the watchdog also powers the machine off (the provider terminates it on
-    /// shutdown). Never for sky::SSH hosts, which the user owns.
+    /// Cloud instances: the node's launcher also powers the machine off when the client is gone
+    /// (the provider terminates it on shutdown). Never for sky::SSH hosts, which the user owns.
     bool power_off_on_expiry = false;
-    /// A shell command the watchdog runs every 5 s; exit status 0 means the provider is taking
-    /// the machine back (a spot reclaim). The watchdog then ends the worker and leaves a
+    /// A shell command (bash) the launcher runs every 5 s; exit status 0 means the provider is
+    /// taking the machine back (a spot reclaim). The launcher then ends the worker and leaves a
     /// `preempted` mark, so the node is reported lost as preempted. Empty: none.
     std::string preemption_probe;
     std::chrono::milliseconds connect_timeout{15000};
@@ -64,7 +65,7 @@ public:
 
     /// A new transport to the worker (an SSH direct-streamlocal channel to its Unix socket).
     std::unique_ptr<io::Stream> connect_worker() override;
-    [[nodiscard]] const std::string& token() const noexcept override { return token_; }
+    [[nodiscard]] const std::string& token() const noexcept override { return up_->token(); }
     /// The worker waits for its client after a dropped connection (ClientHello::session).
     [[nodiscard]] bool can_reconnect() const override { return true; }
     /// A new channel to the worker's socket over the node's session, or over a new session
@@ -79,34 +80,18 @@ public:
     /// Why the worker's connection ended.
     NodeExit exit_reason() override;
     [[nodiscard]] bool reachable() const override;
-    /// Stops the worker and the watchdog and removes this pool's files from the node (the
+    /// Stops the launcher and its worker and removes this pool's files from the node (the
     /// content-addressed program cache stays for the next pool). Never throws.
     void stop() noexcept override;
 
 private:
     RemoteNode() = default;
-    void start_worker(const std::function<void(Event)>& emit);
     /// How to reach the node (its host, key and host key pin).
     [[nodiscard]] ssh::SessionOptions session_options() const;
-    [[noreturn]] void fail(const std::string& phase, const std::string& message,
-                           std::vector<std::string> output = {}) const;
 
     RemoteNodeSpec where_;
-    PoolSpec spec_;
-    int node_ = 0;
-    std::string instance_id_;
     std::unique_ptr<node::SshShell> shell_;
-    std::string home_;      // $HOME on the node
-    std::string exe_path_;  // the program on the node
-    std::string lib_dir_;   // shipped shared libraries
-    std::string image_home_;
-    std::string run_dir_;  // this pool's files for this node
-    std::shared_ptr<ship::PoolShipment> shipment_;
-    bool shipped_ = false;  // this node may serve files to its peers
-    std::string token_;
-    std::string pgid_;         // the worker's process group
-    std::string pgid_start_;   // its leader's start time (/proc/<pgid>/stat field 22)
-    std::string socket_path_;  // the worker's Unix socket on the node
+    std::unique_ptr<NodeBringUp> up_;  // over shell_
 };
 
 }  // namespace sky::detail

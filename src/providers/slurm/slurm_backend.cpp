@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "ledger/ledger.hpp"
-#include "node/marks.hpp"
+#include "runtime/node_marks.hpp"
 #include "pool/backend.hpp"
 #include "providers/cloud/collect.hpp"
 #include "providers/slurm/jobs.hpp"

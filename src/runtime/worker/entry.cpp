@@ -1,5 +1,6 @@
 // sky::init and the process modes of a sky program: started with one of the flags of the table
-// below, the program is not the user's program but a worker, or a node's file server.
+// below, the program is not the user's program but a worker, a node's file server, or the
+// launcher that starts and watches a node's worker.
 #include <openssl/crypto.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -16,6 +17,7 @@
 #include "runtime/auth.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker/file_server.hpp"
+#include "runtime/worker/launcher.hpp"
 #include "runtime/worker/listener.hpp"
 #include "runtime/worker/worker.hpp"
 #include "runtime/worker_launch.hpp"
@@ -34,7 +36,7 @@ std::string& argv0() {
 }
 
 // --sky-worker: serve one client's calls (its connection from the launch variables), then exit.
-[[noreturn]] void worker_mode() {
+[[noreturn]] void worker_mode(int, char**) {
     WorkerLaunch launch;
     try {
         launch = WorkerLaunch::from_env();
@@ -104,6 +106,7 @@ std::string& argv0() {
         listener = std::make_unique<Listener>(launch.listen, launch.allow_from);
         if (!listener->valid()) std::_Exit(5);
         listener->write_port_file(launch.port_file);
+        if (launch.ready_fd) listener->write_port_to(*launch.ready_fd);
         fd = listener->accept_authenticated(tok, std::chrono::steady_clock::now() + timeout);
         if (fd < 0) {
             std::fprintf(stderr, "sky worker: no client authenticated within %lld s\n",
@@ -122,17 +125,25 @@ std::string& argv0() {
 
 // --sky-serve-files: a node serving the program's files to its pool's other nodes (see
 // runtime/worker/file_server.hpp).
-[[noreturn]] void serve_files_mode() { ::_exit(serve_files_main()); }
+[[noreturn]] void serve_files_mode(int, char**) { ::_exit(serve_files_main()); }
+
+// --sky-launch: a node's launcher (runtime/worker/launcher.hpp).
+[[noreturn]] void launch_mode(int argc, char** argv) {
+    const int code = launch_main(argc, argv);
+    std::fflush(nullptr);
+    ::_exit(code);
+}
 
 struct ProcessMode {
     const char* flag;
-    void (*run)();  // never returns
+    void (*run)(int argc, char** argv);  // never returns
 };
 
 // The first argument that names a mode selects it.
 constexpr ProcessMode process_modes[] = {
     {worker_flag, worker_mode},
     {serve_files_flag, serve_files_mode},
+    {launch_flag, launch_mode},
 };
 
 }  // namespace
@@ -154,7 +165,7 @@ void init(int argc, char** argv) {
     // the program's own argument (perhaps forwarded from someone else), never a mode.
     if (argc < 2 || !argv || !argv[1]) return;
     for (const auto& mode : detail::process_modes)
-        if (std::strcmp(argv[1], mode.flag) == 0) mode.run();
+        if (std::strcmp(argv[1], mode.flag) == 0) mode.run(argc, argv);
 }
 
 }  // namespace sky::inline v0

@@ -109,6 +109,18 @@ void Listener::write_port_file(const std::string& path) const {
     }
 }
 
+void Listener::write_port_to(int fd) const {
+    const std::string line = port_text_ + "\n";
+    std::size_t at = 0;
+    while (at < line.size()) {
+        const ssize_t n = ::write(fd, line.data() + at, line.size() - at);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        at += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+}
+
 int Listener::accept_authenticated(std::string_view token,
                                    std::chrono::steady_clock::time_point deadline) {
     if (fd_ < 0) return -1;

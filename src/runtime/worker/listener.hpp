@@ -24,6 +24,8 @@ public:
     /// Writes port_text() to `path`, whole (renamed into place): a reader never sees a partial
     /// file, and a non-empty file means the worker is listening.
     void write_port_file(const std::string& path) const;
+    /// Writes port_text() and a newline to the pipe `fd` (the launcher's), then closes it.
+    void write_port_to(int fd) const;
     /// Accepts until one peer proves it holds `token` (runtime/auth.hpp): a squatter is dropped,
     /// not served, and cannot keep the client out. Each peer gets 10 s to answer the challenge.
     /// Returns the authenticated descriptor, or -1 when `deadline` passed first.

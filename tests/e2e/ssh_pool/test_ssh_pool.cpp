@@ -126,7 +126,7 @@ TEST_CASE("ssh pool: every operator on 4 hosts, with distinct nodes and remote o
     }
     std::lock_guard lk(m);
     CHECK(std::count(lines.begin(), lines.end(), "remote line 2") == 1);
-    for (const char* s : {"check", "env", "worker", "watchdog"}) CHECK(steps.count(s) == 1);
+    for (const char* s : {"check", "env", "worker"}) CHECK(steps.count(s) == 1);
     CHECK(sky::test::wait_until([] { return sky::test::remote_workers() == 0; },
                                 std::chrono::seconds(10)));
 }

@@ -60,15 +60,16 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"ssh", {"io", "util"}},
         // A node's shell: what bringing a node up needs of the machine (run, upload, home,
         // a channel, reconnect), over an SSH session or on this machine. Its channels are
-        // io::Streams. And the marks a node's programs print for the client, defined once.
+        // io::Streams.
         {"node", {"io", "runtime", "ssh", "util"}},
-        // The image's bootstrap script prints the node's phase marks (node/marks.hpp).
-        {"bootstrap", {"node", "util"}},
+        // The image's bootstrap script prints the node's phase marks (runtime/node_marks.hpp,
+        // beside the launcher that prints the worker's).
+        {"bootstrap", {"node", "runtime", "util"}},
         // Shipping and volumes reach the node through its shell, never through SSH itself.
         {"ship", {"node", "runtime", "util"}},
         // Volumes: the endpoint check every endpoint gets, the node's shell, the AWS
         // credentials and STS for S3.
-        {"volumes", {"aws", "http", "node", "util"}},
+        {"volumes", {"aws", "http", "node", "runtime", "util"}},
         // The pool engine. It names no provider: its backend factory and its provider's stated
         // facts come to PoolCore's constructor (pool/backend_factory.hpp) from the registry
         // above it (which also holds PoolSpec::validate, whose last check is the provider's).

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "node/local_shell.hpp"
-#include "node/marks.hpp"
+#include "runtime/node_marks.hpp"
 #include "node/scripts.hpp"
 
 using namespace sky::detail;

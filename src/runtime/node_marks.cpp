@@ -1,4 +1,4 @@
-#include "node/marks.hpp"
+#include "runtime/node_marks.hpp"
 
 namespace sky::detail::node {
 
