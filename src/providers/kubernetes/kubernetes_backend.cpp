@@ -9,7 +9,6 @@
 // until they are gone and force-deletes stragglers.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/utsname.h>
 
 #include <atomic>
 #include <map>
@@ -19,7 +18,6 @@
 #include <thread>
 
 #include "ledger/ledger.hpp"
-#include "node/marks.hpp"
 #include "pool/backend.hpp"
 #include "providers/cloud/collect.hpp"
 #include "providers/kubernetes/api.hpp"
@@ -29,7 +27,7 @@
 #include "providers/kubernetes/provider.hpp"
 #include "providers/kubernetes/scripts.hpp"
 #include "providers/kubernetes/streaming.hpp"
-#include "runtime/worker_launch.hpp"
+#include "providers/remote/bring_up.hpp"
 #include "ship/closure.hpp"
 #include "ship/shipment.hpp"
 #include "util/env.hpp"
@@ -62,10 +60,7 @@ struct Pod {
     std::string name, uid, ip, node_name;
     Clock::time_point created{};
     std::shared_ptr<PodShell> shell;
-    std::string home, prog, img_home;
-    int generation = 0;
-    std::string run;  // the current worker's run directory
-    std::string token;
+    std::unique_ptr<NodeBringUp> bring;  // over `shell`
     bool announced = false;
     bool lost = false;  // gone, deleted, ended: a new pod takes its place
 };
@@ -193,13 +188,12 @@ public:
             emit(InstanceProvisioned{p->name, i, false, "kubernetes", p->ip, p->node_name,
                                      cfg_.hourly_price, std::nullopt});
             emit(BootstrapStarting{p->name});
-            emit(BootstrapProgress{p->name, "check"});
-            check_platform(i, *p);
-            ship_program(i, *p, emit);
-            bootstrap_image(i, *p, emit);
+            auto bring = make_bring_up(i, *p);
+            bring->prepare(emit);
+            std::lock_guard lk(m_);
+            p->bring = std::move(bring);
         }
-        emit(BootstrapProgress{p->name, "worker"});
-        const std::uint16_t port = start_worker(i, *p);
+        p->bring->launch(emit);
         NodeStart s;
         s.instance.id = p->name;
         s.instance.node = i;
@@ -209,14 +203,14 @@ public:
         s.instance.private_ip = p->ip;
         s.instance.hourly_price = cfg_.hourly_price;
         s.instance.on_demand_price = cfg_.hourly_price;
-        s.token = p->token;
+        s.token = p->bring->token();
         try {
-            s.stream = p->shell->open_channel("127.0.0.1", port, seconds(30));
+            s.stream = p->bring->connect(seconds(30));
         } catch (const std::exception& e) {
             throw BootstrapError(i, p->name, "connect",
                                  fmt::format("cannot reach the worker in pod {}/{} through a "
                                              "port-forward to its port {}: {}",
-                                             ns_, p->name, port, e.what()));
+                                             ns_, p->name, p->bring->port(), e.what()));
         }
         if (!p->announced) emit(BootstrapCompleted{p->name});
         std::lock_guard lk(m_);
@@ -231,8 +225,6 @@ public:
             std::lock_guard lk(m_);
             Pod& kept = pods_.at(i);
             p.name = kept.name;
-            p.shell = kept.shell;
-            p.run = kept.run;
             if (auto it = seen_.find(kept.name); it != seen_.end()) seen = it->second;
         }
         const std::string where = fmt::format("pod {}/{}", ns_, p.name);
@@ -281,37 +273,14 @@ public:
                                 v.terminated_reason.empty() ? v.reason : v.terminated_reason,
                                 v.exit_code, v.message.empty() ? "" : " (" + v.message + ")")};
         }
-        // The pod runs: its worker ended. How, its launcher wrote.
-        if (!p.shell || p.run.empty())
-            return {NodeLostError::Reason::unreachable, where + ": no worker was started"};
-        try {
-            auto r = p.shell->run(
-                {"sh", "-c",
-                 "cat \"$0/exit\" 2>/dev/null || echo -; tail -n 20 \"$0/worker.log\" 2>/dev/null",
-                 p.run},
-                kCommandLimit);
-            std::istringstream lines(r.out);
-            std::string code, last;
-            std::getline(lines, code);
-            for (std::string l; std::getline(lines, l);)
-                if (!trim(l).empty()) last = std::string(trim(l));
-            if (code == "-" || code.empty())
-                return {NodeLostError::Reason::unreachable,
-                        fmt::format("the port-forward to the worker in {} closed", where)};
-            const int status = std::atoi(code.c_str());
-            std::string detail =
-                status > 128
-                    ? fmt::format("the worker in {} was killed by signal {} ({})", where,
-                                  status - 128, strsignal(status - 128))
-                    : fmt::format("the worker in {} exited with status {}", where, status);
-            if (status != 0 && !last.empty()) detail += "; its last output: " + last;
-            return {status == 0 ? NodeLostError::Reason::unreachable
-                                : NodeLostError::Reason::worker_crashed,
-                    detail};
-        } catch (const std::exception& e) {
-            mark_lost(i);
-            return {NodeLostError::Reason::unreachable, where + ": " + e.what()};
+        // The pod runs: its worker ended. How, its launcher says.
+        NodeBringUp* bring = nullptr;
+        {
+            std::lock_guard lk(m_);
+            bring = pods_.at(i).bring.get();
         }
+        if (!bring) return {NodeLostError::Reason::unreachable, where + ": no worker was started"};
+        return bring->exit_reason();
     }
 
     bool can_restart(int) const override { return !stopping_; }
@@ -569,7 +538,14 @@ private:
             old = pods_.at(i).name;
             ours_.insert(old);
         }
-        if (shipment_) shipment_->forget(i);
+        {
+            std::unique_ptr<NodeBringUp> gone;
+            {
+                std::lock_guard lk(m_);
+                gone = std::move(pods_.at(i).bring);
+            }
+            if (shipment_) shipment_->forget(i);
+        }
         try {
             delete_pod(old, 0);
         } catch (...) {  // teardown deletes it by label
@@ -589,149 +565,29 @@ private:
         }
     }
 
-    // The pod's architecture and C library against this program's.
-    void check_platform(int i, Pod& p) {
-        const auto& prog = ship::this_program();
-        auto r = p.shell->run({"sh", "-c",
-                               "uname -m; (ldd --version 2>&1 || true) | head -n1 | "
-                               "grep -oE '[0-9]+\\.[0-9]+$' || echo -"},
-                              kCommandLimit);
-        std::istringstream lines(r.out);
-        std::string arch, glibc;
-        std::getline(lines, arch);
-        std::getline(lines, glibc);
-        utsname u{};
-        ::uname(&u);
-        if (r.status != 0 || arch.empty())
-            throw BootstrapError(i, p.name, "check",
-                                 fmt::format("cannot run a command in pod {}/{}: {}", ns_, p.name,
-                                             r.summary()),
-                                 r.last_lines(kTailLines));
-        if (arch != u.machine)
-            throw BootstrapError(i, p.name, "check",
-                                 fmt::format("pod {} runs on {} but this program is built for {}",
-                                             p.name, arch, u.machine));
-        const auto dot = glibc.find('.');
-        const ship::GlibcVersion have{
-            std::atoi(glibc.c_str()),
-            dot == std::string::npos ? 0 : std::atoi(glibc.c_str() + dot + 1)};
-        if (glibc == "-" || have < prog.glibc)
-            throw BootstrapError(
-                i, p.name, "check",
-                fmt::format("the image {} has glibc {}, but this program needs glibc {}.{} or "
-                            "newer (choose another sky::Kubernetes image)",
-                            default_image(), glibc, prog.glibc.major, prog.glibc.minor));
-        p.home = p.shell->home();
-    }
-
     std::shared_ptr<ship::PoolShipment> shipment() {
         std::lock_guard lk(m_);
         if (!shipment_) shipment_ = std::make_shared<ship::PoolShipment>(ship::this_program());
         return shipment_;
     }
 
-    // The program and its libraries into the pod's store (content-addressed, each file's hash
-    // checked there on arrival), through exec.
-    void ship_program(int i, Pod& p, const std::function<void(Event)>& emit) {
-        const std::string run_dir = fmt::format("{}/.sky/run/{}", p.home, pool_id_);
-        auto mk = p.shell->run({"sh", "-c", "umask 077; mkdir -p \"$0\" && chmod 700 \"$0\"",
-                                run_dir},
-                               kCommandLimit);
-        if (mk.status != 0)
-            throw BootstrapError(i, p.name, "upload",
-                                 fmt::format("cannot make {} in pod {}: {}", run_dir, p.name,
-                                             mk.summary()));
-        ship::NodeSite site;
-        site.node = i;
-        site.instance_id = p.name;
-        site.shell = p.shell.get();
-        site.home = p.home;
-        site.run_dir = run_dir;
-        site.peer_address = p.ip;
-        // Everything comes from the client: a pod's address is on a network sky neither owns nor
-        // fences, where a transfer token would go to whoever listens there.
-        site.peers = false;
-        site.lifetime = spec_.timeout;
-        try {
-            p.prog = shipment()->ship(site, emit);
-        } catch (const ship::ShipFailure& e) {
-            throw BootstrapError(i, p.name, e.phase, e.what(), e.output);
-        } catch (const StreamRefused& e) {
-            throw BootstrapError(i, p.name, "upload", e.what());
-        } catch (const Error& e) {
-            throw BootstrapError(i, p.name, "upload", e.what());
-        }
-    }
-
-    // The image's bootstrap script (env, python, pip, files, setup) in the pod, phase by phase;
-    // what it makes stays in the pod's $HOME/.sky/image-<hash>.
-    void bootstrap_image(int i, Pod& p, const std::function<void(Event)>& emit) {
-        const std::string hash = spec_.image.content_hash();
-        p.img_home = p.home + "/.sky/image-" + hash;
-        node::PhaseReader output([&](const std::string& phase) {
-            emit(BootstrapProgress{p.name, phase});
-        },
-                                 "bootstrap", kTailLines);
-        node::RunOptions o{.timeout = std::chrono::minutes(30),
-                           .stdin_data = spec_.image.bootstrap(spec_.timeout)};
-        o.on_stdout = [&](std::string_view l) { output.line(l); };
-        o.on_stderr = o.on_stdout;
-        auto r = p.shell->run({"sh", "-c", "umask 077; SKY_HOME=\"$0\" exec bash -s 2>&1",
-                               p.img_home},
-                              o);
-        if (r.status != 0)
-            throw BootstrapError(i, p.name, output.phase(),
-                                 r.timed_out ? std::string("the bootstrap script timed out")
-                                             : fmt::format("the bootstrap script failed in pod {} "
-                                                           "with exit status {}",
-                                                           p.name, r.status),
-                                 output.tail());
-    }
-
-    // Starts node i's worker in its pod (scripts/worker.sh) and returns its port there.
-    std::uint16_t start_worker(int i, Pod& p) {
-        const auto& prog = ship::this_program();
-        const std::string token = random_hex(32);
-        std::string run;
-        {
-            std::lock_guard lk(m_);
-            ++p.generation;
-            run = fmt::format("{}/.sky/run/{}/{}.{}", p.home, pool_id_, i, p.generation);
-        }
-        std::string env;
-        for (const auto& [k, v] : spec_.env)
-            env += fmt::format("export {}={}\n", k, shell_quote(v));
-        env += fmt::format("export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n",
-                           shell_quote(p.prog + "/lib"));
-        env += WorkerLaunch{.listen = "127.0.0.1:0",
-                            .token_file = run + "/token",
-                            .port_file = run + "/port",
-                            .heartbeat_file = run + "/heartbeat",
-                            .accept_timeout = std::max<seconds>(spec_.idle_timeout, seconds(30)),
-                            .crash_file = run + "/crash",
-                            // The port-forward connects from inside the pod.
-                            .allow_from = "127.0.0.1"}
-                   .shell_exports() +
-               "\n";
-        auto r = p.shell->run(
-            {"bash", "-c", std::string(scripts::worker_sh()), "sky-worker", run,
-             p.prog + "/" + prog.program().name, p.img_home,
-             std::to_string(std::max<long long>(1, spec_.idle_timeout.count() - 1)), state_dir_,
-             std::string(node::marks::port.text), std::string(node::marks::exit.text)},
-            {.timeout = seconds(90), .stdin_data = token + "\n" + env});
-        int port = 0;
-        std::istringstream lines(r.out);
-        for (std::string l; std::getline(lines, l);)
-            if (auto v = node::marks::port.value_in(l)) port = std::atoi(std::string(*v).c_str());
-        if (r.status != 0 || port <= 0 || port > 65535)
-            throw BootstrapError(i, p.name, "worker",
-                                 fmt::format("the worker in pod {}/{} did not start listening: {}",
-                                             ns_, p.name, r.summary()),
-                                 r.last_lines(kTailLines));
-        std::lock_guard lk(m_);
-        p.run = run;
-        p.token = token;
-        return static_cast<std::uint16_t>(port);
+    // Node i's bring-up over its pod's shell (providers/remote/bring_up.hpp): the program
+    // shipped through exec (each file's hash checked in the pod), the image's bootstrap, the
+    // launcher on 127.0.0.1 (the port-forward connects from inside the pod); when its worker
+    // ends idle (the client is gone) the launcher tells the pod's main process to end the pod.
+    std::unique_ptr<NodeBringUp> make_bring_up(int i, const Pod& p) {
+        BringUpOptions o;
+        o.instance_id = p.name;
+        o.shipment = shipment();
+        o.peer_address = p.ip;
+        // Everything comes from the client: a pod's address is on a network sky neither owns
+        // nor fences, where a transfer token would go to whoever listens there.
+        o.peer_transfers = false;
+        o.listen_host = "127.0.0.1";
+        // The first connection comes through the API server after the launcher answered.
+        o.min_accept_timeout = seconds(30);
+        o.release_on_idle = {"sh", "-c", "touch \"$0/end\"", state_dir_};
+        return std::make_unique<NodeBringUp>(*p.shell, spec_, pool_id_, i, std::move(o));
     }
 
     // The pool's objects deleted and confirmed gone: the ConfigMap (background propagation),

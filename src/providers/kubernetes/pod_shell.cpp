@@ -29,13 +29,17 @@ PodShell::PodShell(std::shared_ptr<KubeApi> api, std::string ns, std::string pod
     r.argv = {"sh", "-c",
               "id -un 2>/dev/null || id -u; h=${HOME:-/}; "
               "if [ \"$h\" != / ] && mkdir -p \"$h/.sky\" 2>/dev/null && [ -w \"$h/.sky\" ]; "
-              "then echo \"$h\"; else mktemp -d /tmp/sky-home.XXXXXX; fi"};
+              "then echo \"$h\"; else echo private; mktemp -d /tmp/sky-home.XXXXXX; fi"};
     r.timeout = std::chrono::seconds(60);
     const ExecResult e = exec(api_->credentials(), r);
     protocol_ = e.protocol;
     std::istringstream lines(e.out);
     std::getline(lines, user_);
     std::getline(lines, home_);
+    if (home_ == "private") {
+        private_home_ = true;
+        std::getline(lines, home_);
+    }
     if (!e.exited || e.exit_code != 0 || home_.empty() || home_[0] != '/')
         throw Error(fmt::format("pod {}/{}: cannot find a home there: {}", ns_, pod_,
                                 e.failure.empty() ? std::string(trim(e.err)) : e.failure));
@@ -48,13 +52,15 @@ node::CommandOutcome PodShell::run(const std::vector<std::string>& argv,
     r.ns = ns_;
     r.pod = pod_;
     r.container = kContainer;
+    std::vector<std::string> command = argv;
+    if (private_home_) command.insert(command.begin(), {"env", "HOME=" + home_});
     if (options.stdin_data.empty()) {
-        r.argv = argv;
+        r.argv = std::move(command);
     } else {
         // Length-delimited: v4 has no stdin close, so the command reads exactly what is sent.
         r.argv = {"sh", "-c", "head -c \"$0\" | \"$@\"",
                   std::to_string(options.stdin_data.size())};
-        r.argv.insert(r.argv.end(), argv.begin(), argv.end());
+        r.argv.insert(r.argv.end(), command.begin(), command.end());
         r.stdin_data = std::string(options.stdin_data);
     }
     r.timeout = options.timeout.count() > 0 ? options.timeout : std::chrono::hours(24);

@@ -17,7 +17,8 @@ class PodShell final : public node::NodeShell {
 public:
     /// Pod `pod` in `ns` through `api`'s server. Asks the pod once for its user and a private
     /// home: $HOME where `$HOME/.sky` can be made, else a fresh 0700 directory under /tmp (images
-    /// that run as a random user with no writable home). Throws StreamRefused (the API's
+    /// that run as a random user with no writable home), which every command then gets as $HOME.
+    /// Throws StreamRefused (the API's
     /// refusal, e.g. no `pods/exec`) or sky::Error when it cannot.
     PodShell(std::shared_ptr<KubeApi> api, std::string ns, std::string pod);
 
@@ -43,6 +44,7 @@ private:
     std::shared_ptr<KubeApi> api_;
     std::string ns_, pod_;
     std::string home_, user_, protocol_;
+    bool private_home_ = false;  // home_ is a directory under /tmp: commands get it as $HOME
     bool closed_ = false;
 };
 

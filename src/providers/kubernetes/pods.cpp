@@ -123,13 +123,11 @@ json product_affinity(const json& node_list, const std::string& accelerator_name
         // Nodes carry this key: only the matching products (none matching: nothing schedules,
         // and the scheduler says so).
         if (values.empty()) values.push_back("sky-no-node-has-" + want);
-        return json{{"nodeAffinity",
-                     {{"requiredDuringSchedulingIgnoredDuringExecution",
-                       {{"nodeSelectorTerms",
-                         json::array({{{"matchExpressions",
-                                        json::array({{{"key", key},
-                                                      {"operator", "In"},
-                                                      {"values", values}}})}}})}}}}}}};
+        json expression = {{"key", key}, {"operator", "In"}, {"values", values}};
+        json term = {{"matchExpressions", json::array({expression})}};
+        json required = {{"nodeSelectorTerms", json::array({term})}};
+        return json{
+            {"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", required}}}};
     }
     return nullptr;
 }

@@ -6,7 +6,5 @@ namespace sky::detail::scripts {
 
 /// scripts/pod_main.sh: a pod's main process; holds the pod until the pool's client is gone.
 std::string_view pod_main_sh();
-/// scripts/worker.sh: starts the worker detached from its exec stream, prints its port.
-std::string_view worker_sh();
 
 }  // namespace sky::detail::scripts
