@@ -291,7 +291,12 @@ public:
         if (stopped_.exchange(true)) return;
         stopping_ = true;
         if (monitor_.joinable()) monitor_.join();
-        if (!api_ || !created_) return;
+        if (!api_) return;
+        if (!created_) {
+            // Nothing was made (the API refused the ConfigMap): nothing for `sky gc` either.
+            if (ledger_ && !ref_.empty()) ledger_->instance_gone(ref_);
+            return;
+        }
         try {
             {
                 std::lock_guard lk(m_);

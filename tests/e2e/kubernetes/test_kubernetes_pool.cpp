@@ -340,14 +340,14 @@ TEST_CASE("kubernetes pool: kill -9, then sky ls and sky gc with nothing but the
     REQUIRE(driver.wait(30s));
     // The pods outlive their client until someone collects them.
     CHECK(count_of(c, "pods") == 2);
-    {
-        sky::test::ScopedEnv env({{"KUBECONFIG", c.user_kubeconfig()}});
-        auto ls = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "kubernetes"}, 60s);
-        INFO("sky ls: " << ls.output);
-        CHECK(ls.status == 0);
-        CHECK(ls.output.find(pool_id) != std::string::npos);
-        CHECK(ls.output.find("sky-" + pool_id + "-n0-") != std::string::npos);
-    }
+    // The user's environment names the cluster (sky ls lists there); gc reaches the dead pool
+    // through the kubeconfig path, context and namespace its ledger recorded.
+    sky::test::ScopedEnv env({{"KUBECONFIG", c.user_kubeconfig()}});
+    auto ls = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "kubernetes"}, 60s);
+    INFO("sky ls: " << ls.output);
+    CHECK(ls.status == 0);
+    CHECK(ls.output.find(pool_id) != std::string::npos);
+    CHECK(ls.output.find("sky-" + pool_id + "-n0-") != std::string::npos);
     auto gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 240s);
     INFO("sky gc: " << gc.output);
     CHECK(gc.status == 0);
