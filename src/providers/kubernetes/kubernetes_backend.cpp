@@ -228,6 +228,8 @@ public:
             if (auto it = seen_.find(kept.name); it != seen_.end()) seen = it->second;
         }
         const std::string where = fmt::format("pod {}/{}", ns_, p.name);
+        if (stopping_)
+            return {NodeLostError::Reason::unreachable, where + ": the pool is closing"};
         std::optional<json> now;
         try {
             now = api_->get_if(api_->core("pods/" + p.name));
