@@ -254,18 +254,8 @@ std::vector<std::string> s3fs_arguments(const S3Volume& v) {
 
 std::string volumes_dir(const std::string& run_dir) { return run_dir + "/volumes"; }
 
-std::string unmount_command(const std::string& run_dir) {
-    const std::string script = shell_quote(volumes_dir(run_dir) + "/unmount.sh");
-    return fmt::format("[ -f {0} ] && bash {0} > /dev/null 2>&1; ", script);
-}
-
-std::string unmount_after_worker(const std::string& run_dir, long idle_seconds) {
-    return fmt::format(
-        "; while :; do now=$(date +%s); hb=$(stat -c %Y {run}/heartbeat 2>/dev/null || echo 0); "
-        "if [ $((now - hb)) -gt {idle} ] || [ $now -gt $deadline ]; then {unmount}exit 0; fi; "
-        "sleep 1; done",
-        fmt::arg("run", shell_quote(run_dir)), fmt::arg("idle", idle_seconds),
-        fmt::arg("unmount", unmount_command(run_dir)));
+std::string unmount_script_path(const std::string& run_dir) {
+    return volumes_dir(run_dir) + "/unmount.sh";
 }
 
 VolumePlan plan_volumes(const std::vector<Volume>& volumes, const std::string& dir,

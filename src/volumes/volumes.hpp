@@ -84,16 +84,9 @@ struct VolumePlan {
 /// Where a node keeps its volume files, inside the pool's run directory.
 [[nodiscard]] std::string volumes_dir(const std::string& run_dir);
 
-/// A shell fragment (ends with "; ") that runs the node's unmount script when the volume phase
-/// left one: for RemoteNode::stop and the watchdog, after the worker is ended and before the run
-/// directory is removed.
-[[nodiscard]] std::string unmount_command(const std::string& run_dir);
-
-/// A shell fragment for the end of the watchdog (starts with "; "), run when the worker ended on
-/// its own (the client went away, or it crashed): unless a restart replaces this watchdog
-/// first, the volumes are unmounted once the node has not heard from the client for
-/// `idle_seconds` (the age of the heartbeat file) or the pool's deadline (`$deadline`) passed.
-[[nodiscard]] std::string unmount_after_worker(const std::string& run_dir, long idle_seconds);
+/// The node's unmount script (volumes_dir/unmount.sh) the volume phase leaves: the node's
+/// launcher runs it when the node's life ends, and the bring-up's stop (`bash <it>`).
+[[nodiscard]] std::string unmount_script_path(const std::string& run_dir);
 
 /// Why the volume phase failed: the message names the volume (its bucket); the output is s3fs's
 /// own words, with no credential in them.

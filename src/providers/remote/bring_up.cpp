@@ -150,8 +150,9 @@ void NodeBringUp::bootstrap(const std::function<void(Event)>& emit) {
         o_.shared_home ? fmt::format("exec 9>>{}; flock 9; ", shell_quote(image_home_ + ".lock"))
                        : std::string();
     auto b = shell_.run({"bash", "-c",
-                         fmt::format("umask 077; {}SKY_HOME={} bash {}/bootstrap.sh", lock,
-                                     shell_quote(image_home_), shell_quote(run_dir_))},
+                         fmt::format("umask 077; {0}SKY_HOME={1} bash {2}; s=$?; rm -f {2}; exit $s",
+                                     lock, shell_quote(image_home_),
+                                     shell_quote(run_dir_ + "/bootstrap.sh"))},
                         eo);
     if (b.status != 0)
         fail(output.phase(),
@@ -186,7 +187,7 @@ std::vector<std::string> NodeBringUp::launcher(std::string_view command) const {
 std::string NodeBringUp::launcher_settings() const {
     LaunchSettings s;
     s.token = token_;
-    s.run_dir = run_dir_;
+    s.run_dir = worker_dir_;
     s.image_env = image_home_ + "/env.sh";
     s.lib_dir = prog_dir_ + "/lib";
     for (const auto& [k, v] : spec_.env) s.env.emplace_back(k, v);
@@ -201,26 +202,33 @@ std::string NodeBringUp::launcher_settings() const {
     if (!o_.release_on_idle.empty())
         s.current_file = fmt::format("{}/.sky/run/{}/{}.current", home_, pool_id_, node_);
     s.superseded_grace_s = o_.superseded_grace.count();
-    if (!spec_.volumes.empty()) s.unmount_script = volumes_dir(run_dir_) + "/unmount.sh";
+    if (!spec_.volumes.empty()) s.unmount_script = unmount_script_path(run_dir_);
     s.detach = !o_.start_launcher;
+    s.remove_run_dir_at_end = o_.worker_dir_per_launch;
     return s.to_text();
 }
 
 void NodeBringUp::launch(const std::function<void(Event)>& emit) {
     emit(BootstrapProgress{o_.instance_id, "worker"});
-    if (launched_) {
+    if (launched_ && !o_.worker_dir_per_launch) {
         // A fresh worker in place of the last one: its launcher (and whatever is left of its
-        // worker) ends first; the run directory stays (the volumes' files are in it).
+        // worker) ends first; the run directory stays (the volumes' files are in it). With a
+        // directory per launch the last launcher learns from the current file that it was
+        // superseded, and ends by itself.
         auto argv = launcher("stop");
-        argv.push_back(run_dir_);
-        shell_.run(argv, kCommandLimit);
+        argv.push_back(worker_dir_);
+        // The launcher ends its worker within a second; a program that cannot even do that
+        // (replaced, broken) holds the new launch no longer than this.
+        shell_.run(argv, std::chrono::seconds(8));
     }
+    ++launches_;
+    worker_dir_ = o_.worker_dir_per_launch ? fmt::format("{}/{}", run_dir_, launches_) : run_dir_;
     token_ = random_hex(32);
     port_ = 0;
     if (o_.listen_host.empty()) {
         // The worker listens on a Unix socket in this pool's 0700 directory: only this user
         // (and root) can connect, where any local user could reach a TCP port.
-        socket_path_ = run_dir_ + "/worker.sock";
+        socket_path_ = worker_dir_ + "/worker.sock";
         if (socket_path_.size() >= 100) {  // sun_path holds 108 bytes
             auto d = shell_.script("umask 077; mktemp -d /tmp/sky-XXXXXXXXXX", kCommandLimit);
             const std::string dir = d.out.substr(0, d.out.find('\n'));
@@ -235,7 +243,8 @@ void NodeBringUp::launch(const std::function<void(Event)>& emit) {
     if (o_.start_launcher) {
         r = o_.start_launcher(launcher({}), settings);
     } else {
-        r = shell_.run(launcher({}), std::chrono::seconds(150), settings);
+        // The launcher gives its worker 15 s to listen.
+        r = shell_.run(launcher({}), std::chrono::seconds(25), settings);
     }
     launched_ = true;
     std::optional<std::string> port;
@@ -283,7 +292,7 @@ NodeExit NodeBringUp::exit_reason() {
                 fmt::format("the connection to {} was lost", where)};
     try {
         auto argv = launcher("status");
-        argv.push_back(run_dir_);
+        argv.push_back(worker_dir_);
         auto r = shell_.run(argv, std::chrono::seconds(10));
         if (r.timed_out)
             return {NodeLostError::Reason::unreachable,
@@ -325,23 +334,23 @@ void NodeBringUp::stop() noexcept {
     try {
         if (!shell_.alive()) return;
         const auto limit = std::chrono::seconds(15 + 4 * static_cast<int>(spec_.volumes.size()));
-        if (!launched_ || exe_path_.empty()) {
+        if (!launched_ || exe_path_.empty() || o_.worker_dir_per_launch) {
             // Nothing was launched (a bootstrap that failed): the volumes and files only.
             if (!spec_.volumes.empty())
-                shell_.run({"bash", volumes_dir(run_dir_) + "/unmount.sh"}, limit);
+                shell_.run({"bash", unmount_script_path(run_dir_)}, limit);
             shell_.run({"rm", "-rf", "--", run_dir_}, kCommandLimit);
             shell_.run({"rmdir", "--", std::filesystem::path(run_dir_).parent_path().string()},
                        kCommandLimit);
             return;
         }
         std::vector<std::string> argv = launcher("stop");
-        argv.push_back(run_dir_);
+        argv.push_back(worker_dir_);
         if (!spec_.volumes.empty()) {
             argv.emplace_back("--unmount");
-            argv.push_back(volumes_dir(run_dir_) + "/unmount.sh");
+            argv.push_back(unmount_script_path(run_dir_));
         }
         argv.emplace_back("--remove");
-        if (!socket_path_.empty() && socket_path_.rfind(run_dir_, 0) != 0)
+        if (!socket_path_.empty() && socket_path_.rfind(worker_dir_, 0) != 0)
             argv.push_back(std::filesystem::path(socket_path_).parent_path().string());
         // Each volume's unmount may wait up to 4 s for its s3fs to end.
         shell_.run(argv, limit);

@@ -77,6 +77,11 @@ struct BringUpOptions {
     std::chrono::seconds superseded_grace{30};
     /// How the launcher starts (see LauncherStarter); empty: through the shell, detached.
     LauncherStarter start_launcher;
+    /// Each launch's worker files in a directory of its own (run_dir()/<launch number>), which
+    /// its launcher removes when its worker ends: a launcher that outlives its worker (waiting
+    /// to learn whether it was superseded) never meets the next one's files. False: the worker
+    /// files are in run_dir(), kept after a crash for exit_reason().
+    bool worker_dir_per_launch = false;
 };
 
 /// One node's bring-up over its shell. The shell outlives it. Each step throws BootstrapError
@@ -123,6 +128,8 @@ public:
     [[nodiscard]] const std::string& run_dir() const noexcept { return run_dir_; }
     /// The program's directory on the node (after ship()).
     [[nodiscard]] const std::string& program_dir() const noexcept { return prog_dir_; }
+    /// The directory of the last launch's worker files (after launch()).
+    [[nodiscard]] const std::string& worker_dir() const noexcept { return worker_dir_; }
     /// The port the worker listens on (0: a Unix socket, or not launched).
     [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
     /// The node's shell.
@@ -144,6 +151,8 @@ private:
     std::string run_dir_;
     std::string prog_dir_;
     std::string exe_path_;
+    std::string worker_dir_;
+    int launches_ = 0;
     std::string socket_path_;
     std::string token_;
     std::uint16_t port_ = 0;

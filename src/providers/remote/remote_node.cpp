@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "pool/backend.hpp"
+#include "providers/remote/scripts.hpp"
 #include "ssh/session.hpp"
-#include "util/shell.hpp"
 
 namespace sky::detail {
 
@@ -59,15 +59,12 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
 }
 
 std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
-    std::string args;
+    std::vector<std::string> argv{"bash", "-c", std::string(scripts::admit_peers_sh()),
+                                  "sky-admit-peers", kHostFirewallDir};
     for (const auto& a : addresses)
-        if (!a.empty()) args += " " + shell_quote(a);
+        if (!a.empty()) argv.push_back(a);
     try {
-        auto r = shell_->script(
-            fmt::format("f={}/admit-peers; S=; [ \"$(id -u)\" = 0 ] || S='sudo -n'; "
-                        "$S test -f \"$f\" || {{ echo absent; exit 0; }}; $S sh \"$f\"{}",
-                        shell_quote(kHostFirewallDir), args),
-            std::chrono::seconds(30));
+        auto r = shell_->run(argv, std::chrono::seconds(30));
         std::string kind = r.out.substr(0, r.out.find('\n'));
         if (kind == "absent") return "the boot script set none up";
         if (kind == "none") return "the image has neither nftables nor iptables";

@@ -9,6 +9,10 @@ namespace sky::detail::scripts {
 std::string_view incoming_sh();
 /// scripts/unpack.sh: checks the broadcast archive (owner, hash of a private copy), unpacks it.
 std::string_view unpack_sh();
+/// scripts/probe.sh: a compute node's facts (name, architecture, C library, home, the store).
+std::string_view probe_sh();
+/// scripts/step.sh: starts a worker's step detached from the login node, waits for its port.
+std::string_view step_sh();
 /// scripts/watchdog.sh: the login node's watchdog of the client's connection, and its stop.
 std::string_view watchdog_sh();
 

@@ -21,14 +21,15 @@
 #include "runtime/node_marks.hpp"
 #include "pool/backend.hpp"
 #include "providers/cloud/collect.hpp"
+#include "providers/remote/bring_up.hpp"
 #include "providers/slurm/jobs.hpp"
 #include "providers/slurm/login.hpp"
 #include "providers/slurm/provider.hpp"
+#include "node/scripts.hpp"
 #include "providers/slurm/scripts.hpp"
 #include "providers/slurm/slurm_adapter.hpp"
 #include "providers/slurm/slurm_commands.hpp"
 #include "providers/slurm/srun_shell.hpp"
-#include "runtime/worker_launch.hpp"
 #include "ship/closure.hpp"
 #include "ship/shipment.hpp"
 #include "ssh/session.hpp"
@@ -64,6 +65,15 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 std::vector<std::string> last_lines(const node::CommandOutcome& r, std::size_t n = kTailLines) {
     return r.last_lines(n);
+}
+
+// A node-side script of scripts/ after the marks it prints (node_marks.hpp), as its values.
+std::string with_marks(std::string_view script) {
+    return scripts::ScriptValues("sky slurm: the program's placement on a compute node")
+        .word("sky_refused_mark", node::marks::refused.text)
+        .word("sky_incoming_mark", node::marks::incoming.text)
+        .word("sky_placed_mark", node::marks::placed.text)
+        .then({script});
 }
 
 bool is_ipv4(const std::string& s) {
@@ -685,15 +695,10 @@ private:
         const std::string probe_file = pool_dir_ + "/probe";
         login.script(fmt::format("umask 077; cat > {}", shell_quote(probe_file)), kCommandLimit,
                      nonce + "\n");
-        const std::string probe = fmt::format(
-            "n=${{SLURMD_NODENAME:-$(hostname -s)}}; a=$(uname -m); "
-            "g=$( (ldd --version 2>&1 || true) | head -n1 | grep -oE '[0-9]+\\.[0-9]+$'); "
-            "s=$(cat {probe} 2>/dev/null || echo -); c=-; "
-            "[ -f \"$HOME/.sky/prog/{id}/.complete\" ] && c=cached; "
-            "echo \"{mark} $n $a ${{g:--}} $s $c $HOME\"",
-            fmt::arg("probe", shell_quote(probe_file)), fmt::arg("id", prog.id),
-            fmt::arg("mark", node::marks::probe.text));
-        auto p = login.run(srun_argv(job, names, {"bash", "-c", probe}), kCommandLimit * 2);
+        auto p = login.run(srun_argv(job, names,
+                                     {"bash", "-c", std::string(scripts::probe_sh()), "sky-probe",
+                                      std::string(node::marks::probe.text), probe_file, prog.id}),
+                           kCommandLimit * 2);
         struct Seen {
             std::string arch, glibc, nonce, cached, home;
         };
@@ -820,7 +825,7 @@ private:
         };
         auto d = login.run(
             srun_argv(job, names,
-                      {"bash", "-c", std::string(scripts::incoming_sh()), "sky-incoming"}),
+                      {"bash", "-c", with_marks(scripts::incoming_sh()), "sky-incoming"}),
             kCommandLimit, incoming + "\n");
         each_node(d, node::marks::incoming, "cannot make the pool's private directory on");
         auto b = login.run(sbcast_argv(job, tar, incoming + "/program.tar"), seconds(600));
@@ -830,7 +835,7 @@ private:
             fail("sbcast could not copy the program to the job's nodes", b);
         }
         auto u = login.run(srun_argv(job, names,
-                                     {"bash", "-c", std::string(scripts::unpack_sh()),
+                                     {"bash", "-c", with_marks(scripts::unpack_sh()),
                                       "sky-unpack", incoming, prog.id, sum}),
                            seconds(300));
         login.script(fmt::format("rm -f {}", shell_quote(tar)), kCommandLimit);
@@ -840,149 +845,99 @@ private:
                 BootstrapProgress{n.instance_id, "sbcast", prog.total_bytes(), prog.total_bytes()});
     }
 
-    // The image's bootstrap script (Image::bootstrap: env, python, pip, files, setup...) as a
-    // step on the node, phase by phase; its results (env.sh, a venv) stay in the node's
-    // ~/.sky/image-<hash>. Nodes that share a home take turns (a lock file), so one of them
-    // builds the venv and the others find it made.
+    // Node i's bring-up (providers/remote/bring_up.hpp) over its srun shell: the program is
+    // placed already (place_nodes); the image's bootstrap and the worker's launcher run as steps
+    // of the job on the node.
+    NodeBringUp& bring_up(int i, const Node& n) {
+        std::lock_guard lk(m_);
+        auto& u = ups_[i];
+        if (!u.up || u.job != n.job) {
+            u.job = n.job;
+            u.up.reset();
+            u.shell = std::make_unique<SrunShell>(*login_, n.job, n.name, n.home);
+            BringUpOptions o;
+            o.instance_id = n.instance_id;
+            o.program_dir = n.prog;
+            // Nodes that share a home take turns at the image (one builds it, the others find
+            // it made).
+            o.shared_home = true;
+            o.listen_host = n.address;
+            // The client's connection comes from the login node, from the address srun reached
+            // the node from: the worker accepts no other peer of the cluster's network.
+            o.allow_from_variable = "SLURM_LAUNCH_NODE_IPADDR";
+            // At least 30 s for the client's first connection: its channel comes through the
+            // login node after the step starts, which on a busy client took over a 5 s
+            // idle_timeout.
+            o.min_accept_timeout = seconds(30);
+            // Silent for idle_timeout: the pool's client is gone, the job is released; unless
+            // the pool gave up on this worker and started a fresh step on the node, which it
+            // does within a few seconds of the worker's idle end (kSupersededGrace).
+            o.release_on_idle = {"scancel", n.job};
+            o.superseded_grace = kSupersededGrace;
+            o.worker_dir_per_launch = true;
+            o.start_launcher = [this, i](const std::vector<std::string>& argv,
+                                         const std::string& settings) {
+                return start_step(i, argv, settings);
+            };
+            u.up = std::make_unique<NodeBringUp>(*u.shell, spec_, pool_id_, i, std::move(o));
+        }
+        return *u.up;
+    }
+
+    // The image's bootstrap script (Image::bootstrap: env, python, pip, files, setup...), phase
+    // by phase; its results (env.sh, a venv) stay in the node's ~/.sky/image-<hash>.
     void bootstrap_image(int i, const Node& n, const std::function<void(Event)>& emit) {
-        const std::string hash = spec_.image.content_hash();
-        const std::string wrapper = fmt::format(
-            "umask 077; mkdir -p \"$HOME/.sky\" && chmod 700 \"$HOME/.sky\" || exit 90; "
-            "exec 9>>\"$HOME/.sky/image-{0}.lock\"; flock 9; "
-            "SKY_HOME=\"$HOME/.sky/image-{0}\" bash -s 2>&1",
-            hash);
-        node::PhaseReader output(
-            [&](const std::string& phase) {
-                emit(BootstrapProgress{n.instance_id, phase});
-            },
-            "bootstrap", kTailLines);
-        SrunShell shell(*login_, n.job, n.name, n.home);
-        const std::string script = spec_.image.bootstrap(spec_.timeout);
-        node::RunOptions o{.timeout = std::chrono::minutes(30), .stdin_data = script};
-        o.on_stdout = [&](std::string_view l) { output.line(l); };
-        o.on_stderr = o.on_stdout;
-        auto r = shell.run({"bash", "-c", wrapper}, o);
-        if (r.status != 0)
-            throw BootstrapError(i, n.instance_id, output.phase(),
-                                 r.timed_out ? std::string("the bootstrap script timed out")
-                                             : fmt::format("the bootstrap script failed on {} "
-                                                           "with exit status {}",
-                                                           n.name, r.status),
-                                 output.tail());
+        auto& up = bring_up(i, n);
+        up.check(emit);
+        up.ship(emit);
+        up.bootstrap(emit);
     }
 
     std::string out_file(int i, int generation) const {
         return fmt::format("{}/node-{}-{}.out", pool_dir_, i, generation);
     }
 
-    // Starts node i's worker as a step of the job and returns the port it listens on. The
-    // step's launcher stays in the step (no double fork): Slurm's signals reach the worker.
-    std::uint16_t start_worker(int i, Node& n) {
-        n.token = random_hex(32);
-        ++n.generation;
-        const auto& prog = ship::this_program();
-        // One directory per worker step: a restarted worker's launcher never meets the files
-        // of the one before, which removes its own when it ends.
-        const std::string run =
-            fmt::format("{}/.sky/run/{}/{}.{}", n.home, pool_id_, i, n.generation);
-        // Which step is node i's current worker ("<job>.<step>"), on the node itself: the
-        // launcher of a worker the pool gave up on (a connection it could not resume) reads it
-        // there when its worker ends, even where the client cannot reach that node any more.
-        const std::string current = fmt::format("{}/.sky/run/{}/{}.current", n.home, pool_id_, i);
-        // What the worker's environment gets, on the step's stdin with the token (never on a
-        // command line that ps shows on the login and compute nodes).
-        std::string env;
-        for (const auto& [k, v] : spec_.env)
-            env += fmt::format("export {}={}\n", k, shell_quote(v));
-        env += fmt::format("export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n",
-                           shell_quote(n.prog + "/lib"));
-        // The client's connection comes from the login node, from the address srun reached the
-        // node from: the worker accepts no other peer (other hosts of the cluster network).
-        env +=
-            "case ${SLURM_LAUNCH_NODE_IPADDR:-} in *[!0-9a-fA-F.:]*|'') ;; *) export "
-            "SKY_WORKER_ALLOW_FROM=\"$SLURM_LAUNCH_NODE_IPADDR\" ;; esac\n";
-        env += WorkerLaunch{.listen = n.address + ":0",
-                            .token_file = run + "/token",
-                            .port_file = run + "/port",
-                            .heartbeat_file = run + "/heartbeat",
-                            // At least 30 s for the client's first connection: its channel
-                            // comes through the login node after the step starts, which on a
-                            // busy client took over a 5 s idle_timeout (the worker had left).
-                            .accept_timeout = std::max<std::chrono::seconds>(
-                                spec_.idle_timeout, std::chrono::seconds(30))}
-                   .shell_exports();
-        const std::string launcher = fmt::format(
-            "umask 077; run={run}; cur={cur}; me=\"$SLURM_JOB_ID.$SLURM_STEP_ID\"; "
-            "mkdir -p \"$run\" && cd \"$run\" || exit 90; rm -f port; "
-            // This step is node i's worker now: one that came before it must not cancel the job.
-            "printf '%s\\n' \"$me\" > \"$cur.$$\" && mv -f \"$cur.$$\" \"$cur\" || exit 90; "
-            "IFS= read -r t || exit 91; printf '%s\\n' \"$t\" > token; unset t; "
-            "[ -f {img}/env.sh ] && . {img}/env.sh; "
-            "eval \"$(cat)\"; touch heartbeat; "
-            "{exe} --sky-worker < /dev/null & w=$!; "
-            "trap 'kill -TERM $w 2>/dev/null' TERM INT HUP; "
-            "for i in $(seq 600); do [ -s port ] && {{ echo \"{m_port} $(cat port)\"; break; }}; "
-            "kill -0 $w 2>/dev/null || break; sleep 0.1; done; "
-            "wait $w; s=$?; while kill -0 $w 2>/dev/null; do wait $w; s=$?; done; "
-            "echo \"{m_exit} $s\"; "
-            // Silent for idle_timeout: the pool's client is gone; the job is released. Unless
-            // the pool gave up on this worker and started a fresh step on the node: the client
-            // lives, and the job is its. The pool replaces a worker within a few seconds of
-            // this worker's own idle end (its reconnect window closes with it): a fresh step
-            // may still come for kSupersededGrace (the job's end, SIGTERM, stops the wait).
-            "hb=$(stat -c %Y heartbeat 2>/dev/null || echo 0); "
-            "if [ $(( $(date +%s) - hb )) -ge {idle} ]; then q=; trap 'q=1' TERM INT HUP; "
-            "for i in $(seq {grace}); do [ -z \"$q\" ] && "
-            "[ \"$(cat \"$cur\" 2>/dev/null || echo \"$me\")\" = \"$me\" ] || break; sleep 1; "
-            "done; c=$(cat \"$cur\" 2>/dev/null || echo \"$me\"); "
-            "if [ \"$c\" = \"$me\" ]; then echo {m_idle}; scancel \"$SLURM_JOB_ID\"; "
-            "else echo \"{m_superseded} $c\"; fi; fi; "
-            "[ \"$(cat \"$cur\" 2>/dev/null)\" = \"$me\" ] && rm -f \"$cur\"; "
-            "cd /; rm -rf \"$run\"; rmdir \"${{run%/*}}\" 2>/dev/null; exit $s",
-            fmt::arg("run", shell_quote(run)), fmt::arg("cur", shell_quote(current)),
-            fmt::arg("grace", kSupersededGrace.count()),
-            fmt::arg("img", shell_quote(n.home + "/.sky/image-" + spec_.image.content_hash())),
-            fmt::arg("exe", shell_quote(n.prog + "/" + prog.program().name)),
-            fmt::arg("idle", std::max<long long>(1, spec_.idle_timeout.count() - 1)),
-            fmt::arg("m_port", node::marks::port.text), fmt::arg("m_exit", node::marks::exit.text),
-            fmt::arg("m_idle", node::marks::idle.text),
-            fmt::arg("m_superseded", node::marks::superseded.text));
+    // Starts the launcher's argv as a step of the job on node i (srun --overlap, detached on the
+    // login node: the worker does not depend on this client's connection). The step's launcher
+    // stays in the step (no double fork): Slurm's signals reach it and its worker. Its settings
+    // (with the token) go on its stdin, from a file opened and removed before srun starts;
+    // returns the step's first lines up to the port mark (from its output file on the login
+    // node).
+    node::CommandOutcome start_step(int i, const std::vector<std::string>& argv,
+                                    const std::string& settings) {
+        Node n;
+        {
+            std::lock_guard lk(m_);
+            n = nodes_.at(static_cast<std::size_t>(i));
+        }
         const std::string out = out_file(i, n.generation);
         const std::string pid = fmt::format("{}/node-{}.srun-pid", pool_dir_, i);
-        const std::string srun =
-            shell_command(srun_argv(n.job, {n.name}, {"bash", "-c", launcher})) + " ";
-        // srun runs detached on the login node (its own session, immune to hangups): the
-        // worker does not depend on this client's connection. Its stdin is a file opened and
-        // removed before srun starts.
-        auto r = login_->script(
-            fmt::format("umask 077; cd {dir} || exit 1; f=node-{i}.in; cat > \"$f\"; "
-                        "exec 3< \"$f\"; rm -f \"$f\"; "
-                        "setsid nohup {srun}<&3 > {out} 2>&1 3<&- & echo $! > {pid}",
-                        fmt::arg("dir", shell_quote(pool_dir_)), fmt::arg("i", i),
-                        fmt::arg("srun", srun), fmt::arg("out", shell_quote(out)),
-                        fmt::arg("pid", shell_quote(pid))),
-            kCommandLimit, n.token + "\n" + env);
-        if (r.status != 0)
-            throw BootstrapError(i, n.instance_id, "worker",
-                                 "could not start the worker's step: " + r.summary(),
-                                 last_lines(r));
-        auto w = login_->script(
-            fmt::format("for i in $(seq 600); do l=$(grep -m1 '^{m_port} ' {out}) && "
-                        "{{ echo \"$l\"; exit 0; }}; grep -q '^{m_exit} ' {out} && break; "
-                        "kill -0 $(cat {pid}) 2>/dev/null || break; sleep 0.1; done; "
-                        "tail -n 20 {out}; exit 1",
-                        fmt::arg("out", shell_quote(out)), fmt::arg("pid", shell_quote(pid)),
-                        fmt::arg("m_port", node::marks::port.text),
-                        fmt::arg("m_exit", node::marks::exit.text)),
-            seconds(90));
-        const std::string first = w.out.substr(0, w.out.find('\n'));
-        const auto said = node::marks::port.value_in(first);
-        const int port = w.status == 0 && said ? std::atoi(std::string(*said).c_str()) : 0;
-        if (port <= 0 || port > 65535)
-            throw BootstrapError(i, n.instance_id, "worker",
-                                 fmt::format("the worker on {} did not start listening", n.name),
-                                 last_lines(w));
-        return static_cast<std::uint16_t>(port);
+        std::vector<std::string> step{"bash",
+                                      "-c",
+                                      std::string(scripts::step_sh()),
+                                      "sky-step",
+                                      pool_dir_,
+                                      fmt::format("node-{}.in", i),
+                                      out,
+                                      pid,
+                                      std::string(node::marks::port.text),
+                                      std::string(node::marks::exit.text),
+                                      "--"};
+        for (auto& w : srun_argv(n.job, {n.name}, argv)) step.push_back(std::move(w));
+        return login_->run(step, seconds(90), settings);
+    }
+
+    // Starts node i's worker as a step of the job and returns the port it listens on.
+    std::uint16_t start_worker(int i, Node& n) {
+        ++n.generation;
+        {
+            std::lock_guard lk(m_);
+            nodes_.at(static_cast<std::size_t>(i)).generation = n.generation;
+        }
+        auto& up = bring_up(i, n);
+        up.launch([](Event) {});
+        n.token = up.token();
+        return up.port();
     }
 
     PoolSpec spec_;
@@ -996,6 +951,13 @@ private:
     mutable std::mutex m_;
     std::mutex watchdog_m_;  // start_watchdog, one at a time
     std::unique_ptr<node::NodeShell> login_;
+    // Each node's bring-up over its srun shell, for the job that holds the node now.
+    struct NodeUp {
+        std::string job;
+        std::unique_ptr<SrunShell> shell;
+        std::unique_ptr<NodeBringUp> up;
+    };
+    std::map<int, NodeUp> ups_;
     std::vector<std::string> jobs_;  // every job submitted, in order
     std::vector<Node> nodes_;
     // Jobs whose nodes were lost because the job ended: whether a new job may replace them

@@ -341,9 +341,12 @@ std::string status_text(int status) {
 
 // ---- the launcher ------------------------------------------------------------------------
 
+// How long a worker has from its start to listening.
+constexpr auto kStartBound = seconds(15);
+
 int g_signal_pipe[2] = {-1, -1};
 
-extern "C" void on_signal(int sig) {
+void on_launcher_signal(int sig) {
     const int saved = errno;
     const char c = static_cast<char>(sig);
     [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
@@ -489,7 +492,7 @@ private:
 
     void install_signals() {
         struct sigaction sa{};
-        sa.sa_handler = on_signal;
+        sa.sa_handler = on_launcher_signal;
         sigemptyset(&sa.sa_mask);
         sa.sa_flags = SA_RESTART;
         ::sigaction(SIGCHLD, &sa, nullptr);
@@ -518,8 +521,12 @@ private:
             for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(sig, SIG_DFL);
             const int null = ::open("/dev/null", O_RDWR);
             ::dup2(null, 0);
-            ::dup2(log >= 0 ? log : null, 1);
-            ::dup2(log >= 0 ? log : null, 2);
+            // Detached, its output goes to worker.log; in the foreground (a job step) it is the
+            // step's output, beside the launcher's marks.
+            if (s_.detach) {
+                ::dup2(log >= 0 ? log : null, 1);
+                ::dup2(log >= 0 ? log : null, 2);
+            }
             ::fcntl(ready[1], F_SETFD, 0);
             std::vector<char*> envp;
             for (auto& e : env) envp.push_back(e.data());
@@ -540,7 +547,8 @@ private:
         // ended (or closed it) first.
         std::string port;
         char buf[256];
-        const auto until = Clock::now() + seconds(120);
+        // The start's bound: a worker that does not listen within it is given up.
+        const auto until = Clock::now() + kStartBound;
         for (;;) {
             const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
             pollfd p{ready[0], POLLIN, 0};
@@ -630,9 +638,11 @@ private:
             nap(milliseconds(1000));
             if (worker_done_) break;
             if (stop_asked_) {
+                // The pool's stop or a fresh worker's launch (the client waits for it), or the
+                // job's end on Slurm (its KillWait follows with SIGKILL).
                 log("told to stop; ending the worker");
                 end_ = End::stopped;
-                end_worker(milliseconds(2000));
+                end_worker(milliseconds(500));
                 break;
             }
             if (client_silent() || past_deadline()) {
@@ -736,7 +746,9 @@ private:
             unmount();
             (void)::chdir("/");
             fs::remove_all(run_, ec);
-            fs::remove(run_.parent_path(), ec);  // only when empty
+            // The node's and the pool's directories, each only when nothing else is in it.
+            fs::remove(run_.parent_path(), ec);
+            fs::remove(run_.parent_path().parent_path(), ec);
         }
         return std::atoi(code.c_str());
     }

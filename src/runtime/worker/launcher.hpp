@@ -7,9 +7,9 @@
 //   PROGRAM --sky-launch            reads LaunchSettings from stdin; writes the token (0600),
 //                                   heartbeat, port, exit and crash files in the run directory;
 //                                   starts `PROGRAM --sky-worker` in a process group of its own;
-//                                   prints "::sky-port <port>" the moment the worker listens (the
-//                                   worker tells it through a pipe: no polling), and
-//                                   "::sky-exit <status>" when it ended. Detached (the default),
+//                                   prints the port mark (runtime/node_marks.hpp) the moment the
+//                                   worker listens (the worker tells it through a pipe: no
+//                                   polling), and the exit mark when it ended. Detached (the default),
 //                                   it returns once the worker listens and goes on watching in a
 //                                   session of its own; else (a job step) it stays in the
 //                                   foreground until the worker ended and exits with its status.
@@ -62,7 +62,7 @@ struct LaunchSettings {
     std::vector<std::string> probe;    ///< the preemption probe (exit status 0: reclaimed)
     long long probe_period_s = 5;
     /// Run when the worker ended idle, unless another launcher claimed `current_file` within
-    /// superseded_grace_s (then "::sky-superseded <its id>" is printed instead of "::sky-idle").
+    /// superseded_grace_s (then the superseded mark with its id is printed, not the idle mark).
     std::vector<std::string> release_on_idle;
     std::string current_file;
     long long superseded_grace_s = 30;

@@ -78,8 +78,10 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // What a provider is (ProviderDescriptor), over the pool's Backend, with the facts each
         // provider states (its billing policy is the catalog's vocabulary).
         {"providers/descriptor", {"catalog", "pool"}},
-        // The providers. Every remote node mounts the pool's volumes (a bootstrap
-        // phase) and unmounts them. The worker's tunnel reaches the pool as an io::Stream (the
+        // The providers. providers/remote holds the one node bring-up over a shell (check, ship,
+        // bootstrap, volumes, the launcher, exit reason), which every remote provider uses, and
+        // RemoteNode, that bring-up over SSH. Every remote node mounts the pool's volumes (a
+        // bootstrap phase) and unmounts them. The worker's tunnel reaches the pool as an io::Stream (the
         // SSH layer's channel).
         {"providers/remote",
          {"bootstrap", "io", "node", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
@@ -87,9 +89,9 @@ const std::map<std::string, std::set<std::string>>& allowed() {
          {"catalog", "ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
         // Local gives pip an image's settings in the same private files a node's bootstrap
         // writes (bootstrap/pip.hpp); a Local worker's socket pair is an io::FdStream; its
-        // image checks print node marks.
+        // image checks print node marks (runtime/node_marks.hpp).
         {"providers/local",
-         {"bootstrap", "io", "ledger", "node", "pool", "providers/descriptor", "runtime", "util"}},
+         {"bootstrap", "io", "ledger", "pool", "providers/descriptor", "runtime", "util"}},
         {"providers/ssh",
          {"ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
         // The REST clouds' shared descriptor helper makes their cloud backends.
@@ -107,12 +109,13 @@ const std::map<std::string, std::set<std::string>>& allowed() {
          {"catalog", "io", "ledger", "pool", "providers/cloud", "providers/descriptor",
           "providers/local", "runtime", "util"}},
         // A Slurm pool is one job: the login node's shell over SSH (node, ssh), the program
-        // into its store (ship), workers started with the runtime's launch variables, reached
-        // through the shell's channels. Of the cloud layer only its collector: `sky ls`/`sky gc`
+        // into its store (ship), each node brought up by the one bring-up
+        // (providers/remote/bring_up.hpp) over its srun shell, workers reached through the
+        // login shell's channels. Of the cloud layer only its collector: `sky ls`/`sky gc`
         // reach sky's jobs as they reach a cloud's machines.
         {"providers/slurm",
-         {"ledger", "node", "pool", "providers/cloud", "providers/descriptor", "runtime", "ship",
-          "ssh", "util"}},
+         {"ledger", "node", "pool", "providers/cloud", "providers/descriptor", "providers/remote",
+          "runtime", "ship", "ssh", "util"}},
         // Kubernetes: kubeconfig credentials (util's subprocess runs exec plugins), the API
         // server's REST on the HTTP client and its streams on the I/O core, a pod as a node
         // shell brought up by the one bring-up (providers/remote), `sky ls`/`sky gc` through the

@@ -1,10 +1,12 @@
-#!/bin/bash
+# shellcheck shell=bash
 # On every node of the job, after sbcast: puts the program's archive into this user's store
 # ($HOME/.sky/prog/<id>). The archive is read only from the pool's private directory (made by
 # incoming.sh, checked again here), copied to a private file, and only that copy is hashed and,
 # if its SHA-256 is the one the login node computed, unpacked. The private directory is removed
 # whatever happens.
 #   unpack.sh <private directory> <program id> <sha256 of the archive>
+# The marks it prints (sky_refused_mark, sky_placed_mark) are set above this text.
+# shellcheck disable=SC2154  # the marks are set by the lines above this text
 set -u
 umask 077
 dir=$1 id=$2 sum=$3
@@ -12,7 +14,7 @@ node=${SLURMD_NODENAME:-$(hostname -s)}
 store="$HOME/.sky/prog"
 dest="$store/$id"
 refuse() {
-  echo "::sky-refused $node $1"
+  echo "$sky_refused_mark $node $1"
   rm -rf -- "$dir" "${copy:-}" 2>/dev/null
   exit 92
 }
@@ -40,4 +42,4 @@ if [ ! -f "$dest/.complete" ]; then
   rm -f -- "$copy"
 fi
 rm -rf -- "$dir"
-[ -f "$dest/.complete" ] && echo "::sky-placed $node"
+[ -f "$dest/.complete" ] && echo "$sky_placed_mark $node"
