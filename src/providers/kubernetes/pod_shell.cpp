@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "providers/kubernetes/scripts.hpp"
 #include "providers/kubernetes/streaming.hpp"
 #include "util/text.hpp"
 
@@ -26,10 +27,7 @@ PodShell::PodShell(std::shared_ptr<KubeApi> api, std::string ns, std::string pod
     r.ns = ns_;
     r.pod = pod_;
     r.container = kContainer;
-    r.argv = {"sh", "-c",
-              "id -un 2>/dev/null || id -u; h=${HOME:-/}; "
-              "if [ \"$h\" != / ] && mkdir -p \"$h/.sky\" 2>/dev/null && [ -w \"$h/.sky\" ]; "
-              "then echo \"$h\"; else echo private; mktemp -d /tmp/sky-home.XXXXXX; fi"};
+    r.argv = {"sh", "-c", std::string(scripts::home_sh()), "sky-home"};
     r.timeout = std::chrono::seconds(60);
     const ExecResult e = exec(api_->credentials(), r);
     protocol_ = e.protocol;

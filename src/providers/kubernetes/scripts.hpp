@@ -6,5 +6,7 @@ namespace sky::detail::scripts {
 
 /// scripts/pod_main.sh: a pod's main process; holds the pod until the pool's client is gone.
 std::string_view pod_main_sh();
+/// scripts/home.sh: the pod's user and the home sky keeps its files in.
+std::string_view home_sh();
 
 }  // namespace sky::detail::scripts
