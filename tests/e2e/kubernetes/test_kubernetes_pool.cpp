@@ -220,11 +220,12 @@ TEST_CASE(
     s.accelerator = "T4";
     std::vector<std::string> steps;
     std::mutex m;
-    s.on_event = [&](const sky::Event& e) {
+    s.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
         if (const auto* p = std::get_if<sky::BootstrapProgress>(&e)) {
             std::lock_guard lk(m);
             steps.push_back(p->step);
         }
+        return std::nullopt;
     };
     const auto start = Clock::now();
     std::string what;
@@ -256,9 +257,10 @@ TEST_CASE(
     {
         sky::PoolSpec s = spec_of(c, 1);
         std::atomic<int> preempted{0}, replaced{0};
-        s.on_event = [&](const sky::Event& e) {
+        s.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
             if (std::holds_alternative<sky::InstancePreempted>(e)) ++preempted;
             if (std::holds_alternative<sky::InstanceReplaced>(e)) ++replaced;
+            return std::nullopt;
         };
         sky::ComputePool pool{s};
         const std::string first = pool.instances().at(0).id;
