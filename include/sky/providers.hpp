@@ -4,6 +4,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -141,6 +142,35 @@ struct Slurm {
     std::string known_hosts;    ///< known_hosts pinning its key (empty: ~/.ssh/known_hosts)
 };
 
+/// Pods on a Kubernetes cluster you already have (docs/api.md §5c): node i is one pod, reached
+/// only through the API server (exec and port-forward); nothing is installed in the cluster, and
+/// leaving the pool deletes every pod and the one ConfigMap that owns them.
+struct Kubernetes {
+    static constexpr std::string_view name = "kubernetes";  ///< Provider::name(), `--provider`
+    /// The kubeconfig context; empty: its current-context (in a pod with no kubeconfig: the
+    /// pod's own cluster).
+    std::string context;
+    /// The namespace; empty: the context's, else "default".
+    std::string ns;
+    /// A kubeconfig path; empty: KUBECONFIG (a colon list, merged, first wins), else
+    /// ~/.kube/config, else the pod's service account.
+    std::string kubeconfig;
+    /// The pods' base image; empty: SKY_KUBERNETES_IMAGE, else Ubuntu 24.04 (CUDA 12's runtime
+    /// with a GPU).
+    std::string image;
+    /// Node labels the pods must match, added to sky's own GPU affinity.
+    std::map<std::string, std::string> node_selector;
+    /// Taints the pods tolerate, `key[=value]:Effect` as `kubectl taint` writes them.
+    std::vector<std::string> tolerations;
+    std::map<std::string, std::string> labels;       ///< extra pod labels (a Kueue queue)
+    std::map<std::string, std::string> annotations;  ///< extra pod annotations (a cost centre)
+    /// How long a pod may stay unscheduled before the pool gives up (ProvisionError quoting the
+    /// scheduler); counted from the pod's creation.
+    std::chrono::seconds queue_timeout = std::chrono::seconds(600);
+    /// Price per node and hour for cost events and budgets (a cluster has no price list).
+    double hourly_price = 0;
+};
+
 /// A user's own cloud: made from a type that implements sky::CloudAdapter (sky/cloud.hpp) by
 /// Provider's converting constructor. Each pool gets its own copy of the adapter.
 struct CustomCloud {
@@ -153,7 +183,7 @@ struct CustomCloud {
 class Provider {
 public:
     using Config = std::variant<Local, SSH, AWS, RunPod, VastAI, Verda, DigitalOcean, Simulated,
-                                Slurm, CustomCloud>;
+                                Slurm, Kubernetes, CustomCloud>;
 
     // Out of line (src/providers/registry/provider.cpp), and the variant itself on the heap: a
     // program's translation unit never compiles the ten-way variant (its type machinery alone cost
@@ -168,6 +198,7 @@ public:
     Provider(DigitalOcean c);
     Provider(Simulated c);
     Provider(Slurm c);
+    Provider(Kubernetes c);
     Provider(CustomCloud c);
     Provider(const Provider&);
     /// Leaves `o` a default (Local) provider.
@@ -181,7 +212,7 @@ public:
         : Provider(custom(std::make_shared<const A>(std::move(adapter)))) {}
 
     /// "local", "ssh", "aws", "runpod", "vastai", "verda", "digitalocean", "simulated", "slurm",
-    /// or a custom adapter's name().
+    /// "kubernetes", or a custom adapter's name().
     [[nodiscard]] std::string_view name() const noexcept;
     /// The config if it is a C, else null.
     template <class C>

@@ -300,6 +300,36 @@ Attempt perform(const HttpRequest& request, std::chrono::milliseconds connect_ti
                          static_cast<curl_off_t>(request.body.size()));
     }
 
+    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> connect_to(nullptr,
+                                                                           &curl_slist_free_all);
+    if (request.tls) {
+        const HttpTls& t = *request.tls;
+        // Blobs are copied by curl (CURL_BLOB_COPY): the request may go away first.
+        auto blob = [](const std::string& s) {
+            return curl_blob{const_cast<char*>(s.data()), s.size(), CURL_BLOB_COPY};
+        };
+        if (!t.ca_pem.empty()) {
+            curl_blob b = blob(t.ca_pem);
+            curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+        }
+        if (!t.client_cert_pem.empty() && !t.client_key_pem.empty()) {
+            curl_blob c = blob(t.client_cert_pem);
+            curl_blob k = blob(t.client_key_pem);
+            curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+            curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &c);
+            curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+            curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &k);
+        }
+        if (!t.connect_to.empty()) {
+            connect_to.reset(curl_slist_append(nullptr, t.connect_to.c_str()));
+            curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to.get());
+        }
+        if (t.insecure_skip_verify) {
+            curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+            curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+        }
+    }
+
     CURLcode code = curl_easy_perform(h);
     if (sink.exceeded || code == CURLE_FILESIZE_EXCEEDED) {
         result.body_too_large = true;

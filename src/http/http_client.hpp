@@ -18,6 +18,19 @@ namespace sky::detail {
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
+/// TLS beyond the system's defaults, for a server with its own authority and client
+/// certificates (a Kubernetes API server). PEM text, never files: credentials read from a
+/// kubeconfig's `-data` fields or an exec plugin's answer never touch the disk.
+struct HttpTls {
+    std::string ca_pem;  ///< trust only this authority (empty: the system's roots)
+    std::string client_cert_pem, client_key_pem;  ///< present this certificate (both or neither)
+    /// curl's CONNECT_TO ("name:port:host:port"): the URL names the certificate's host, the
+    /// connection goes to the server's (a kubeconfig's tls-server-name). Empty: the URL's.
+    std::string connect_to;
+    /// No certificate check: only ever for a loopback server the caller allowed it for.
+    bool insecure_skip_verify = false;
+};
+
 /// One HTTP request. Header names compare case-insensitively.
 struct HttpRequest {
     std::string method = "GET";
@@ -33,6 +46,8 @@ struct HttpRequest {
     /// Literal values (API keys, secret keys, tokens) masked wherever they occur, including the
     /// response body quoted in an error message.
     std::vector<std::string> secret_values;
+    /// TLS settings of its own (none: the system's roots, no client certificate).
+    std::optional<HttpTls> tls;
 
     /// Sets (replaces) a header.
     void set_header(std::string name, std::string value);

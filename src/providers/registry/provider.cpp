@@ -25,6 +25,7 @@ Provider::Provider(Verda c) : config_(std::make_unique<Config>(std::move(c))) {}
 Provider::Provider(DigitalOcean c) : config_(std::make_unique<Config>(std::move(c))) {}
 Provider::Provider(Simulated c) : config_(std::make_unique<Config>(std::move(c))) {}
 Provider::Provider(Slurm c) : config_(std::make_unique<Config>(std::move(c))) {}
+Provider::Provider(Kubernetes c) : config_(std::make_unique<Config>(std::move(c))) {}
 Provider::Provider(CustomCloud c) : config_(std::make_unique<Config>(std::move(c))) {}
 Provider::Provider(const Provider& o) : config_(std::make_unique<Config>(o.config())) {}
 Provider::Provider(Provider&& o) noexcept = default;

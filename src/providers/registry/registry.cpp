@@ -11,6 +11,7 @@
 #include "providers/aws/provider.hpp"
 #include "providers/cloud/provider.hpp"
 #include "providers/digitalocean/provider.hpp"
+#include "providers/kubernetes/provider.hpp"
 #include "providers/local/provider.hpp"
 #include "providers/runpod/provider.hpp"
 #include "providers/simulated/provider.hpp"
@@ -46,6 +47,7 @@ using Registry = std::tuple<Entry<Local, local_provider>,                //
                             Entry<DigitalOcean, digitalocean_provider>,  //
                             Entry<Simulated, simulated_provider>,        //
                             Entry<Slurm, slurm_provider>,                //
+                            Entry<Kubernetes, kubernetes_provider>,      //
                             Entry<CustomCloud, custom_provider>>;
 
 /// The position of C's entry in E...; static_asserts that there is exactly one.

@@ -118,15 +118,20 @@ const std::map<std::string, std::set<std::string>>& allowed() {
          {"ledger", "node", "pool", "providers/cloud", "providers/descriptor", "providers/remote",
           "runtime", "ship", "ssh", "util"}},
         // Kubernetes: kubeconfig credentials (util's subprocess runs exec plugins), the API
-        // server's exec and portforward over WebSocket, a port-forward channel as an io::Stream.
-        {"providers/kubernetes", {"http", "io", "util"}},
+        // server's REST on the HTTP client and its streams on the I/O core, a pod as a node
+        // shell brought up by the one bring-up (providers/remote), `sky ls`/`sky gc` through the
+        // cloud layer's collect, the ledger's pool reference.
+        {"providers/kubernetes",
+         {"http", "io", "ledger", "node", "pool", "providers/cloud", "providers/descriptor",
+          "providers/remote", "ship", "util"}},
         // The composition root. The registry lists every provider and links each one
         // (its CMakeLists.txt), and ComputePool's constructor wires them into the pool;
         // PoolSpec::validate checks the volumes and asks the provider's descriptor.
         {"providers/registry",
          {"io", "pool", "volumes", "providers/aws", "providers/cloud", "providers/descriptor",
-          "providers/digitalocean", "providers/local", "providers/runpod", "providers/simulated",
-          "providers/slurm", "providers/ssh", "providers/vastai", "providers/verda"}},
+          "providers/digitalocean", "providers/kubernetes", "providers/local", "providers/runpod",
+          "providers/simulated", "providers/slurm", "providers/ssh", "providers/vastai",
+          "providers/verda"}},
         // The tool reaches providers only through their descriptors (the registry):
         // `sky ls` and `sky gc` name no provider; it reads pools' ledgers.
         {"cli", {"catalog", "http", "ledger", "pool", "providers/registry", "util"}},

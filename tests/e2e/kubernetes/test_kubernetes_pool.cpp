@@ -1,0 +1,359 @@
+// sky::Kubernetes end to end on a real cluster (tests/hosts/kubernetes: etcd, kube-apiserver,
+// controller-manager, scheduler, a kubelet with containerd and runc), as a user with only a
+// namespaced Role: programs written from api.md §5c run pools of pods, and what the tests check
+// is what a user and a cluster admin see: results from the pods, the scheduler's words when
+// nothing fits, a replacement after an eviction, the RBAC refusal, and no pod and no ConfigMap
+// left after the pool, a SIGINT, or a kill -9 and `sky gc`.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "hosts/kubernetes/kubernetes_cluster.hpp"
+#include "sky/sky.hpp"
+#include "support/scoped_env.hpp"
+
+extern char** environ;
+namespace fs = std::filesystem;
+using sky::test::KubernetesCluster;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+namespace kube_pool {
+
+int add(int a, int b) { return a + b; }
+int square(int x) { return x * x; }
+int nap(int seconds) {
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    return seconds;
+}
+std::string where() {
+    const auto i = sky::instance_info();
+    return std::to_string(i.node) + " " + i.private_addr + " " + i.hostname;
+}
+
+// The pool's objects as the admin sees them: pods and ConfigMaps with sky's label.
+std::size_t count_of(const KubernetesCluster& c, const std::string& resource) {
+    const json j = json::parse(c.api(
+        "GET", "/api/v1/namespaces/sky-test/" + resource +
+                   "?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dsky"));
+    return j.value("items", json::array()).size();
+}
+
+// Nothing of sky's in the namespace (pods may take a few seconds to be confirmed gone by the
+// time a killed client's objects are collected: bounded).
+void check_nothing_left(const KubernetesCluster& c) {
+    const auto until = Clock::now() + 30s;
+    while (Clock::now() < until && (count_of(c, "pods") || count_of(c, "configmaps")))
+        std::this_thread::sleep_for(500ms);
+    CHECK(count_of(c, "pods") == 0);
+    CHECK(count_of(c, "configmaps") == 0);
+}
+
+sky::PoolSpec spec_of(const KubernetesCluster& c, int nodes) {
+    sky::PoolSpec s;
+    s.provider = sky::Kubernetes{.kubeconfig = c.user_kubeconfig(),
+                                 .image = c.env("SKY_KUBE_BASE_IMAGE"),
+                                 .queue_timeout = std::chrono::seconds(60)};
+    s.nodes = nodes;
+    s.display = sky::Display::quiet;
+    s.collect_metrics = false;
+    return s;
+}
+
+// A program of this test binary's own: a child process with its stdout on a pipe, reaped (and
+// SIGKILLed if still running) at the end whatever happens.
+class Child {
+public:
+    explicit Child(const std::vector<std::string>& argv_s) {
+        int p[2];
+        REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+        std::vector<std::string> args = argv_s;
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        posix_spawnattr_t attr;
+        posix_spawnattr_init(&attr);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, 0);
+        const int rc = ::posix_spawnp(&pid_, argv[0], &fa, &attr, argv.data(), environ);
+        posix_spawnattr_destroy(&attr);
+        posix_spawn_file_actions_destroy(&fa);
+        ::close(p[1]);
+        out_ = p[0];
+        REQUIRE(rc == 0);
+    }
+    ~Child() {
+        if (!reaped_) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        ::close(out_);
+    }
+    [[nodiscard]] pid_t pid() const { return pid_; }
+    std::optional<std::string> line(const std::string& prefix, std::chrono::seconds limit) {
+        const auto until = Clock::now() + limit;
+        for (;;) {
+            for (std::size_t nl; (nl = buf_.find('\n')) != std::string::npos;) {
+                std::string l = buf_.substr(0, nl);
+                buf_.erase(0, nl + 1);
+                seen_ += l + "\n";
+                if (l.rfind(prefix, 0) == 0) return l;
+            }
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+            if (left.count() <= 0) return std::nullopt;
+            pollfd p{out_, POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+            char b[4096];
+            const ssize_t n = ::read(out_, b, sizeof b);
+            if (n <= 0) return std::nullopt;
+            buf_.append(b, static_cast<std::size_t>(n));
+        }
+    }
+    std::optional<int> wait(std::chrono::seconds limit) {
+        const auto until = Clock::now() + limit;
+        while (Clock::now() < until) {
+            int st = 0;
+            if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+                reaped_ = true;
+                return st;
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+        return std::nullopt;
+    }
+    [[nodiscard]] const std::string& seen() const { return seen_; }
+
+private:
+    pid_t pid_ = -1;
+    int out_ = -1;
+    bool reaped_ = false;
+    std::string buf_, seen_;
+};
+
+// SKY_HOME in a fresh directory (the ledgers of the driver and of `sky gc`), removed at the end.
+struct TempHome {
+    fs::path dir;
+    TempHome() {
+        char tmpl[] = "/tmp/sky-kube-test-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        dir = tmpl;
+        ::setenv("SKY_HOME", dir.c_str(), 1);
+    }
+    ~TempHome() {
+        ::unsetenv("SKY_HOME");
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+};
+
+}  // namespace kube_pool
+
+using namespace kube_pool;
+
+TEST_CASE(
+    "kubernetes pool: two pods as a namespaced user run broadcast, gather and map, "
+    "instance_info has the pod addresses, and leaving deletes every pod and the ConfigMap",
+    "[kubernetes][e2e]") {
+    SKIP_WITHOUT_KUBERNETES();
+    KubernetesCluster c(1);
+    {
+        sky::ComputePool pool{spec_of(c, 2)};
+        INFO(c.logs());
+        // While it runs: two pods and the one ConfigMap that owns them.
+        CHECK(count_of(c, "pods") == 2);
+        CHECK(count_of(c, "configmaps") == 1);
+        const std::vector<int> sums = sky::compute<add>(2, 3) | pool;
+        CHECK(sums == std::vector<int>{5, 5});
+        auto [x, y] = sky::gather(sky::compute<add>(1, 1), sky::compute<square>(7)) >> pool;
+        CHECK(x == 2);
+        CHECK(y == 49);
+        const std::vector<int> squares = sky::map<square>(std::vector<int>{1, 2, 3, 4}) >> pool;
+        CHECK(squares == std::vector<int>{1, 4, 9, 16});
+        const auto seen = sky::compute<where>() | pool;
+        const auto instances = pool.instances();
+        REQUIRE(instances.size() == 2);
+        REQUIRE(seen.size() == 2);
+        for (std::size_t k = 0; k < 2; ++k) {
+            INFO(seen[k]);
+            CHECK(instances[k].provider == "kubernetes");
+            CHECK(instances[k].id.rfind("sky-" + pool.id() + "-n" + std::to_string(k) + "-", 0) ==
+                  0);
+            REQUIRE(instances[k].private_ip);
+            // The pod's own address, as the cluster gave it (not loopback).
+            CHECK(instances[k].private_ip->rfind("127.", 0) != 0);
+            CHECK(seen[k].rfind(std::to_string(k) + " " + *instances[k].private_ip + " ", 0) == 0);
+            // A pod's host name is its name.
+            CHECK(seen[k].find(instances[k].id) != std::string::npos);
+        }
+    }
+    check_nothing_left(c);
+}
+
+TEST_CASE(
+    "kubernetes pool: a GPU no node advertises ends in a ProvisionError quoting the scheduler "
+    "within queue_timeout, with its message as an event, and nothing left",
+    "[kubernetes][e2e]") {
+    SKIP_WITHOUT_KUBERNETES();
+    KubernetesCluster c(1);
+    sky::PoolSpec s = spec_of(c, 1);
+    s.provider = sky::Kubernetes{.kubeconfig = c.user_kubeconfig(),
+                                 .image = c.env("SKY_KUBE_BASE_IMAGE"),
+                                 .queue_timeout = std::chrono::seconds(8)};
+    s.accelerator = "T4";
+    std::vector<std::string> steps;
+    std::mutex m;
+    s.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+        if (const auto* p = std::get_if<sky::BootstrapProgress>(&e)) {
+            std::lock_guard lk(m);
+            steps.push_back(p->step);
+        }
+        return std::nullopt;
+    };
+    const auto start = Clock::now();
+    std::string what;
+    try {
+        sky::ComputePool pool{s};
+        FAIL("the pool started on a node with no GPU");
+    } catch (const sky::ProvisionError& e) {
+        what = e.what();
+    }
+    const auto took = Clock::now() - start;
+    INFO(what);
+    CHECK(what.find("Insufficient nvidia.com/gpu") != std::string::npos);
+    CHECK(what.find("queue_timeout 8 s") != std::string::npos);
+    CHECK(took < 40s);
+    bool said = false;
+    for (const auto& st : steps)
+        said = said || (st.rfind("schedule: ", 0) == 0 &&
+                        st.find("Insufficient nvidia.com/gpu") != std::string::npos);
+    CHECK(said);
+    check_nothing_left(c);
+}
+
+TEST_CASE(
+    "kubernetes pool: an eviction through the API during a retries(1) call is replaced and the "
+    "call returns",
+    "[kubernetes][e2e]") {
+    SKIP_WITHOUT_KUBERNETES();
+    KubernetesCluster c(1);
+    {
+        sky::PoolSpec s = spec_of(c, 1);
+        std::atomic<int> preempted{0}, replaced{0};
+        s.on_event = [&](const sky::Event& e) -> std::optional<sky::Event> {
+            if (std::holds_alternative<sky::InstancePreempted>(e)) ++preempted;
+            if (std::holds_alternative<sky::InstanceReplaced>(e)) ++replaced;
+            return std::nullopt;
+        };
+        sky::ComputePool pool{s};
+        const std::string first = pool.instances().at(0).id;
+        auto call = pool.submit(sky::compute<nap>(8).retries(1));
+        std::this_thread::sleep_for(3s);  // the call runs in the pod
+        c.api("POST", "/api/v1/namespaces/sky-test/pods/" + first + "/eviction",
+              json{{"apiVersion", "policy/v1beta1"},
+                   {"kind", "Eviction"},
+                   {"metadata", {{"name", first}, {"namespace", "sky-test"}}}}
+                  .dump());
+        CHECK(call.get() == 8);
+        const std::string second = pool.instances().at(0).id;
+        CHECK(second != first);
+        CHECK(preempted >= 1);
+        CHECK(replaced >= 1);
+    }
+    check_nothing_left(c);
+}
+
+TEST_CASE("kubernetes pool: a user without pods/exec gets a BootstrapError naming pods/exec",
+          "[kubernetes][e2e]") {
+    SKIP_WITHOUT_KUBERNETES();
+    KubernetesCluster c(1);
+    // The namespaced Role without exec: pods, their status, events and ConfigMaps only.
+    c.api("PUT", "/apis/rbac.authorization.k8s.io/v1/namespaces/sky-test/roles/sky-user",
+          R"({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": {"name": "sky-user", "namespace": "sky-test"},
+              "rules": [
+                {"apiGroups": [""], "resources": ["pods", "pods/status", "pods/log"],
+                 "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch"]},
+                {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["get", "create"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["configmaps"],
+                 "verbs": ["get", "list", "watch", "create", "delete", "patch"]}]})");
+    std::string what;
+    try {
+        sky::ComputePool pool{spec_of(c, 1)};
+        FAIL("the pool started without pods/exec");
+    } catch (const sky::BootstrapError& e) {
+        what = e.what();
+        CHECK(e.phase() == "check");
+    }
+    INFO(what);
+    CHECK(what.find("pods/exec") != std::string::npos);
+    check_nothing_left(c);
+}
+
+TEST_CASE("kubernetes pool: SIGINT deletes the pods and the ConfigMap before the program ends",
+          "[kubernetes][e2e]") {
+    SKIP_WITHOUT_KUBERNETES();
+    TempHome home;
+    KubernetesCluster c(1);
+    Child driver({SKY_KUBERNETES_DRIVER, c.user_kubeconfig(), c.env("SKY_KUBE_BASE_IMAGE"), "2"});
+    const auto ready = driver.line("ready ", 180s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    CHECK(count_of(c, "pods") == 2);
+    std::this_thread::sleep_for(1s);  // the long call runs
+    REQUIRE(::kill(driver.pid(), SIGINT) == 0);
+    const auto st = driver.wait(120s);
+    REQUIRE(st);
+    CHECK(WIFSIGNALED(*st));
+    // The teardown confirmed them gone before the program died.
+    CHECK(count_of(c, "pods") == 0);
+    CHECK(count_of(c, "configmaps") == 0);
+}
+
+TEST_CASE("kubernetes pool: kill -9, then sky ls and sky gc with nothing but the ledger",
+          "[kubernetes][e2e]") {
+    SKIP_WITHOUT_KUBERNETES();
+    TempHome home;
+    KubernetesCluster c(1);
+    Child driver({SKY_KUBERNETES_DRIVER, c.user_kubeconfig(), c.env("SKY_KUBE_BASE_IMAGE"), "2"});
+    const auto ready = driver.line("ready ", 180s);
+    INFO(driver.seen() << c.logs());
+    REQUIRE(ready);
+    const std::string pool_id = ready->substr(6);
+    REQUIRE(::kill(driver.pid(), SIGKILL) == 0);
+    REQUIRE(driver.wait(30s));
+    // The pods outlive their client until someone collects them.
+    CHECK(count_of(c, "pods") == 2);
+    // The user's environment names the cluster (sky ls lists there); gc reaches the dead pool
+    // through the kubeconfig path, context and namespace its ledger recorded.
+    sky::test::ScopedEnv env({{"KUBECONFIG", c.user_kubeconfig()}});
+    auto ls = sky::test::run_command({SKY_CLI_PATH, "ls", "--provider", "kubernetes"}, 60s);
+    INFO("sky ls: " << ls.output);
+    CHECK(ls.status == 0);
+    CHECK(ls.output.find(pool_id) != std::string::npos);
+    CHECK(ls.output.find("sky-" + pool_id + "-n0-") != std::string::npos);
+    auto gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 240s);
+    INFO("sky gc: " << gc.output);
+    CHECK(gc.status == 0);
+    check_nothing_left(c);
+    gc = sky::test::run_command({SKY_CLI_PATH, "gc"}, 120s);
+    CHECK(gc.status == 0);
+}
