@@ -41,9 +41,9 @@ namespace {
 
 using namespace kubernetes;
 using Clock = std::chrono::steady_clock;
+using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using nlohmann::json;
 
 constexpr auto kCommandLimit = seconds(60);
 constexpr std::size_t kTailLines = 20;
@@ -105,9 +105,8 @@ public:
         req.ns = cfg_.ns;
         api_ = connect_api(req);  // ConfigError: no kubeconfig, unknown context, ...
         ns_ = api_->target().ns;
-        region_ = fmt::format("{}/{}",
-                              api_->target().context.empty() ? "in-cluster" : api_->target().context,
-                              ns_);
+        region_ = fmt::format(
+            "{}/{}", api_->target().context.empty() ? "in-cluster" : api_->target().context, ns_);
         emit(InfraCreating{});
         // In the ledger before anything exists in the cluster: where to find the pool's objects
         // (never a credential), so that `sky gc` deletes them even when this client dies now.
@@ -133,15 +132,15 @@ public:
         if (gpu_) {
             // Where the user may list nodes: a required affinity on their GPU product label.
             try {
-                affinity_ = product_affinity(api_->call("GET", "/api/v1/nodes"),
-                                             spec_.accelerator->name);
+                affinity_ =
+                    product_affinity(api_->call("GET", "/api/v1/nodes"), spec_.accelerator->name);
             } catch (const ApiError&) {
                 affinity_ = nullptr;  // only .node_selector then
             }
         }
-        emit(InstanceLaunching{count, gpu_ ? fmt::format("{}: {}", gpu_->resource, gpu_->count)
-                                           : std::string("pod"),
-                               "kubernetes"});
+        emit(InstanceLaunching{
+            count, gpu_ ? fmt::format("{}: {}", gpu_->resource, gpu_->count) : std::string("pod"),
+            "kubernetes"});
         std::vector<int> all;
         for (int i = 0; i < count; ++i) {
             create_pod(i);
@@ -150,6 +149,57 @@ public:
         wait_running(all, emit);
         monitor_ = std::thread([this] { monitor(); });
     }
+
+    // An elastic pool's new nodes: one pod each, like provision()'s, and the same wait.
+    void add(const std::vector<int>& nodes, const std::function<void(Event)>& emit) override {
+        if (stopping_) throw ProvisionError("kubernetes: the pool is closing; no new pod");
+        if (nodes.empty()) return;
+        emit(InstanceLaunching{
+            static_cast<int>(nodes.size()),
+            gpu_ ? fmt::format("{}: {}", gpu_->resource, gpu_->count) : std::string("pod"),
+            "kubernetes"});
+        for (int i : nodes) create_pod(i);
+        wait_running(nodes, emit);
+    }
+
+    // Ends node i's pod for good: deleted with a short grace period and looked up until the
+    // API says it is gone (bounded), else force-deleted; then forgotten, so that its index can
+    // be added again.
+    void release(int i) override {
+        std::string name;
+        std::unique_ptr<NodeBringUp> bring;
+        {
+            std::lock_guard lk(m_);
+            auto it = pods_.find(i);
+            if (it == pods_.end()) return;
+            name = it->second.name;
+            bring = std::move(it->second.bring);
+            ours_.insert(name);
+        }
+        bring.reset();
+        if (shipment_) shipment_->forget(i);
+        delete_pod(name, 5);
+        const auto until = Clock::now() + seconds(60);
+        bool gone = false;
+        while (!gone && Clock::now() < until) {
+            try {
+                gone = !api_->get_if(api_->core("pods/" + name));
+            } catch (const std::exception&) {
+            }
+            if (!gone) std::this_thread::sleep_for(milliseconds(500));
+        }
+        if (!gone) {
+            emit_now(
+                ErrorEvent{fmt::format("kubernetes: pod {}/{} was not gone 60 s after its "
+                                       "deletion: deleted at once (grace period 0)",
+                                       ns_, name)});
+            delete_pod(name, 0);
+        }
+        std::lock_guard lk(m_);
+        pods_.erase(i);
+    }
+
+    [[nodiscard]] double node_price() const override { return cfg_.hourly_price; }
 
     std::string head_address() const override {
         std::lock_guard lk(m_);
@@ -228,8 +278,7 @@ public:
             if (auto it = seen_.find(kept.name); it != seen_.end()) seen = it->second;
         }
         const std::string where = fmt::format("pod {}/{}", ns_, p.name);
-        if (stopping_)
-            return {NodeLostError::Reason::unreachable, where + ": the pool is closing"};
+        if (stopping_) return {NodeLostError::Reason::unreachable, where + ": the pool is closing"};
         std::optional<json> now;
         try {
             now = api_->get_if(api_->core("pods/" + p.name));
@@ -306,8 +355,8 @@ public:
             }
             teardown();
         } catch (const std::exception& e) {
-            leftovers_.push_back(fmt::format("kubernetes pool {} in {}: {}", pool_id_, region_,
-                                             e.what()));
+            leftovers_.push_back(
+                fmt::format("kubernetes pool {} in {}: {}", pool_id_, region_, e.what()));
         } catch (...) {
         }
     }
@@ -322,10 +371,10 @@ private:
 
     [[noreturn]] void refused(const std::string& what, const ApiError& e) const {
         if (e.status() == 0)
-            throw ProvisionError(fmt::format("kubernetes: cannot {} in {}: the API server {} did "
-                                             "not answer: {}",
-                                             what, region_, api_->target().cluster.server,
-                                             e.message()));
+            throw ProvisionError(
+                fmt::format("kubernetes: cannot {} in {}: the API server {} did "
+                            "not answer: {}",
+                            what, region_, api_->target().cluster.server, e.message()));
         throw ProvisionError(fmt::format("kubernetes: cannot {} in {}: {}{}: {}", what, region_,
                                          e.status(), e.reason().empty() ? "" : " " + e.reason(),
                                          e.message()));
@@ -356,8 +405,8 @@ private:
         plan.memory = spec_.memory;
         plan.active_deadline = spec_.timeout + seconds(600);
         plan.owner_uid = owner_uid_;
-        plan.command = {"bash", "-c", std::string(scripts::pod_main_sh()), "sky-pod", state_dir_,
-                        std::to_string(kFirstWorkerWait.count())};
+        plan.command = {"bash",    "-c",       std::string(scripts::pod_main_sh()),
+                        "sky-pod", state_dir_, std::to_string(kFirstWorkerWait.count())};
         for (int attempt = 0;; ++attempt) {
             plan.name = pod_name(pool_id_, i, random_hex(4));
             Pod p;
@@ -463,10 +512,9 @@ private:
                         with_message(v.terminated_reason.empty() ? v.reason : v.terminated_reason,
                                      v.message)));
                 if (image_failure(v.waiting_reason))
-                    throw ProvisionError(fmt::format("kubernetes: {} cannot start its image {}: {}",
-                                                     where, default_image(),
-                                                     with_message(v.waiting_reason,
-                                                                  v.waiting_message)));
+                    throw ProvisionError(fmt::format(
+                        "kubernetes: {} cannot start its image {}: {}", where, default_image(),
+                        with_message(v.waiting_reason, v.waiting_message)));
                 if (!v.unschedulable.empty() && said_schedule[p->name] != v.unschedulable) {
                     said_schedule[p->name] = v.unschedulable;
                     emit(BootstrapProgress{p->name, "schedule: " + v.unschedulable});
@@ -478,8 +526,7 @@ private:
                         emit(BootstrapProgress{p->name, "image: " + now});
                     }
                 }
-                const auto waited =
-                    std::chrono::duration_cast<seconds>(Clock::now() - p->created);
+                const auto waited = std::chrono::duration_cast<seconds>(Clock::now() - p->created);
                 if (v.node_name.empty() && waited >= cfg_.queue_timeout)
                     throw ProvisionError(fmt::format(
                         "kubernetes: {} was still unscheduled after {} s (queue_timeout {} s): {}",
@@ -665,8 +712,9 @@ private:
         }
         std::string what;
         if (!still.empty()) what = "pods " + join(still, ", ");
-        if (owner_left) what += (what.empty() ? "" : " and ") + std::string("ConfigMap ") +
-                                owner_name(pool_id_);
+        if (owner_left)
+            what +=
+                (what.empty() ? "" : " and ") + std::string("ConfigMap ") + owner_name(pool_id_);
         leftovers_.push_back(fmt::format("kubernetes {} in {} (label {}={}){}", what, region_,
                                          kPoolLabel, pool_id_,
                                          trouble.empty() ? "" : ": " + trouble));
@@ -723,9 +771,9 @@ ProviderDescriptor kubernetes_provider() {
                 fmt::format("provider: sky::Kubernetes queue_timeout must be positive, got {} s",
                             k->queue_timeout.count()));
         if (k->hourly_price < 0)
-            problems.push_back(fmt::format(
-                "provider: sky::Kubernetes hourly_price must not be negative, got {}",
-                k->hourly_price));
+            problems.push_back(
+                fmt::format("provider: sky::Kubernetes hourly_price must not be negative, got {}",
+                            k->hourly_price));
         for (const auto& t : k->tolerations) {
             try {
                 (void)parse_toleration(t);

@@ -47,9 +47,9 @@ std::string where() {
 
 // The pool's objects as the admin sees them: pods and ConfigMaps with sky's label.
 std::size_t count_of(const KubernetesCluster& c, const std::string& resource) {
-    const json j = json::parse(c.api(
-        "GET", "/api/v1/namespaces/sky-test/" + resource +
-                   "?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dsky"));
+    const json j =
+        json::parse(c.api("GET", "/api/v1/namespaces/sky-test/" + resource +
+                                     "?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dsky"));
     return j.value("items", json::array()).size();
 }
 
@@ -276,6 +276,38 @@ TEST_CASE(
         CHECK(second != first);
         CHECK(preempted >= 1);
         CHECK(replaced >= 1);
+    }
+    check_nothing_left(c);
+}
+
+TEST_CASE(
+    "kubernetes pool: an elastic pool starts with no pod, wakes one for its first call, grows "
+    "to two with resize and shrinks back to one, deleting that pod",
+    "[kubernetes][e2e][elastic]") {
+    SKIP_WITHOUT_KUBERNETES();
+    KubernetesCluster c(1);
+    {
+        auto spec = spec_of(c, 0);
+        spec.autoscale = sky::Autoscale{.min = 0, .max = 2, .scaledown_window = 600s};
+        sky::ComputePool pool{spec};
+        INFO(c.logs());
+        // Lazy: the ConfigMap that will own the pods, and no pod until the first call.
+        CHECK(count_of(c, "pods") == 0);
+        CHECK(count_of(c, "configmaps") == 1);
+        CHECK((sky::compute<add>(2, 3) >> pool) == 5);
+        CHECK(count_of(c, "pods") == 1);
+        pool.resize(2).get();
+        CHECK(count_of(c, "pods") == 2);
+        CHECK(pool.instances().size() == 2);
+        auto [x, y] = sky::gather(sky::compute<add>(1, 1), sky::compute<square>(7)) >> pool;
+        CHECK(x == 2);
+        CHECK(y == 49);
+        pool.resize(1).get();
+        const auto until = Clock::now() + 30s;
+        while (Clock::now() < until && count_of(c, "pods") != 1) std::this_thread::sleep_for(500ms);
+        CHECK(count_of(c, "pods") == 1);
+        CHECK(pool.instances().size() == 1);
+        CHECK((sky::compute<square>(4) >> pool) == 16);
     }
     check_nothing_left(c);
 }
