@@ -64,6 +64,9 @@ TEST_CASE(
     REQUIRE(eventually([&] { return pool.instance_count() == 0; }, 10s));
     REQUIRE(eventually([&] { return children() == before; }, 10s));
     CHECK(pool.is_active());
+    // The node's index is free once its end is confirmed, a moment after its worker exited
+    // (Local reports nothing then: no cost); a call in that moment would wake node 1.
+    std::this_thread::sleep_for(1s);
     // Woken again, as node 0.
     CHECK((sky::compute<node_after>(0) >> pool) == 0);
     const auto scaled = rec.all<sky::PoolScaled>();
@@ -111,7 +114,7 @@ TEST_CASE("elastic: resize never kills a running call", "[elastic][local]") {
     CHECK(back == std::vector<int>{0, 1});
 }
 
-TEST_CASE("elastic: drain sends NodeDraining; a frozen world refuses it until released",
+TEST_CASE("elastic: drain sends NodeDraining, and a frozen world refuses it until released",
           "[elastic][local]") {
     Recorder rec;
     sky::ComputePool pool{local_pool(3, {}, rec)};
@@ -194,7 +197,7 @@ TEST_CASE("elastic: a call's .timeout() counts the wake", "[elastic][simulated]"
     CHECK((sky::compute<node_after>(0) >> pool) == 0);
 }
 
-TEST_CASE("elastic: capacity errors during a scale-up are retried; none left fails the calls",
+TEST_CASE("elastic: capacity errors during a scale-up are retried, and none left fails the calls",
           "[elastic][simulated]") {
     {
         Recorder rec;
@@ -273,7 +276,15 @@ TEST_CASE("elastic: the final cost is the nodes' lifetimes times their prices",
     std::vector<sky::PendingCompute<int>> calls;
     for (int i = 0; i < 4; ++i) calls.push_back(sky::compute<node_after>(1000));
     (void)(sky::gather(std::move(calls)) >> *pool);
-    REQUIRE(eventually([&] { return pool->instance_count() == 0; }, 15s));
+    // No node serves (instance_count) before its end is confirmed, when its cost stops: wait
+    // for both, the cost then no longer moves.
+    REQUIRE(eventually(
+        [&] {
+            const double a = pool->cost();
+            std::this_thread::sleep_for(200ms);
+            return pool->instance_count() == 0 && pool->cost() == a;
+        },
+        15s));
     const double before_close = pool->cost();
     pool.reset();
     const auto fin = rec.all<sky::CostFinal>();

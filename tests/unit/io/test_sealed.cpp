@@ -211,7 +211,7 @@ TEST_CASE("sealed transport: round trip over a socket pair, a tampered record en
 }
 
 TEST_CASE(
-    "sealed stream: clear until sealed, then sealed both ways; a tampered record completes the "
+    "sealed stream: clear until sealed, then sealed both ways, and a tampered record completes the "
     "read with bad_message",
     "[io][seal]") {
     int fds[2];
