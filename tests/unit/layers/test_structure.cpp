@@ -196,7 +196,7 @@ TEST_CASE("structure: the shell check finds a shell program assembled in C++, an
     )cpp";
     const auto literals = joined_literals(without_comments(code));
     REQUIRE(literals.size() == 2);
-    CHECK(literals[0].line == 3);
+    CHECK(literals[0].line == 4);
     CHECK(shell_lines(literals[0].text) > kFewShellLines);
     CHECK(shell_lines(literals[1].text) == 0);
     CHECK(shell_lines("uname -m; echo \\\"$HOME\\\"") <= kFewShellLines);
