@@ -24,6 +24,7 @@
 #include "hosts/kubernetes/kubernetes_cluster.hpp"
 #include "sky/sky.hpp"
 #include "support/scoped_env.hpp"
+#include "support/temp_home.hpp"
 
 extern char** environ;
 namespace fs = std::filesystem;
@@ -148,21 +149,6 @@ private:
     std::string buf_, seen_;
 };
 
-// SKY_HOME in a fresh directory (the ledgers of the driver and of `sky gc`), removed at the end.
-struct TempHome {
-    fs::path dir;
-    TempHome() {
-        char tmpl[] = "/tmp/sky-kube-test-XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        dir = tmpl;
-        ::setenv("SKY_HOME", dir.c_str(), 1);
-    }
-    ~TempHome() {
-        ::unsetenv("SKY_HOME");
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
-};
 
 }  // namespace kube_pool
 
@@ -343,7 +329,7 @@ TEST_CASE("kubernetes pool: a user without pods/exec gets a BootstrapError namin
 TEST_CASE("kubernetes pool: SIGINT deletes the pods and the ConfigMap before the program ends",
           "[kubernetes][e2e]") {
     SKIP_WITHOUT_KUBERNETES();
-    TempHome home;
+    sky::test::TempSkyHome home;  // the ledgers of the driver and of `sky gc`
     KubernetesCluster c(1);
     Child driver({SKY_KUBERNETES_DRIVER, c.user_kubeconfig(), c.env("SKY_KUBE_BASE_IMAGE"), "2"});
     const auto ready = driver.line("ready ", 180s);
@@ -363,7 +349,7 @@ TEST_CASE("kubernetes pool: SIGINT deletes the pods and the ConfigMap before the
 TEST_CASE("kubernetes pool: kill -9, then sky ls and sky gc with nothing but the ledger",
           "[kubernetes][e2e]") {
     SKIP_WITHOUT_KUBERNETES();
-    TempHome home;
+    sky::test::TempSkyHome home;  // the ledgers of the driver and of `sky gc`
     KubernetesCluster c(1);
     Child driver({SKY_KUBERNETES_DRIVER, c.user_kubeconfig(), c.env("SKY_KUBE_BASE_IMAGE"), "2"});
     const auto ready = driver.line("ready ", 180s);
