@@ -41,10 +41,11 @@ ScriptValues& ScriptValues::words(std::string_view name, const std::vector<std::
     return *this;
 }
 
-ScriptValues& ScriptValues::text(std::string_view name, std::string_view text) {
+ScriptValues& ScriptValues::text(std::string_view name, std::string_view text,
+                                 std::string_view end_line) {
     if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
     if (text.empty()) return word(name, "");
-    std::string end = "SKY_END";
+    std::string end(end_line);
     while (has_line(text, end)) end += "_";
     out_.append(name).append("=$(cat <<'").append(end).append("'\n");
     out_.append(text).append("\n").append(end).append("\n)\n");

@@ -25,9 +25,10 @@ public:
     ScriptValues& number(std::string_view name, long long value);
     /// name=('a' 'b' ...)
     ScriptValues& words(std::string_view name, const std::vector<std::string>& values);
-    /// name set to `text` (without a last newline) by a here-document whose end line is one no
-    /// line of the text equals; name='' for an empty text.
-    ScriptValues& text(std::string_view name, std::string_view text);
+    /// name set to `text` (without a last newline) by a here-document whose end line is `end`
+    /// (with '_' appended until no line of the text equals it); name='' for an empty text.
+    ScriptValues& text(std::string_view name, std::string_view text,
+                       std::string_view end = "SKY_END");
     /// The assignments, then a blank line, then each of `parts` (the scripts' text).
     [[nodiscard]] std::string then(const std::vector<std::string_view>& parts) const;
 

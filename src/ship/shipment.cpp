@@ -9,8 +9,10 @@
 #include <set>
 #include <sstream>
 
+#include "node/scripts.hpp"
 #include "node/shell.hpp"
 #include "runtime/auth.hpp"
+#include "ship/scripts.hpp"
 #include "util/shell.hpp"
 
 namespace sky::detail::ship {
@@ -28,20 +30,15 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 std::vector<std::string> tail(const node::CommandOutcome& r) { return r.last_lines(20); }
 
-// Shell prelude of every shipping command: private files, the store's directories.
-// sky_sha hashes its stdin: OpenSSL's command where the node has it (it uses the CPU's SHA
-// instructions, 3-5x faster than coreutils' sha256sum), sha256sum otherwise.
-constexpr const char* kPrelude =
-    "umask 077; sky=\"$HOME/.sky\"; cas=\"$sky/cas\"; "
-    "mkdir -p \"$cas\" \"$sky/prog\" && chmod 700 \"$sky\" || exit 90; "
-    "if command -v openssl >/dev/null 2>&1; then sky_sha() { openssl dgst -sha256 -r | cut -c1-64; "
-    "}; "
-    "else sky_sha() { sha256sum | cut -c1-64; }; fi; ";
-
-// Every shipping command runs in bash (arrays, $'..', /dev/tcp), whatever the login shell is.
-std::vector<std::string> in_bash(const std::string& script) {
-    return {"bash", "-c", std::string(kPrelude) + script};
+// Every shipping command runs in bash (arrays, $'..', /dev/tcp), whatever the login shell is:
+// its values, then prelude.sh (private files, the store's directories, sky_sha), then its steps
+// (src/ship/scripts/*.sh). sky_sha hashes its stdin with OpenSSL's command where the node has it
+// (it uses the CPU's SHA instructions, 3-5x faster than coreutils' sha256sum).
+std::string shipping_script(const scripts::ScriptValues& values, std::string_view steps) {
+    return values.then({scripts::prelude_sh(), "\n", steps});
 }
+
+std::vector<std::string> in_bash(const std::string& script) { return {"bash", "-c", script}; }
 
 // Runs a shipping command on the node. A command that ran out of time throws TimeoutError, as
 // a node that stops answering does.
@@ -137,52 +134,20 @@ std::uint64_t PoolShipment::wire_bytes_from_client() const {
 namespace node_scripts {
 
 std::string node_command(const std::string& script) {
-    return "exec bash -c " + shell_quote(std::string(kPrelude) + script);
+    return "exec bash -c " + shell_quote(script);
 }
 
 std::string inventory(const std::string& prog_dir) {
-    // A file the node's own system holds with the same hash (the same library installed by its
-    // image) is copied into the store instead of sent. What enters the store is the copy, and
-    // only when the copy's own bytes hash to the name: whoever can write the path on the node
-    // may swap the file between any look at it and the copy (hashing the path, then copying it,
-    // would store their file under the genuine hash). The hash of the path is a cheap filter.
-    return fmt::format(
-        "command -v zstd >/dev/null 2>&1 && echo zstd; "
-        "[ -f {prog}/.complete ] && {{ echo complete; exit 0; }}; "
-        "H=(); P=(); "
-        "while IFS=$'\\t' read -r h size path; do [ -f \"$cas/$h\" ] && continue; "
-        "H+=(\"$h\"); P+=(\"$path\"); done; "
-        // One hashing process for every candidate the node's system has.
-        "E=(); for p in \"${{P[@]}}\"; do [ -f \"$p\" ] && E+=(\"$p\"); done; "
-        "declare -A S; if [ ${{#E[@]}} -gt 0 ]; then "
-        "if command -v openssl >/dev/null 2>&1; then "
-        "out=$(openssl dgst -sha256 -r -- \"${{E[@]}}\" 2>/dev/null); "
-        "else out=$(sha256sum -- \"${{E[@]}}\" 2>/dev/null); fi; "
-        "while IFS= read -r l; do S[\"${{l:66}}\"]=\"${{l:0:64}}\"; done "
-        "<<< \"$out\"; fi; "
-        "for i in \"${{!H[@]}}\"; do h=${{H[i]}}; p=${{P[i]}}; "
-        "if [ \"${{S[$p]:-}}\" = \"$h\" ] && t=$(mktemp \"$cas/.in-XXXXXXXXXX\"); then "
-        "if cp -- \"$p\" \"$t\" && [ \"$(sky_sha < \"$t\")\" = \"$h\" ] && chmod 500 \"$t\" && "
-        "mv -f -- \"$t\" \"$cas/$h\"; then echo \"local $h\"; continue; fi; rm -f \"$t\"; fi; "
-        "echo \"need $h\"; done",
-        fmt::arg("prog", shell_quote(prog_dir)));
+    scripts::ScriptValues v("sky ship: takes stock of the node's program store");
+    v.word("prog", prog_dir);
+    return shipping_script(v, scripts::inventory_sh());
 }
 
 std::string store_upload(const ShippedFile& f, const std::string& incoming,
                          const std::string& sent_path, bool zstd) {
-    // Decompress (when compressed), then check the content against its hash before it enters
-    // the store under that name. The client names the file in its error: no name of the
-    // client's becomes shell text here.
-    return fmt::format(
-        "in={in}; h={h}; {unz}"
-        "if [ \"$got\" = \"$h\" ]; then "
-        "chmod 500 \"$in\" && mv -f \"$in\" \"$cas/$h\"; else rm -f \"$in\"; "
-        "echo \"sky: the file arrived damaged (hash mismatch)\" >&2; exit 3; fi",
-        fmt::arg("in", shell_quote(incoming)), fmt::arg("h", shell_quote(f.sha256)),
-        fmt::arg("unz", zstd ? fmt::format("got=$(zstd -dqc {0} | tee \"$in\" | "
-                                           "sky_sha); rm -f {0}; ",
-                                           shell_quote(sent_path))
-                             : "got=$(sky_sha < \"$in\"); "));
+    scripts::ScriptValues v("sky ship: one uploaded file into the store");
+    v.word("in", incoming).word("h", f.sha256).word("sent", sent_path).number("zstd", zstd ? 1 : 0);
+    return shipping_script(v, scripts::store_upload_sh());
 }
 
 }  // namespace node_scripts
@@ -295,26 +260,14 @@ bool PoolShipment::ensure_server(Holder& h) {
         // watchdog), or at the pool's hard timeout.
         std::string in = h.token + "\n";
         for (const auto& f : manifest_.files) in += f.sha256 + "\n";
-        auto r =
-            run_on(h.site,
-                   in_bash(fmt::format(
-                       "cd {run} || exit 1; rm -f serve-port; IFS= read -r t; "
-                       "printf '%s\\n' \"$t\" > serve-token; cat > serve-list; "
-                       "SKY_SERVE_DIR=\"$cas\" SKY_SERVE_TOKEN_FILE={run}/serve-token "
-                       "SKY_SERVE_LIST_FILE={run}/serve-list SKY_SERVE_PORT_FILE={run}/serve-port "
-                       "SKY_SERVE_ADDR={addr} SKY_SERVE_RUN_DIR={run} SKY_SERVE_LIFETIME={life} "
-                       "SKY_SERVE_IDLE=120 "
-                       "LD_LIBRARY_PATH={lib} setsid {exe} --sky-serve-files > serve.log 2>&1 "
-                       "< /dev/null & echo $! > serve.pid; "
-                       "for i in $(seq 100); do [ -s serve-port ] && cat serve-port && exit 0; "
-                       "kill -0 $(cat serve.pid) 2>/dev/null || break; sleep 0.05; done; "
-                       "tail -n 5 serve.log; exit 1",
-                       fmt::arg("run", shell_quote(run)),
-                       fmt::arg("addr", shell_quote(h.site.peer_address)),
-                       fmt::arg("life", std::max<long long>(60, h.site.lifetime.count())),
-                       fmt::arg("lib", shell_quote(h.prog_dir + "/lib")),
-                       fmt::arg("exe", shell_quote(exe)))),
-                   {.timeout = seconds(30), .stdin_data = in});
+        scripts::ScriptValues v("sky ship: starts the node's peer file server");
+        v.word("run", run)
+            .word("addr", h.site.peer_address)
+            .number("life", std::max<long long>(60, h.site.lifetime.count()))
+            .word("lib", h.prog_dir + "/lib")
+            .word("exe", exe);
+        auto r = run_on(h.site, in_bash(shipping_script(v, scripts::serve_sh())),
+                        {.timeout = seconds(30), .stdin_data = in});
         int port = r.status == 0 ? std::atoi(r.out.c_str()) : 0;
         if (port <= 0 || port > 65535) {
             h.server_failed = true;
@@ -358,26 +311,12 @@ std::vector<std::string> PoolShipment::fetch_from(Holder& from, const NodeSite& 
         done += size;
         progress.update(done, true);
     };
-    // bash's /dev/tcp is the receiver: it is on every image, and this node cannot run the
-    // program yet. The token travels in the environment of the transfer, never in an argument.
-    // No more than the manifest's size of a file is written (a wrong peer cannot fill the
-    // disk), and only what hashes to the name asked for enters the store.
-    auto r = run_on(
-        site,
-        in_bash(fmt::format(
-            "IFS= read -r tok; export SKY_T=\"$tok\"; "
-            "timeout 5 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {addr} {port} 2>/dev/null || "
-            "{{ echo unreachable; exit 0; }}; "
-            "while read -r h size; do [ -f \"$cas/$h\" ] && {{ echo \"got $h 0\"; continue; }}; "
-            "t=$(mktemp \"$cas/.in-XXXXXXXXXX\") || {{ echo \"failed $h\"; continue; }}; "
-            "if SKY_H=\"$h\" SKY_S=\"$size\" timeout 1200 bash -c 'exec 3<>\"/dev/tcp/$0/$1\" && "
-            "printf \"%s %s\\n\" \"$SKY_T\" \"$SKY_H\" >&3 && head -c \"$SKY_S\" <&3' {addr} "
-            "{port} > \"$t\" 2>/dev/null && [ \"$(sky_sha < \"$t\")\" = \"$h\" ]; "
-            "then chmod 500 \"$t\" && mv -f \"$t\" \"$cas/$h\" && "
-            "echo \"got $h $(stat -c %s \"$cas/$h\")\"; "
-            "else rm -f \"$t\"; echo \"failed $h\"; fi; done",
-            fmt::arg("addr", shell_quote(from.site.peer_address)), fmt::arg("port", from.port))),
-        eo);
+    // fetch.sh receives through bash's /dev/tcp (this node cannot run the program yet), the
+    // token in the transfer's environment, at most the manifest's size of each file, and only
+    // what hashes to the name asked for enters the store.
+    scripts::ScriptValues v("sky ship: fetches files from a peer node's file server");
+    v.word("addr", from.site.peer_address).number("port", from.port);
+    auto r = run_on(site, in_bash(shipping_script(v, scripts::fetch_sh())), eo);
     std::vector<std::string> failed;
     for (auto& h : missing)
         if (!got.count(h)) failed.push_back(h);
@@ -391,19 +330,10 @@ std::string PoolShipment::compose(const NodeSite& site) {
     std::string in;
     for (auto& f : manifest_.files) in += f.sha256 + "\t" + f.name + "\n";
     const auto prog = program_dir(site.home, manifest_);
-    auto r =
-        run_on(site,
-               in_bash(fmt::format(
-                   "prog={prog}; [ -f \"$prog/.complete\" ] && exit 0; "
-                   "tmp=\"$prog.tmp-$$\"; rm -rf \"$tmp\"; mkdir -p \"$tmp/lib\" || exit 1; "
-                   "while IFS=$'\\t' read -r h name; do "
-                   "ln \"$cas/$h\" \"$tmp/$name\" 2>/dev/null || cp -p \"$cas/$h\" "
-                   "\"$tmp/$name\" || {{ echo \"missing $h\" >&2; rm -rf \"$tmp\"; exit 3; }}; "
-                   "done; touch \"$tmp/.complete\"; "
-                   "mv -T \"$tmp\" \"$prog\" 2>/dev/null || rm -rf \"$tmp\"; "
-                   "test -f \"$prog/.complete\"",
-                   fmt::arg("prog", shell_quote(prog)))),
-               {.timeout = seconds(120), .stdin_data = in});
+    scripts::ScriptValues v("sky ship: assembles the program directory");
+    v.word("prog", prog);
+    auto r = run_on(site, in_bash(shipping_script(v, scripts::compose_sh())),
+                    {.timeout = seconds(120), .stdin_data = in});
     if (r.status != 0)
         throw ShipFailure(
             "upload",

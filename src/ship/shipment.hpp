@@ -109,12 +109,13 @@ private:
 /// The program directory on a node for this manifest: "<home>/.sky/prog/<id>".
 std::string program_dir(const std::string& home, const Manifest& m);
 
-/// The node-side scripts of shipping, each run as `node_command(script)` (bash, with the store's
-/// prelude: `$cas` is the store, `sky_sha` hashes stdin). Exposed so that tests can run them
-/// against a scratch home exactly as a node does.
+/// The node-side scripts of shipping (src/ship/scripts/), each whole: its values, the store's
+/// prelude (`$cas` is the store, `sky_sha` hashes stdin), its steps; run as
+/// `node_command(script)`. Exposed so that tests can run them against a scratch home exactly as
+/// a node does.
 namespace node_scripts {
 
-/// Wraps a script as the command a node runs: `exec bash -c '<prelude><script>'`.
+/// Wraps a script as the command a node runs: `exec bash -c '<script>'`.
 std::string node_command(const std::string& script);
 
 /// Takes stock of the store. Reads "<sha256>\t<size>\t<client path>" lines on stdin; prints

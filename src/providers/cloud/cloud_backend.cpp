@@ -20,10 +20,12 @@
 #include <thread>
 
 #include "ledger/ledger.hpp"
+#include "node/scripts.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/cloud/offers.hpp"
 #include "providers/cloud/provider.hpp"
 #include "providers/cloud/refusal.hpp"
+#include "providers/cloud/scripts.hpp"
 #include "providers/cloud/sweep.hpp"
 #include "providers/remote/remote_node.hpp"
 #include "sky/catalog.hpp"
@@ -906,45 +908,9 @@ private:
         o.connect_attempts = 3;
         o.retry_auth_failure = true;  // authorized_keys may not be written yet
         ssh::Session session(o);
-        const std::string script = fmt::format(
-            "set -eu\n"
-            "umask 077\n"
-            "old_blob='{blob}'\n"
-            "# The sshd serving this session: the outermost sshd among this shell's ancestors.\n"
-            "p=$$ listener=\n"
-            "while [ \"$p\" -gt 1 ] 2>/dev/null; do\n"
-            "  [ \"$(sed -n 's/^Name:[[:space:]]*//p' /proc/$p/status)\" = sshd ] && listener=$p\n"
-            "  p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status)\n"
-            "done\n"
-            "[ -n \"$listener\" ] || {{ echo 'no sshd among the session ancestors' >&2; exit 3; "
-            "}}\n"
-            "cfg=/etc/ssh/sshd_config\n"
-            "set -- $(tr '\\0' ' ' < /proc/$listener/cmdline)\n"
-            "while [ $# -gt 1 ]; do [ \"$1\" = -f ] && cfg=$2; shift; done\n"
-            "key=\n"
-            "for k in $(sshd -T -f \"$cfg\" 2>/dev/null | awk '$1==\"hostkey\"{{print $2}}') "
-            "/etc/ssh/ssh_host_ed25519_key; do\n"
-            "  [ -f \"$k\" ] || continue\n"
-            "  if [ \"$(ssh-keygen -y -f \"$k\" 2>/dev/null | awk '{{print $2}}')\" = "
-            "\"$old_blob\" ]; "
-            "then key=$k; break; fi\n"
-            "done\n"
-            "[ -n \"$key\" ] || {{ echo 'sshd loads no file with the pinned key' >&2; exit 4; }}\n"
-            "tmp=$(mktemp -d \"$(dirname \"$key\")/.sky-hostkey.XXXXXX\")\n"
-            "ssh-keygen -q -t ed25519 -N '' -C sky-host -f \"$tmp/key\" </dev/null >/dev/null\n"
-            "chmod 600 \"$tmp/key\"\n"
-            "chmod 644 \"$tmp/key.pub\"\n"
-            "mv -f \"$tmp/key.pub\" \"$key.pub\"\n"
-            "mv -f \"$tmp/key\" \"$key\"\n"
-            "rmdir \"$tmp\"\n"
-            "# cloud-init's copies of the boot script: the key in them is dead now; drop them "
-            "anyway.\n"
-            "rm -f /var/lib/cloud/instance/user-data.txt /var/lib/cloud/instance/user-data.txt.i "
-            "/var/lib/cloud/instance/scripts/part-001 2>/dev/null || true\n"
-            "cat \"$key.pub\"\n"
-            "kill -HUP \"$listener\"\n"
-            "sleep 1  # sshd re-executes; the next connection then sees the new key\n",
-            fmt::arg("blob", blob));
+        scripts::ScriptValues values("sky boot: replaces the node's host key");
+        values.word("old_blob", blob);
+        const std::string script = values.then({scripts::rotate_host_key_sh()});
         std::string failure;
         std::string fresh;
         try {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "node/scripts.hpp"
+#include "providers/cloud/scripts.hpp"
 #include "sky/errors.hpp"
 #include "util/file.hpp"
 #include "util/subprocess.hpp"
@@ -45,48 +47,15 @@ SshKeyPair make_host_key(const std::filesystem::path& scratch_dir, const std::st
 
 std::string boot_script(const BootScriptOptions& o) {
     const long minutes =
-        std::max<long>(5, static_cast<long>((o.hard_timeout.count() + 59) / 60) + 10);
-    std::string power_off;
-    if (o.power_off)
-        power_off = fmt::format(
-            "shutdown -h +{} 'sky: pool hard timeout' 2>/dev/null || true\n"
-            "# The node's watchdog may power this machine off only where this marker exists.\n"
-            "mkdir -p /etc/sky && touch /etc/sky/power-off-on-expiry\n",
-            minutes);
-    std::string authorize;
-    if (!o.authorized_key.empty())
-        authorize = fmt::format(
-            "mkdir -p /root/.ssh && chmod 700 /root/.ssh\n"
-            "grep -qxF '{key}' /root/.ssh/authorized_keys 2>/dev/null || "
-            "printf '%s\\n' '{key}' >> /root/.ssh/authorized_keys\n"
-            "chmod 600 /root/.ssh/authorized_keys\n",
-            fmt::arg("key", std::string(trim(o.authorized_key))));
-    return fmt::format(
-        "#!/bin/bash\n"
-        "# sky pool {pool}: host key pinned by the client; SSH only.\n"
-        "set -u\n"
-        "umask 077\n"
-        "cat > /etc/ssh/ssh_host_ed25519_key <<'SKY_HOST_KEY'\n"
-        "{priv}\n"
-        "SKY_HOST_KEY\n"
-        "cat > /etc/ssh/ssh_host_ed25519_key.pub <<'SKY_HOST_PUB'\n"
-        "{pub}\n"
-        "SKY_HOST_PUB\n"
-        "chmod 600 /etc/ssh/ssh_host_ed25519_key\n"
-        "chmod 644 /etc/ssh/ssh_host_ed25519_key.pub\n"
-        "{authorize}"
-        "mkdir -p /etc/ssh/sshd_config.d\n"
-        "printf 'HostKey /etc/ssh/ssh_host_ed25519_key\\n' > "
-        "/etc/ssh/sshd_config.d/00-sky-hostkey.conf\n"
-        "systemctl restart ssh 2>/dev/null || systemctl restart sshd 2>/dev/null || "
-        "service ssh restart\n"
-        "{power_off}"
-        "# This script holds the host key; the client replaces that key after its first\n"
-        "# connection. Drop this copy of it now (cloud-init's own copies go then).\n"
-        "rm -f -- \"$0\" 2>/dev/null || true\n",
-        fmt::arg("pool", o.pool_id), fmt::arg("priv", std::string(trim(o.host_key.private_key))),
-        fmt::arg("pub", std::string(trim(o.host_key.public_key))), fmt::arg("authorize", authorize),
-        fmt::arg("power_off", power_off));
+        o.power_off ? std::max<long>(5, static_cast<long>((o.hard_timeout.count() + 59) / 60) + 10)
+                    : 0;
+    scripts::ScriptValues v(
+        fmt::format("sky pool {}: host key pinned by the client; SSH only.", o.pool_id));
+    v.text("sky_host_key", trim(o.host_key.private_key), "SKY_HOST_KEY")
+        .text("sky_host_pub", trim(o.host_key.public_key), "SKY_HOST_PUB")
+        .word("sky_authorized_key", trim(o.authorized_key))
+        .number("sky_power_off_minutes", minutes);
+    return v.then({scripts::boot_sh()});
 }
 
 }  // namespace sky::detail

@@ -42,7 +42,8 @@ struct BootScriptOptions {
 
 /// The boot script: installs the pinned host key, makes sshd serve only it, arms the power-off
 /// timer, marks the machine as a sky cloud node (the watchdog may power it off) and removes
-/// itself. The host key sits between `SKY_HOST_KEY` heredoc markers (the fakes read it there).
+/// itself. The host key sits in a here-document ending at `SKY_HOST_KEY` (the fakes read it
+/// there), the client key in `sky_authorized_key`.
 std::string boot_script(const BootScriptOptions& options);
 
 }  // namespace sky::detail

@@ -14,8 +14,10 @@
 
 #include "bootstrap/pip.hpp"
 #include "ledger/ledger.hpp"
-#include "runtime/node_marks.hpp"
+#include "node/scripts.hpp"
 #include "providers/local/local_worker.hpp"
+#include "providers/local/scripts.hpp"
+#include "runtime/node_marks.hpp"
 #include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"
 #include "util/digest.hpp"
@@ -154,14 +156,13 @@ void LocalImage::apply(int node, const std::string& id, const std::function<void
 
 void LocalImage::check_apt(Outcome& o) {
     // Which of the packages this machine lacks; Local installs none (it is your machine).
-    std::string script =
-        fmt::format("command -v dpkg-query > /dev/null || {{ echo '{}'; exit 0; }}\nfor p in",
-                    node::marks::no_dpkg.text);
-    for (auto& p : image_.apt) script += " " + shell_quote(p.substr(0, p.find('=')));
-    script += fmt::format(
-        "; do dpkg-query -W -f='${{Status}}' \"$p\" 2>/dev/null | grep -q 'install ok installed' "
-        "|| echo \"{} $p\"; done\n",
-        node::marks::missing.text);
+    std::vector<std::string> packages;
+    for (auto& p : image_.apt) packages.push_back(p.substr(0, p.find('=')));
+    scripts::ScriptValues v("sky Local: which of the image's apt packages this machine lacks");
+    v.words("packages", packages)
+        .word("no_dpkg_mark", node::marks::no_dpkg.text)
+        .word("missing_mark", node::marks::missing.text);
+    const std::string script = v.then({scripts::apt_check_sh()});
     std::vector<std::string> missing;
     bool no_dpkg = false;
     RunResult r = run_bash(script, cancelled_, [&](std::string_view l) {
@@ -215,21 +216,13 @@ void LocalImage::make_venv(Outcome& o) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    const std::string v = shell_quote(venv_);
-    const std::string script = fmt::format(
-        "want={want}\n"
-        "PY=$(command -v \"$want\" 2>/dev/null || true)\n"
-        "if [ -z \"$PY\" ]; then echo '{m_missing}'; "
-        "PY=$(command -v python3 2>/dev/null || true); fi\n"
-        "[ -n \"$PY\" ] || {{ echo '{m_none}'; exit 3; }}\n"
-        "echo \"{m_python} $PY\"\n"
-        "[ -x {v}/bin/python ] && exit 0\n"
-        "umask 077\n"
-        "\"$PY\" -m venv {v} || {{ st=$?; rm -rf {v}; exit $st; }}\n",
-        fmt::arg("want", shell_quote(want)), fmt::arg("v", v),
-        fmt::arg("m_missing", node::marks::python_missing.text),
-        fmt::arg("m_none", node::marks::no_python.text),
-        fmt::arg("m_python", node::marks::python.text));
+    scripts::ScriptValues values("sky Local: the image's Python environment");
+    values.word("want", want)
+        .word("venv", venv_)
+        .word("python_mark", node::marks::python.text)
+        .word("python_missing_mark", node::marks::python_missing.text)
+        .word("no_python_mark", node::marks::no_python.text);
+    const std::string script = values.then({scripts::venv_sh()});
     bool missing = false, none = false;
     RunResult r = run_bash(script, cancelled_, [&](std::string_view l) {
         if (node::marks::python_missing.is(l))

@@ -2,8 +2,9 @@
 // The first-boot script of a container cloud's node (Vast.ai, RunPod): the container's image may
 // have no sshd and no init to start it, so this script installs OpenSSH when it is missing,
 // authorizes the pool's client key for root, runs the cloud layer's boot script (kept verbatim in
-// a heredoc, so the pinned host key is where every reader of a boot script looks), and leaves an
-// sshd serving that host key running: a running one is told to reload, else one is started.
+// a quoted here-document, so the pinned host key is where every reader of a boot script looks), and
+// leaves an sshd serving that host key running: a running one is told to reload, else one is
+// started.
 #include <string>
 
 namespace sky::detail {

@@ -34,6 +34,7 @@
 #include "fakes/verda/fake_verda.hpp"
 #include "hosts/test_hosts.hpp"
 #include "ledger/ledger.hpp"
+#include "support/child_process.hpp"
 #include "support/cloud_pool.hpp"
 
 extern char** environ;
@@ -70,95 +71,26 @@ std::string driver_path() {
     return other && *other ? other : SKY_SIGNAL_DRIVER;
 }
 
-// The driver as a child process with its stdout on a pipe; SIGKILLed and reaped at the end
-// whatever happens.
-class Driver {
+// The driver as a child process (support/child_process.hpp): its own process group, so a
+// terminal's Ctrl-C reaches the group, a test's kill() the driver only (its Local workers then
+// end by the teardown, not by the same signal).
+class Driver : public sky::test::ChildProcess {
 public:
     // `wrapper`: a command that runs the driver (e.g. unshare with its options).
-    explicit Driver(std::vector<std::string> args, std::vector<std::string> extra_env = {},
-                    std::vector<std::string> wrapper = {}) {
-        int p[2];
-        REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-        std::vector<std::string> argv_s = wrapper;
-        argv_s.push_back(driver_path());
-        argv_s.insert(argv_s.end(), args.begin(), args.end());
-        std::vector<char*> argv;
-        for (auto& a : argv_s) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        std::vector<std::string> env_s;
-        for (char** e = environ; e && *e; ++e) env_s.emplace_back(*e);
-        env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
-        std::vector<char*> envp;
-        for (auto& e : env_s) envp.push_back(e.data());
-        envp.push_back(nullptr);
-        // Its own process group: a terminal's Ctrl-C reaches the group, a test's kill() the
-        // driver only (its Local workers then end by the teardown, not by the same signal).
-        posix_spawnattr_t attr;
-        posix_spawnattr_init(&attr);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-        posix_spawnattr_setpgroup(&attr, 0);
-        const int rc = ::posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
-        posix_spawnattr_destroy(&attr);
-        posix_spawn_file_actions_destroy(&fa);
-        ::close(p[1]);
-        out_ = p[0];
-        REQUIRE(rc == 0);
-    }
-    ~Driver() {
-        if (pid_ > 0 && !reaped_) {
-            ::kill(pid_, SIGKILL);
-            int st = 0;
-            ::waitpid(pid_, &st, 0);
-        }
-        if (out_ >= 0) ::close(out_);
-    }
-    [[nodiscard]] pid_t pid() const { return pid_; }
-
-    // The next line starting with `prefix` (bounded); nullopt at the limit or end of output.
-    std::optional<std::string> line(const std::string& prefix, std::chrono::seconds limit) {
-        const auto until = Clock::now() + limit;
-        for (;;) {
-            for (std::size_t nl; (nl = buf_.find('\n')) != std::string::npos;) {
-                std::string l = buf_.substr(0, nl);
-                buf_.erase(0, nl + 1);
-                lines_ += l + "\n";
-                if (l.rfind(prefix, 0) == 0) return l;
-            }
-            const auto left =
-                std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-            if (left <= 0) return std::nullopt;
-            pollfd p{out_, POLLIN, 0};
-            if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-            char b[4096];
-            const ssize_t n = ::read(out_, b, sizeof b);
-            if (n <= 0) return std::nullopt;
-            buf_.append(b, static_cast<std::size_t>(n));
-        }
-    }
-    [[nodiscard]] const std::string& output() const { return lines_; }
-
-    // Waits (bounded) for the driver to end; its wait status, or nullopt if it still runs.
-    std::optional<int> wait(std::chrono::milliseconds limit) {
-        const auto until = Clock::now() + limit;
-        for (;;) {
-            int st = 0;
-            if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-                reaped_ = true;
-                return st;
-            }
-            if (Clock::now() >= until) return std::nullopt;
-            std::this_thread::sleep_for(10ms);
-        }
-    }
+    explicit Driver(const std::vector<std::string>& args,
+                    const std::vector<std::string>& extra_env = {},
+                    const std::vector<std::string>& wrapper = {})
+        : ChildProcess(command(args, wrapper), extra_env) {}
+    [[nodiscard]] const std::string& output() const { return seen(); }
 
 private:
-    pid_t pid_ = -1;
-    int out_ = -1;
-    bool reaped_ = false;
-    std::string buf_, lines_;
+    static std::vector<std::string> command(const std::vector<std::string>& args,
+                                            const std::vector<std::string>& wrapper) {
+        std::vector<std::string> argv = wrapper;
+        argv.push_back(driver_path());
+        argv.insert(argv.end(), args.begin(), args.end());
+        return argv;
+    }
 };
 
 // Processes whose parent is `pid` (a Local pool's workers).

@@ -25,6 +25,7 @@
 
 #include "hosts/slurm_cluster.hpp"
 #include "sky/sky.hpp"
+#include "support/child_process.hpp"
 #include "support/run_log.hpp"
 #include "support/scoped_env.hpp"
 
@@ -301,88 +302,8 @@ std::string blocker(const SlurmCluster& c, const std::string& gres) {
     return id;
 }
 
-// A program of this test binary's own: a child process with its stdout on a pipe, reaped (and
-// SIGKILLed if still running) at the end whatever happens.
-class Child {
-public:
-    explicit Child(const std::vector<std::string>& argv_s,
-                   const std::vector<std::string>& extra_env = {}) {
-        int p[2];
-        REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-        std::vector<std::string> args = argv_s;
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        std::vector<std::string> env_s;
-        for (char** e = environ; e && *e; ++e) env_s.emplace_back(*e);
-        env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
-        std::vector<char*> envp;
-        for (auto& e : env_s) envp.push_back(e.data());
-        envp.push_back(nullptr);
-        posix_spawnattr_t attr;
-        posix_spawnattr_init(&attr);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-        posix_spawnattr_setpgroup(&attr, 0);
-        const int rc = ::posix_spawnp(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
-        posix_spawnattr_destroy(&attr);
-        posix_spawn_file_actions_destroy(&fa);
-        ::close(p[1]);
-        out_ = p[0];
-        REQUIRE(rc == 0);
-    }
-    ~Child() {
-        if (!reaped_) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-        ::close(out_);
-    }
-    [[nodiscard]] pid_t pid() const { return pid_; }
-    // The next line that starts with `prefix` (bounded); none at the limit or end of output.
-    std::optional<std::string> line(const std::string& prefix, std::chrono::seconds limit) {
-        const auto until = Clock::now() + limit;
-        for (;;) {
-            for (std::size_t nl; (nl = buf_.find('\n')) != std::string::npos;) {
-                std::string l = buf_.substr(0, nl);
-                buf_.erase(0, nl + 1);
-                seen_ += l + "\n";
-                if (l.rfind(prefix, 0) == 0) return l;
-            }
-            const auto left =
-                std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-            if (left.count() <= 0) return std::nullopt;
-            pollfd p{out_, POLLIN, 0};
-            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-            char b[4096];
-            const ssize_t n = ::read(out_, b, sizeof b);
-            if (n <= 0) return std::nullopt;
-            buf_.append(b, static_cast<std::size_t>(n));
-        }
-    }
-    // Its wait status once it ended (bounded); none if it still runs.
-    std::optional<int> wait(std::chrono::seconds limit) {
-        const auto until = Clock::now() + limit;
-        while (Clock::now() < until) {
-            int st = 0;
-            if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-                reaped_ = true;
-                return st;
-            }
-            std::this_thread::sleep_for(50ms);
-        }
-        return std::nullopt;
-    }
-    [[nodiscard]] const std::string& seen() const { return seen_; }
-
-private:
-    pid_t pid_ = -1;
-    int out_ = -1;
-    bool reaped_ = false;
-    std::string buf_, seen_;
-};
+// A program of this test binary's own (support/child_process.hpp).
+using Child = sky::test::ChildProcess;
 
 // SKY_HOME in a fresh directory (the ledgers of the driver and of `sky gc`), removed at the end.
 struct TempHome {

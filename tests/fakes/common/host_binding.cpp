@@ -35,8 +35,8 @@ BootScriptKeys parse_boot_script(std::string_view script) {
     BootScriptKeys k;
     k.host_private_key = heredoc(script, "SKY_HOST_KEY");
     k.host_public_key = heredoc(script, "SKY_HOST_PUB");
-    // printf '%s\n' '<key>' >> /root/.ssh/authorized_keys
-    const std::string_view open = "printf '%s\\n' '", close = "' >> /root/.ssh/authorized_keys";
+    // sky_authorized_key='<key>' (a single-quoted word: a key holds no quote)
+    const std::string_view open = "\nsky_authorized_key='", close = "'\n";
     if (auto b = script.find(open); b != std::string_view::npos) {
         b += open.size();
         if (auto e = script.find(close, b); e != std::string_view::npos)

@@ -86,17 +86,21 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         // SSH layer's channel).
         {"providers/remote",
          {"bootstrap", "io", "node", "pool", "runtime", "ship", "ssh", "util", "volumes"}},
+        // A node's boot and host key rotation are .sh files with their values (node/scripts.hpp).
         {"providers/cloud",
-         {"catalog", "ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
+         {"catalog", "ledger", "node", "pool", "providers/descriptor", "providers/remote", "ssh",
+          "util"}},
         // Local gives pip an image's settings in the same private files a node's bootstrap
         // writes (bootstrap/pip.hpp); a Local worker's socket pair is an io::FdStream; its
-        // image checks print node marks (runtime/node_marks.hpp).
+        // image checks are .sh files with their values (node/scripts.hpp) printing node marks
+        // (runtime/node_marks.hpp).
         {"providers/local",
-         {"bootstrap", "io", "ledger", "pool", "providers/descriptor", "runtime", "util"}},
+         {"bootstrap", "io", "ledger", "node", "pool", "providers/descriptor", "runtime", "util"}},
         {"providers/ssh",
          {"ledger", "pool", "providers/descriptor", "providers/remote", "ssh", "util"}},
         // The REST clouds' shared descriptor helper makes their cloud backends.
-        {"providers/rest", {"http", "providers/cloud", "providers/descriptor", "util"}},
+        // A container node's first boot is a .sh file with its values (node/scripts.hpp).
+        {"providers/rest", {"http", "node", "providers/cloud", "providers/descriptor", "util"}},
         // The AWS adapter speaks EC2 through the AWS wire code.
         {"providers/aws",
          {"aws", "catalog", "http", "providers/cloud", "providers/descriptor", "util"}},

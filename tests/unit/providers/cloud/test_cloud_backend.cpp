@@ -347,13 +347,12 @@ TEST_CASE("cloud layer: the boot script arms the power-off only where the cloud 
     o.hard_timeout = std::chrono::seconds(3600);
     const std::string on = sky::detail::boot_script(o);
     CHECK(on.find("<<'SKY_HOST_KEY'\n-----BEGIN OPENSSH PRIVATE KEY-----") != std::string::npos);
-    CHECK(on.find("shutdown -h +70 ") != std::string::npos);  // the hard timeout + 10 minutes
+    CHECK(on.find("\nsky_power_off_minutes=70\n") != std::string::npos);  // hard timeout + 10 min
     CHECK(on.find("/etc/sky/power-off-on-expiry") != std::string::npos);
     o.power_off = false;  // machines the user keeps (CloudLogin::power_off_on_expiry)
     const std::string off = sky::detail::boot_script(o);
     CHECK(off.find("SKY_HOST_KEY") != std::string::npos);
-    CHECK(off.find("shutdown") == std::string::npos);
-    CHECK(off.find("power-off-on-expiry") == std::string::npos);
+    CHECK(off.find("\nsky_power_off_minutes=0\n") != std::string::npos);
 }
 
 TEST_CASE(
