@@ -87,9 +87,13 @@ Connection::End Connection::serve(FrameHandler& h, Outbox& out,
     Frame f;
     for (;;) {
         try {
-            // Never wait for the client with output unsent: a result held back because
-            // another frame was buffered (a layout, a cancel) would wait for the next write.
-            if (!reader.has_buffered_frame()) out.flush();
+            // Never wait for the client with calls not started or output unsent: a result
+            // held back because another frame was buffered (a layout, a cancel) would wait
+            // for the next write.
+            if (!reader.has_buffered_frame()) {
+                h.on_frames_taken();
+                out.flush();
+            }
             if (!reader.next(f)) return End::closed;  // the client went away
         } catch (const std::exception& e) {
             core_.say(fmt::format("closing the connection: {}", e.what()));

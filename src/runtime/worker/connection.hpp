@@ -28,6 +28,9 @@ public:
     virtual void on_layout(std::span<const std::byte> payload) = 0;
     /// The pool's preemption notice (a PreemptMsg; empty: none stands any more).
     virtual void on_preempt(std::span<const std::byte> payload) = 0;
+    /// Every frame read so far was handed on; the reader waits for more next (calls queued
+    /// one by one start now, with one wake-up for all of them).
+    virtual void on_frames_taken() {}
 };
 
 class Connection {
