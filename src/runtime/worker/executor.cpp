@@ -22,6 +22,18 @@ Buffer error_frame(std::uint64_t id, const ErrorMsg& e) {
     return out;
 }
 
+namespace {
+// The call's payload as a Buffer of its own: a block of its size (a small call's payload is a few
+// dozen bytes; a growing buffer's first block is 256), taken over when the frame owns one.
+Buffer payload_of(Frame& f) {
+    if (f.owned.data() == f.payload.data() && f.owned.size() == f.payload.size())
+        return f.take_payload();
+    Buffer b(f.payload.size());
+    b.append(f.payload.data(), f.payload.size());
+    return b;
+}
+}  // namespace
+
 Executor::Executor(WorkerCore& core, Outbox& out, OutputCapture& capture, PluginEnv plugin_env)
     : core_(core), out_(out), capture_(capture), plugin_env_(std::move(plugin_env)) {}
 
@@ -34,7 +46,7 @@ bool Executor::submit(Frame& f) {
     {
         std::lock_guard lk(m_);
         if (!known_.insert(f.header.call_id).second) return false;
-        queue_.push_back({f.header.call_id, f.take_payload(), f.header.flags});
+        queue_.push_back({f.header.call_id, payload_of(f), f.header.flags});
         queued_.store(queue_.size(), std::memory_order_relaxed);
         // The reader wakes an idle executor when it has read everything there is (kick()), or
         // when calls pile up before: one wake-up for a read's worth of calls, not one each.
@@ -252,6 +264,8 @@ Executor::Answer Executor::execute(const Job& j) {
     capture_.enter(&ctx);
     Answer a;
     Buffer& out = a.frame;
+    // Room for the header and a small result in one block: no second allocation as it grows.
+    out.reserve(frame_header_size + 40);
     out.resize(frame_header_size);
     ErrorMsg err;
     bool ok = false;

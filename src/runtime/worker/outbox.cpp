@@ -132,10 +132,11 @@ void Outbox::frame_soon(Buffer&& f, OwnedBytes tail) {
         add_locked(std::move(f), std::move(tail));
         if (buf_.empty()) return;  // a large frame, written already with the batch before it
         if (++batched_ >= batch_answers) return flush_locked();
-        const auto now = std::chrono::steady_clock::now();
-        last_busy_ = now;
+        // The clock is read for the first answer of a batch only: the bound counts from it.
         if (!batched_since_) {
+            const auto now = std::chrono::steady_clock::now();
             batched_since_ = now;
+            last_busy_ = now;
             wake = flusher_idle_;
         }
         if (!flusher_.joinable()) flusher_ = std::thread([this] { flusher(); });
