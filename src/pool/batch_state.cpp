@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "io/io_core.hpp"
 #include "sky/detail/call.hpp"
@@ -85,6 +86,7 @@ void BatchState::wait() {
     for (int i = 0;; ++i) {
         if (sync_->done.load(std::memory_order_acquire)) return;
         if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+        if ((i & 7) == 7) std::this_thread::yield();
     }
     std::unique_lock lk(sync_->m);
     ++sync_->waiting_all;
