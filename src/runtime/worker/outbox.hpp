@@ -57,7 +57,8 @@ public:
     /// frame() of an answer while more calls of this worker wait to run: it joins the batch and
     /// leaves with the next write, once batch_answers wait, or within started_bound (the
     /// flusher), whichever comes first. A run of quick calls then costs the worker one write
-    /// (and the client one read and one wake-up) per batch instead of one per call.
+    /// (and the client one read and one wake-up) per batch instead of one per call. A crash of
+    /// the process before the write loses the batched answers (their calls are lost with it).
     void frame_soon(Buffer&& f, OwnedBytes tail = {});
     /// Writes the batch.
     void flush();
