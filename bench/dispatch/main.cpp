@@ -14,8 +14,9 @@
 //                a socket pair to a second process (blocking recv, interleaved), the 64 MiB
 //                echo against the hand-written RPC (bench/dispatch/compare.sh alternates builds)
 //
-// Usage: dispatch [--quick | --rpc N | --compare]   (--quick: fewer iterations, for a smoke run;
-//        --rpc N: only the 64 MiB row, N interleaved rounds, each round's two times printed)
+// Usage: dispatch [--quick | --rpc N | --gather N | --compare]   (--quick: fewer iterations, for
+//        a smoke run; --rpc N: only the 64 MiB row, N interleaved rounds, each round's two times
+//        printed; --gather N: only the compare row's gather, N runs, for a profiler)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -341,6 +342,27 @@ int main(int argc, char** argv) {
                     s.median / r.median);
         std::printf("echo64_mbs %.0f rpc_mbs %.0f ratio %.2f\n", mb / stats(sky_s).median,
                     mb / stats(hand_s).median, stats(hand_s).median / stats(sky_s).median);
+        return 0;
+    }
+    if (argc > 2 && std::strcmp(argv[1], "--gather") == 0) {
+        // Only the compare row's gather, N runs after a warm-up, each run's calls/s printed:
+        // for profiling the dispatch path (perf, callgrind) without the other rows.
+        const int reps = std::max(1, std::atoi(argv[2]));
+        sky::ComputePool pool{{.nodes = 2, .concurrency = 2, .display = sky::Display::quiet}};
+        const int n = 50000;
+        for (int rep = 0; rep <= reps; ++rep) {
+            std::vector<sky::PendingCompute<int>> calls;
+            calls.reserve(n);
+            auto g0 = Clock::now();
+            for (int i = 0; i < n; ++i) calls.push_back(sky::compute<bench::inc>(i));
+            auto got = sky::gather(std::move(calls)) >> pool;
+            const double cps = n / std::chrono::duration<double>(Clock::now() - g0).count();
+            if (got.size() != static_cast<std::size_t>(n) || got.back() != n) {
+                std::fprintf(stderr, "gather came back wrong\n");
+                return 1;
+            }
+            if (rep > 0) std::printf("gather_2x2_calls_per_s %.0f\n", cps);
+        }
         return 0;
     }
     if (argc > 2 && std::strcmp(argv[1], "--rpc") == 0) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "io/io_core.hpp"
 #include "sky/detail/call.hpp"
@@ -18,8 +19,10 @@ struct BatchState::Sync {
     std::atomic<bool> done;
     std::vector<std::size_t> finished;  ///< item indices in the order they finished
     std::size_t taken = 0;              ///< how many of them next_finished() handed out
-    int waiting = 0;                    ///< threads asleep in wait() or next_finished()
-    std::function<void()> hook;         ///< on_finished(), until it is called
+    int waiting_all = 0;   ///< threads asleep in wait() or wait_for(): woken by the last item
+    int waiting_next = 0;  ///< threads asleep in next_finished(): woken by each item
+    std::atomic<std::size_t> failed{0};  ///< items finished with an error
+    std::function<void()> hook;          ///< on_finished(), until it is called
 };
 
 BatchState::BatchState(std::size_t n) : outcomes(n), sync_(std::make_unique<Sync>(n)) {}
@@ -42,7 +45,11 @@ void BatchState::fail(std::size_t i, std::exception_ptr e) {
 }
 
 void BatchState::finish_one(std::size_t i) {
+    const bool failed = outcomes[i].error != nullptr;
+    // Counted before `done` is published: a waiter that sees it done sees every error.
+    if (failed) sync_->failed.fetch_add(1, std::memory_order_relaxed);
     std::function<void()> hook;
+    bool wake = false;
     {
         std::lock_guard lk(sync_->m);
         sync_->finished.push_back(i);
@@ -50,9 +57,11 @@ void BatchState::finish_one(std::size_t i) {
             sync_->done.store(true, std::memory_order_release);
             hook = std::move(sync_->hook);
         }
-        // Only a sleeper needs the futex wake-up; a spinning waiter sees `done` by itself.
-        if (sync_->waiting > 0) sync_->cv.notify_all();
+        // Only a sleeper needs the futex wake-up (a spinning waiter sees `done` by itself), and
+        // one in wait() only for the last item: a gather's caller is not woken per result.
+        wake = sync_->waiting_next > 0 || (sync_->waiting_all > 0 && sync_->remaining == 0);
     }
+    if (wake) sync_->cv.notify_all();
     if (hook) hook();  // outside the lock: it may read the outcomes, or post a handler
 }
 
@@ -77,19 +86,20 @@ void BatchState::wait() {
     for (int i = 0;; ++i) {
         if (sync_->done.load(std::memory_order_acquire)) return;
         if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+        if ((i & 7) == 7) std::this_thread::yield();
     }
     std::unique_lock lk(sync_->m);
-    ++sync_->waiting;
+    ++sync_->waiting_all;
     sync_->cv.wait(lk, [&] { return sync_->remaining == 0; });
-    --sync_->waiting;
+    --sync_->waiting_all;
 }
 
 bool BatchState::wait_for_ns(std::chrono::nanoseconds d) {
     if (sync_->done.load(std::memory_order_acquire)) return true;
     std::unique_lock lk(sync_->m);
-    ++sync_->waiting;
+    ++sync_->waiting_all;
     const bool done = sync_->cv.wait_for(lk, d, [&] { return sync_->remaining == 0; });
-    --sync_->waiting;
+    --sync_->waiting_all;
     return done;
 }
 
@@ -99,14 +109,16 @@ bool BatchState::next_finished(std::size_t& index) {
     refuse_on_io_thread();
     std::unique_lock lk(sync_->m);
     if (sync_->taken == outcomes.size()) return false;
-    ++sync_->waiting;
+    ++sync_->waiting_next;
     sync_->cv.wait(lk, [&] { return sync_->taken < sync_->finished.size(); });
-    --sync_->waiting;
+    --sync_->waiting_next;
     index = sync_->finished[sync_->taken++];
     return true;
 }
 
 std::exception_ptr BatchState::first_error() const {
+    // No scan of every outcome when none failed (a gather's common case).
+    if (sync_->failed.load(std::memory_order_relaxed) == 0) return nullptr;
     for (auto& o : outcomes)
         if (o.error) return o.error;
     return nullptr;

@@ -194,9 +194,15 @@ bool NodeConnection::take_frames() {
 
 void NodeConnection::handle(Frame& f) {
     if (!handshake_) {
-        Incoming in;
-        decode_incoming(f, in);  // a ProtocolError ends the connection (take_frames)
-        batch_.push_back(std::move(in));
+        // Decoded in place: an Incoming is large (error, log and metrics fields), and a read of
+        // small results holds many.
+        Incoming& in = batch_.emplace_back();
+        try {
+            decode_incoming(f, in);  // a ProtocolError ends the connection (take_frames)
+        } catch (...) {
+            batch_.pop_back();
+            throw;
+        }
         return;
     }
     try {

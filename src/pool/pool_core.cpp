@@ -539,8 +539,8 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             if (t->late(now))
                 done.push_back(Completion::failed(*t, timeout_error(*t)));
             else if (r.type == MsgType::result)
-                done.push_back({t->batch, t->index, std::move(r.payload), nullptr, i, n.instance.id,
-                                std::move(t->log_tail)});
+                done.push_back({std::move(t->batch), t->index, std::move(r.payload), nullptr, i,
+                                n.instance.id, std::move(t->log_tail)});
             else
                 done.push_back(Completion::failed(*t, error_from(n, *t, std::move(r.error))));
         }
@@ -698,14 +698,21 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
 }
 
 void PoolCore::dispatch_locked(Sends& sends) {
-    std::map<int, Outgoing> out;  // by node
+    // By node, in the order first assigned (a pool has few nodes: a search beats a map's node
+    // allocations on every result's dispatch).
+    std::vector<std::pair<int, Outgoing>> out;
     sched_->dispatch([&](int node, std::uint64_t call_id, const Task& t) {
-        auto& o = out[node];
+        auto it =
+            std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == node; });
+        if (it == out.end()) it = out.insert(out.end(), {node, Outgoing{}});
+        auto& o = it->second;
         // The answers received so far travel with the calls: no write of their own.
         if (o.empty())
             if (auto n = slot_locked(node); n && n->conn) n->conn->take_acks(o.small);
         encode_call(o, call_id, t.call, t.pinned_worker);
     });
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [i, o] : out)
         if (auto n = slot_locked(i); !o.empty() && n && n->conn) {
             n->busy = true;
@@ -1124,9 +1131,9 @@ void PoolCore::tick() {
         }
         // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto n = slot_locked(node);
-                n && n->conn && (sched_->state(node) == NodeState::ready ||
-                                 sched_->state(node) == NodeState::draining))
+            if (auto n = slot_locked(node); n && n->conn &&
+                                            (sched_->state(node) == NodeState::ready ||
+                                             sched_->state(node) == NodeState::draining))
                 cancels.emplace_back(n->conn, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;

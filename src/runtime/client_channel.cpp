@@ -234,7 +234,14 @@ void decode_incoming(Frame& f, Incoming& in) {
     in.call_id = f.header.call_id;
     switch (f.header.type) {
         case MsgType::result:
-            in.payload = f.take_payload();
+            if (f.owned.data() == f.payload.data() && f.owned.size() == f.payload.size()) {
+                in.payload = f.take_payload();
+            } else {
+                // A block of its size, not a growing buffer's first 256 bytes: a gather keeps
+                // one per result until the caller takes them.
+                in.payload = Buffer(f.payload.size());
+                in.payload.append(f.payload.data(), f.payload.size());
+            }
             break;
         case MsgType::error:
             try {

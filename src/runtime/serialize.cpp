@@ -72,7 +72,13 @@ void VersionTable::release() noexcept {
 SKY_DETAIL_FOR_EACH_NUMBER(SKY_DETAIL_DEFINE)
 #undef SKY_DETAIL_DEFINE
 
-std::shared_ptr<Buffer> make_shared_buffer() { return std::make_shared<Buffer>(); }
+std::shared_ptr<Buffer> make_shared_buffer() {
+    auto b = std::make_shared<Buffer>();
+    // Room for a few small arguments: a call of an int or two then holds a block of that size
+    // instead of a growing buffer's first 256 bytes (a gather keeps every call's until it ends).
+    b->reserve(32);
+    return b;
+}
 
 void throw_undecodable(const char* what, const std::exception& e) {
     throw ProtocolError(std::string(what) + " could not be decoded: " + e.what());

@@ -86,16 +86,24 @@ Connection::End Connection::serve(FrameHandler& h, Outbox& out,
     FrameReader& reader = *reader_;
     Frame f;
     for (;;) {
+        bool read = false;
         try {
-            // Never wait for the client with output unsent: a result held back because
-            // another frame was buffered (a layout, a cancel) would wait for the next write.
-            if (!reader.has_buffered_frame()) out.flush();
+            // Never wait for the client with calls not started or output unsent: a result
+            // held back because another frame was buffered (a layout, a cancel) would wait
+            // for the next write.
+            if (!reader.has_buffered_frame()) {
+                h.on_frames_taken();
+                out.flush();
+                read = true;
+            }
             if (!reader.next(f)) return End::closed;  // the client went away
         } catch (const std::exception& e) {
             core_.say(fmt::format("closing the connection: {}", e.what()));
             return End::broken;
         }
-        heard();
+        // Once per read, not per frame (it reads the clock): the frames read together arrived
+        // together.
+        if (read) heard();
         switch (f.header.type) {
             case MsgType::call:
                 h.on_call(f);

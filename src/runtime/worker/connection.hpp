@@ -28,6 +28,9 @@ public:
     virtual void on_layout(std::span<const std::byte> payload) = 0;
     /// The pool's preemption notice (a PreemptMsg; empty: none stands any more).
     virtual void on_preempt(std::span<const std::byte> payload) = 0;
+    /// Every frame read so far was handed on; the reader waits for more next (calls queued
+    /// one by one start now, with one wake-up for all of them).
+    virtual void on_frames_taken() {}
 };
 
 class Connection {
@@ -52,7 +55,8 @@ public:
     bool send_ready(const WorkerReady& ready, std::uint64_t max_frame);
     /// Reads and dispatches the client's frames until the client says shutdown, goes away
     /// (closed) or breaks the protocol or the connection (broken). Answers heartbeats through
-    /// `out`, and flushes it before each wait. `heard` runs for every frame.
+    /// `out`, and flushes it before each wait. `heard` runs for every read (the frames it
+    /// brought arrived together).
     End serve(FrameHandler& h, Outbox& out, const std::function<void()>& heard);
     /// Ends the connection both ways. Never throws.
     void close() noexcept { t_->shutdown(); }

@@ -2,6 +2,7 @@
 // Call execution in a worker process: the queue of calls, the executor threads that run them
 // (never the reading thread, so heartbeats, cancels and a vanished client are seen while calls
 // run) and one call's run from its frame to its result or error frame.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -39,6 +40,9 @@ public:
     /// Queues the call of frame `f` (its payload is taken); false, and nothing queued, when a
     /// call of that id is queued or running already (a call id never runs twice).
     bool submit(Frame& f);
+    /// Wakes idle executor threads for the calls submit() queued: the reader calls it when it
+    /// has handled every frame it read, before it waits for more.
+    void kick();
     /// The calls that said "started" and have not answered yet, in id order.
     [[nodiscard]] std::vector<std::uint64_t> started() const;
     /// Drops call `id` if it has not started (queued, or an at-most-once call waiting for its
@@ -86,6 +90,11 @@ private:
     std::condition_variable cv_;          // a call was queued, or stop
     std::condition_variable confirm_cv_;  // a confirm or cancel arrived, or stop
     std::deque<Job> queue_;
+    /// queue_.size(), read without the lock (whether an answer may wait for the next ones).
+    std::atomic<std::size_t> queued_{0};
+    int idle_ = 0;  ///< executor threads waiting for a call
+    /// Queued calls that wake an idle executor before the reader's kick().
+    static constexpr std::size_t kick_at = 8;
     std::unordered_map<std::uint64_t, Confirm> confirms_;  // at-most-once calls announced
     std::unordered_set<std::uint64_t> known_;  // queued or running (or answered, keep_answered_)
     bool keep_answered_ = false;

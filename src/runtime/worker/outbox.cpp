@@ -34,11 +34,14 @@ void Outbox::started_soon(std::uint64_t id) {
     bool wake = false;
     {
         std::lock_guard lk(m_);
-        wake = soon_.empty() && flusher_idle_;
-        soon_.emplace_back(id, std::chrono::steady_clock::now());
+        const auto now = std::chrono::steady_clock::now();
+        wake = flusher_idle_;
+        soon_.emplace_back(id, now);
+        last_busy_ = now;
         if (!flusher_.joinable()) flusher_ = std::thread([this] { flusher(); });
     }
-    // Only an idle flusher needs the (syscall) wake-up; a busy one sees the deadline itself.
+    // Only a flusher asleep until woken needs the (syscall) wake-up; one that was busy lately
+    // looks again within the bound by itself.
     if (wake) soon_cv_.notify_one();
 }
 
@@ -51,25 +54,39 @@ void Outbox::answered_locked(std::uint64_t id) {
 }
 
 void Outbox::flusher() {
+    // Busy this recently, the flusher polls every started_bound instead of sleeping until a
+    // started_soon() or frame_soon() wakes it: calls a few microseconds apart then cost no
+    // wake-up each.
+    constexpr auto linger = std::chrono::milliseconds(50);
     std::unique_lock lk(m_);
     while (!stop_) {
-        if (soon_.empty()) {
+        const auto now = std::chrono::steady_clock::now();
+        std::optional<std::chrono::steady_clock::time_point> due;
+        if (!soon_.empty()) due = soon_.front().second + started_bound;  // the oldest first
+        if (batched_since_ && (!due || *batched_since_ + started_bound < *due))
+            due = *batched_since_ + started_bound;
+        if (!due) {
+            if (now - last_busy_ < linger) {
+                soon_cv_.wait_until(lk, now + started_bound);
+                continue;
+            }
             flusher_idle_ = true;
-            soon_cv_.wait(lk, [&] { return stop_ || !soon_.empty(); });
+            soon_cv_.wait(lk, [&] { return stop_ || !soon_.empty() || batched_since_; });
             flusher_idle_ = false;
             continue;
         }
-        const auto due = soon_.front().second + started_bound;  // the oldest comes first
-        if (std::chrono::steady_clock::now() < due) {
-            soon_cv_.wait_until(lk, due);
+        if (now < *due) {
+            soon_cv_.wait_until(lk, *due);
             continue;
         }
         try {
-            flush_locked();  // writes every pending "started"
+            flush_locked();  // writes every pending "started" and the batched answers
         } catch (...) {
             // A broken connection: the reader sees it and ends the session.
         }
         soon_.clear();  // written, or nowhere to write them
+        batched_ = 0;
+        batched_since_.reset();
     }
 }
 
@@ -104,6 +121,30 @@ void Outbox::log(std::uint64_t id, std::uint8_t stream, std::string_view line) {
 
 void Outbox::frame(Buffer&& f, bool flush_now, OwnedBytes tail) {
     std::lock_guard lk(m_);
+    add_locked(std::move(f), std::move(tail));
+    if (flush_now) flush_locked();
+}
+
+void Outbox::frame_soon(Buffer&& f, OwnedBytes tail) {
+    bool wake = false;
+    {
+        std::lock_guard lk(m_);
+        add_locked(std::move(f), std::move(tail));
+        if (buf_.empty()) return;  // a large frame, written already with the batch before it
+        if (++batched_ >= batch_answers) return flush_locked();
+        // The clock is read for the first answer of a batch only: the bound counts from it.
+        if (!batched_since_) {
+            const auto now = std::chrono::steady_clock::now();
+            batched_since_ = now;
+            last_busy_ = now;
+            wake = flusher_idle_;
+        }
+        if (!flusher_.joinable()) flusher_ = std::thread([this] { flusher(); });
+    }
+    if (wake) soon_cv_.notify_one();
+}
+
+void Outbox::add_locked(Buffer&& f, OwnedBytes&& tail) {
     const bool answer = f.size() >= frame_header_size && is_answer(frame_type(f));
     if (answer) answered_locked(frame_call_id(f));
     Parts parts{std::move(f), std::move(tail)};
@@ -111,7 +152,6 @@ void Outbox::frame(Buffer&& f, bool flush_now, OwnedBytes tail) {
     const std::uint64_t id = answer ? frame_call_id(parts.head) : 0;
     const Parts& out = answer && resumable_ ? keep_locked(id, std::move(parts)) : parts;
     send_locked(out);
-    if (flush_now) flush_locked();
 }
 
 void Outbox::send_locked(const Parts& f) {
@@ -140,6 +180,8 @@ void Outbox::flush_locked() {
         started.append(buf_.data(), buf_.size());
         buf_ = std::move(started);
     }
+    batched_ = 0;
+    batched_since_.reset();
     if (buf_.empty()) return;
     std::span<const std::byte> one[] = {buf_.span()};
     write_locked(one);
@@ -164,6 +206,8 @@ void Outbox::detach() {
     std::lock_guard lk(m_);
     t_ = nullptr;
     buf_.clear();
+    batched_ = 0;
+    batched_since_.reset();
     soon_.clear();  // announced again after a resume (attach)
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -30,8 +31,11 @@ public:
     Outbox(const Outbox&) = delete;
     Outbox& operator=(const Outbox&) = delete;
 
-    /// How long a call's "started" may wait after started_soon().
+    /// How long a call's "started" may wait after started_soon(), and an answer after
+    /// frame_soon().
     static constexpr std::chrono::microseconds started_bound{1000};
+    /// Answers that frame_soon() lets wait in the batch before it is written anyway.
+    static constexpr std::size_t batch_answers = 32;
 
     /// Keeps result and error frames until acknowledged, and never throws on a broken
     /// connection (the session outlives it). Set before the first call.
@@ -50,6 +54,12 @@ public:
     /// handed over by its function: the header's length counts it). Large frames are written
     /// without a copy; `tail` lives until its frame is written, or, when kept, acknowledged.
     void frame(Buffer&& f, bool flush_now, OwnedBytes tail = {});
+    /// frame() of an answer while more calls of this worker wait to run: it joins the batch and
+    /// leaves with the next write, once batch_answers wait, or within started_bound (the
+    /// flusher), whichever comes first. A run of quick calls then costs the worker one write
+    /// (and the client one read and one wake-up) per batch instead of one per call. A crash of
+    /// the process before the write loses the batched answers (their calls are lost with it).
+    void frame_soon(Buffer&& f, OwnedBytes tail = {});
     /// Writes the batch.
     void flush();
 
@@ -84,11 +94,21 @@ private:
     /// Adds a frame to the batch, or, when large, writes the batch and then the frame from
     /// where it is.
     void send_locked(const Parts& f);
+    /// An answer or other finished frame into the batch (kept first when it must be).
+    void add_locked(Buffer&& f, OwnedBytes&& tail);
 
     mutable std::mutex m_;
     std::condition_variable soon_cv_;
     /// Calls announced with started_soon() whose "started" has not been written, and when.
     std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> soon_;
+    /// Answers in buf_ that frame_soon() let wait, and since when the first of them waits.
+    std::size_t batched_ = 0;
+    std::optional<std::chrono::steady_clock::time_point> batched_since_;
+    /// The last started_soon() or frame_soon(): a flusher that was busy this recently looks
+    /// again within started_bound by itself instead of sleeping until it is woken (a wake-up
+    /// per call is a system call and a context switch on the path of every call).
+    std::chrono::steady_clock::time_point last_busy_{};
+    /// The flusher sleeps until woken (nothing to write, nothing recent).
     bool flusher_idle_ = false;
     bool stop_ = false;
     std::thread flusher_;  // started by the first started_soon()

@@ -248,6 +248,10 @@ void Worker::on_call(Frame& f) {
         executor_->submit(f);
 }
 
+void Worker::on_frames_taken() {
+    if (executor_ && !node_.relaying()) executor_->kick();
+}
+
 void Worker::on_ack(std::span<const std::uint64_t> call_ids) {
     out_.ack(call_ids);
     if (executor_) executor_->forget(call_ids);

@@ -41,6 +41,7 @@ public:
 
 private:
     void on_call(Frame& f) override;
+    void on_frames_taken() override;
     void on_cancel(std::uint64_t call_id) override;
     void on_confirm(std::uint64_t call_id) override;
     void on_ack(std::span<const std::uint64_t> call_ids) override;
