@@ -61,10 +61,18 @@ TEST_CASE("Local: a pip index token reaches pip and no process's command line on
     std::ofstream(dir / "token") << token << "\n";
     fs::permissions(dir / "token", fs::perms::owner_read | fs::perms::others_read);
     auto index = std::async(std::launch::async, [&] {
-        return sky::test::run_command({"python3", SKY_PIP_INDEX_SCRIPT, "127.0.0.1",
-                                       (dir / "port").string(), (dir / "token").string(), "35"},
-                                      std::chrono::seconds(90));
+        return sky::test::run_command(
+            {"python3", SKY_PIP_INDEX_SCRIPT, "127.0.0.1", (dir / "port").string(),
+             (dir / "token").string(), "240", (dir / "stop").string()},
+            std::chrono::seconds(300));
     });
+    // The index and the watcher end when the stop file exists: after the pool, however long its
+    // pip took on a loaded machine, or as soon as the test fails (before the futures wait).
+    struct Stop {
+        fs::path file;
+        ~Stop() { std::ofstream(file) << "stop\n"; }
+    };
+    Stop stop_index{dir / "stop"};
     REQUIRE(
         sky::test::wait_until([&] { return fs::exists(dir / "port"); }, std::chrono::seconds(20)));
     std::string port;
@@ -72,9 +80,10 @@ TEST_CASE("Local: a pip index token reaches pip and no process's command line on
     auto watcher = std::async(std::launch::async, [&] {
         return sky::test::run_command(
             {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
-             SKY_PS_WATCH_SCRIPT, "25", (dir / "token").string()},
-            std::chrono::seconds(70));
+             SKY_PS_WATCH_SCRIPT, "240", (dir / "token").string(), (dir / "stop").string()},
+            std::chrono::seconds(300));
     });
+    Stop stop_watcher{dir / "stop"};
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the watcher is watching
     {
         // This machine's pip gets the test's index without credentials instead of PyPI (nothing
@@ -100,6 +109,7 @@ TEST_CASE("Local: a pip index token reaches pip and no process's command line on
             FAIL(e.what());
         }
     }
+    std::ofstream(dir / "stop") << "stop\n";  // the pool is done: the index and watcher end
     // pip's private files are gone.
     for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
         if (e.path().filename().string().rfind("sky-pip-", 0) == 0) {

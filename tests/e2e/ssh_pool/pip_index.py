@@ -1,8 +1,8 @@
 # A private pip index (PEP 503) for the tests of review r4 M2: it serves one small wheel,
 # skytokpkg 1.0, under /simple/ only to requests with HTTP Basic credentials "sky:<token>", and
 # an empty index without credentials under /public/simple/ (so that pip needs nothing from the
-# internet). Bounded: serves for argv[4] seconds.
-#   pip_index.py ADDRESS PORT_FILE TOKEN_FILE SECONDS
+# internet). Bounded: serves for argv[4] seconds, or until the file argv[5] (optional) exists.
+#   pip_index.py ADDRESS PORT_FILE TOKEN_FILE SECONDS [STOP_FILE]
 # Prints "served <path> auth=<yes|no>" per request (never the token).
 import base64, hashlib, http.server, io, os, socketserver, sys, threading, time, zipfile
 
@@ -74,6 +74,9 @@ with open(port_file + ".tmp", "w") as f:
     f.write("%d\n" % server.server_address[1])
 os.rename(port_file + ".tmp", port_file)
 threading.Thread(target=server.serve_forever, daemon=True).start()
-time.sleep(seconds)
+stop_file = sys.argv[5] if len(sys.argv) > 5 else None
+end = time.time() + seconds
+while time.time() < end and not (stop_file and os.path.exists(stop_file)):
+    time.sleep(0.1)
 server.shutdown()
 print("index done", flush=True)
