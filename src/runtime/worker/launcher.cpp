@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "runtime/node_marks.hpp"
+#include "runtime/sealed_box.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"
@@ -981,8 +982,13 @@ int launch_main(int argc, char** argv) {
     for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
     if (!args.empty() && args[0] == "stop") return stop_main({args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "status") return status_main({args.begin() + 1, args.end()});
+    // A sealed upload's two steps (runtime/sealed_box.hpp).
+    if (!args.empty() && args[0] == "box-key") return box_key_main({args.begin() + 1, args.end()});
+    if (!args.empty() && args[0] == "unbox") return unbox_main({args.begin() + 1, args.end()});
     if (!args.empty()) {
-        std::fprintf(stderr, "usage: %s [stop RUN ... | status RUN] (settings on stdin)\n",
+        std::fprintf(stderr,
+                     "usage: %s [stop RUN ... | status RUN | box-key | unbox DIR NAME MODE] "
+                     "(settings on stdin)\n",
                      launch_flag);
         return 2;
     }
