@@ -777,6 +777,16 @@ private:
             }
         }
         if (s_.remove_run_dir_at_end) {
+            // A worker that ended by itself (a crash): its exit and crash files stay until the
+            // client has read them (`status` leaves a mark), for its stack in the error, or
+            // until the client is silent, a newer launcher took over, or 60 s passed.
+            if (end_ == End::ran_out && code != "0") {
+                const auto until = Clock::now() + seconds(60);
+                while (!stop_asked_ && !present(run_ / "status-read") && !client_silent() &&
+                       (s_.current_file.empty() || current() == me_) && !past_deadline() &&
+                       Clock::now() < until)
+                    nap(milliseconds(200));
+            }
             if (!s_.current_file.empty() && read_text(s_.current_file, 256) == me_ + "\n")
                 fs::remove(s_.current_file, ec);
             unmount();
@@ -869,6 +879,8 @@ int status_main(const std::vector<std::string>& args) {
     const auto crash = read_text(run / "crash", 1 << 20);
     std::fwrite(crash.data(), 1, crash.size(), stdout);
     std::fflush(stdout);
+    // Read: a launcher that keeps its worker's files for the client may remove them now.
+    if (!code.empty()) write_atomic(run / "status-read", "1\n");
     return 0;
 }
 

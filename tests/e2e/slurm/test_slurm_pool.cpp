@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,7 @@
 
 #include "hosts/slurm_cluster.hpp"
 #include "sky/sky.hpp"
+#include "support/crash_expect.hpp"
 #include "support/run_log.hpp"
 #include "support/scoped_env.hpp"
 
@@ -1377,3 +1379,42 @@ TEST_CASE(
     check_nothing_left(c);
 }
 
+namespace slurm_crash {
+
+int* volatile null_target = nullptr;
+
+// Not inlined into sky's call wrapper: the frame the test looks for is the function's own.
+__attribute__((noinline)) int write_through_null(int x) {
+    std::cout << "crashing on the compute node" << std::endl;
+    *null_target = x;  // SIGSEGV here
+    return x;
+}
+const int null_write_line = __LINE__ - 3;
+
+int plus_one(int x) { return x + 1; }
+
+}  // namespace slurm_crash
+
+TEST_CASE(
+    "slurm pool: a segfault's signal, function, line and last output come back in the "
+    "NodeLostError, and the node serves again",
+    "[slurm_pool][crash]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .shared_home = false});
+    Events ev;
+    {
+        sky::ComputePool pool{spec_for(c, 1, ev)};
+        try {
+            sky::compute<slurm_crash::write_through_null>(3) >> pool;
+            FAIL("no exception");
+        } catch (const sky::NodeLostError& e) {
+            INFO(ev.dump());
+            sky::test::expect_null_write(e, "slurm_crash::write_through_null",
+                                         "test_slurm_pool.cpp", slurm_crash::null_write_line,
+                                         "crashing on the compute node");
+        }
+        // A fresh worker on the node, as on any other provider.
+        CHECK((sky::compute<slurm_crash::plus_one>(1) >> pool) == 2);
+    }
+    check_nothing_left(c);
+}
