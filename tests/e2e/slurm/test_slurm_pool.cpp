@@ -1201,6 +1201,13 @@ std::string shell_output(std::string cmd) {
     return out;
 }
 
+// What the reader below sees of the code before each seal (the test is not kept runnable
+// against it): with the worker's stream unsealed, the step's stdin held the token
+// (SKY_WORKER_TOKEN=...) and PoolSpec::env, and every frame crossed in clear, so the
+// environment's value, the argument and the result are found as they are; with the image's
+// bootstrap unsealed (run once: 5 checks failed), the Image::env value and its name in clear,
+// and the file's content and the pip token in the script's base64.
+//
 // A reader of the cluster network: a raw packet socket (AF_PACKET, every frame of every
 // interface) in compute node 0's network namespace, which carries the login node's TCP stream
 // to the worker and srun's step I/O. Writes every frame it sees to the file until the stop file
