@@ -70,7 +70,10 @@ public:
     /// large result is not.
     [[nodiscard]] Clock::duration unanswered(Clock::time_point now) const noexcept;
 
-    /// Ends the stream (from any thread, idempotent); the ended callback does not run for it.
+    /// Ends the stream (from any thread, idempotent). The reader then sees the end: after a
+    /// successful handshake the ended callback may still run once, on an I/O thread, as for a
+    /// stream the worker closed (the pool drops it by generation, or has said why already), so
+    /// whatever the callbacks refer to must outlive every handler that holds this connection.
     void close() noexcept;
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
 

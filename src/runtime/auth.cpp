@@ -80,7 +80,24 @@ X25519Key::X25519Key() : key_(nullptr) {
     key_ = k;
 }
 
+X25519Key::X25519Key(const AuthBlock& private_key)
+    : key_(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr,
+                                        reinterpret_cast<const unsigned char*>(private_key.data()),
+                                        private_key.size())) {
+    if (!key_) throw Error("OpenSSL: not an X25519 private key");
+}
+
 X25519Key::~X25519Key() { EVP_PKEY_free(pkey(key_)); }
+
+AuthBlock X25519Key::private_key() const {
+    AuthBlock out{};
+    std::size_t len = out.size();
+    if (EVP_PKEY_get_raw_private_key(pkey(key_), reinterpret_cast<unsigned char*>(out.data()),
+                                     &len) != 1 ||
+        len != out.size())
+        throw Error("OpenSSL: cannot read an X25519 private key");
+    return out;
+}
 
 AuthBlock X25519Key::public_key() const {
     AuthBlock out{};

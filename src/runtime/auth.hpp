@@ -52,10 +52,15 @@ inline constexpr std::uint64_t auth_sealed_answer = 3 * sizeof(AuthBlock);
 class X25519Key {
 public:
     X25519Key();
+    /// The key whose private half is `private_key` (one kept in a private file between two
+    /// steps of a node's bring-up); throws sky::Error when OpenSSL refuses it.
+    explicit X25519Key(const AuthBlock& private_key);
     ~X25519Key();
     X25519Key(const X25519Key&) = delete;
     X25519Key& operator=(const X25519Key&) = delete;
     [[nodiscard]] AuthBlock public_key() const;
+    /// The private half (to keep in a 0600 file; wipe the copy once written).
+    [[nodiscard]] AuthBlock private_key() const;
     /// The shared secret with `peer` (a public key); throws ProtocolError for a key that
     /// gives none (a low-order point).
     [[nodiscard]] AuthBlock agree(const AuthBlock& peer) const;

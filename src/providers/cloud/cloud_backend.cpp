@@ -181,11 +181,24 @@ public:
         if (remote) remote->stop();
         remote.reset();
         if (!id.empty()) terminate({id});
-        std::lock_guard lk(m_);
-        auto& n = nodes_[static_cast<std::size_t>(node)];
-        n = CloudNode{};
-        n.gone = true;
-        n.absent = true;
+        std::vector<std::string> left;  // its addresses, for the others' host firewalls
+        {
+            std::lock_guard lk(m_);
+            auto& n = nodes_[static_cast<std::size_t>(node)];
+            for (const std::string* a : {&n.public_ip, &n.private_ip})
+                if (!a->empty()) left.push_back(*a);
+            n = CloudNode{};
+            n.gone = true;
+            n.absent = true;
+        }
+        if (login_.host_firewall)
+            forget_left(node, left, [this](Event e) {
+                // release() has no event sink: the pool's log says it.
+                if (const auto* x = std::get_if<ErrorEvent>(&e)) try {
+                        spdlog::warn("sky: pool {}: {}", pool_id_, x->message);
+                    } catch (...) {
+                    }
+            });
     }
 
     double node_price() const override {
@@ -204,8 +217,14 @@ public:
             replace = n->gone || (n->remote && !n->remote->reachable());
         }
         if (replace) {
+            std::vector<std::string> left;  // the replaced machine's addresses
+            {
+                std::lock_guard lk(m_);
+                for (const std::string* a : {&n->public_ip, &n->private_ip})
+                    if (!a->empty()) left.push_back(*a);
+            }
             replace_node(node, *n, emit);  // a joining node's first machine too
-            if (login_.host_firewall) admit_joined(node, *n, emit);
+            if (login_.host_firewall) admit_joined(node, *n, left, emit);
         } else if (n->remote) {
             n->remote->restart_worker(emit);  // a fresh worker on the same machine
         }
@@ -964,37 +983,70 @@ private:
         n.host_public_key = fresh;
     }
 
-    // Every address of the pool's machines, for their host firewalls.
+    // Every address of the pool's live machines, for their host firewalls (not a machine that
+    // is gone: its address may be another customer's by now).
     std::vector<std::string> pool_addresses() const {
         std::lock_guard lk(m_);
         std::vector<std::string> out;
         for (const auto& n : nodes_)
-            for (const std::string* a : {&n.public_ip, &n.private_ip})
-                if (!a->empty() && std::find(out.begin(), out.end(), *a) == out.end())
-                    out.push_back(*a);
+            if (!n.gone)
+                for (const std::string* a : {&n.public_ip, &n.private_ip})
+                    if (!a->empty() && std::find(out.begin(), out.end(), *a) == out.end())
+                        out.push_back(*a);
         return out;
     }
 
-    // A replacement joined: the other machines' host firewalls admit it (its own admits them as
-    // it starts). Runs before the replacement's worker starts, so before any rendezvous.
-    void admit_joined(int node, const CloudNode& joined, const std::function<void(Event)>& emit) {
+    // A replacement joined: the other machines' host firewalls forget the machine it replaced
+    // (`left`: its addresses, which the cloud may give to another customer next) and admit it
+    // (its own admits them as it starts). Runs before the replacement's worker starts, so
+    // before any rendezvous.
+    void admit_joined(int node, const CloudNode& joined, const std::vector<std::string>& left,
+                      const std::function<void(Event)>& emit) {
         std::vector<std::string> addresses;
         for (const std::string* a : {&joined.public_ip, &joined.private_ip})
             if (!a->empty()) addresses.push_back(*a);
-        std::vector<std::pair<std::string, RemoteNode*>> others;
-        {
-            std::lock_guard lk(m_);
-            for (std::size_t i = 0; i < nodes_.size(); ++i)
-                if (static_cast<int>(i) != node && !nodes_[i].gone)
-                    if (auto* r = dynamic_cast<RemoteNode*>(nodes_[i].remote.get()))
-                        others.emplace_back(nodes_[i].instance_id, r);
-        }
+        const auto others = admitting_nodes(node);
+        const auto forget = forgettable(left);
         for (auto& [id, r] : others)
-            if (std::string why = r->admit_peers(addresses); !why.empty())
+            if (std::string why = r->admit_peers(addresses, forget); !why.empty())
                 emit(ErrorEvent{fmt::format("{}: {} could not admit the replacement {} through its "
                                             "host firewall ({}): they cannot reach each other",
                                             provider_, id, joined.instance_id, why),
                                 id});
+    }
+
+    // A machine left the pool for good (released): the others' host firewalls forget it.
+    void forget_left(int node, const std::vector<std::string>& left,
+                     const std::function<void(Event)>& emit) {
+        const auto forget = forgettable(left);
+        if (forget.empty()) return;
+        for (auto& [id, r] : admitting_nodes(node))
+            if (std::string why = r->admit_peers({}, forget); !why.empty())
+                emit(ErrorEvent{fmt::format("{}: {} could not forget a released machine's "
+                                            "address through its host firewall ({}): whoever "
+                                            "gets that address next reaches its ports",
+                                            provider_, id, why),
+                                id});
+    }
+
+    // The live machines other than `node`'s, whose host firewalls the client manages.
+    std::vector<std::pair<std::string, RemoteNode*>> admitting_nodes(int node) const {
+        std::vector<std::pair<std::string, RemoteNode*>> others;
+        std::lock_guard lk(m_);
+        for (std::size_t i = 0; i < nodes_.size(); ++i)
+            if (static_cast<int>(i) != node && !nodes_[i].gone)
+                if (auto* r = dynamic_cast<RemoteNode*>(nodes_[i].remote.get()))
+                    others.emplace_back(nodes_[i].instance_id, r);
+        return others;
+    }
+
+    // Of a departed machine's addresses, those no live machine of the pool has now.
+    std::vector<std::string> forgettable(const std::vector<std::string>& left) const {
+        const auto live = pool_addresses();
+        std::vector<std::string> out;
+        for (const auto& a : left)
+            if (std::find(live.begin(), live.end(), a) == live.end()) out.push_back(a);
+        return out;
     }
 
     std::shared_ptr<ship::PoolShipment> shipment() {

@@ -26,16 +26,27 @@ sky_fw_dir={dir}
 mkdir -p "$sky_fw_dir" && chmod 700 "$sky_fw_dir"
 cat > "$sky_fw_dir/admit-peers" <<'SKY_ADMIT_PEERS'
 #!/bin/sh
-# sky: admits the pool's nodes (addresses as arguments) through this node's host firewall.
+# sky: admits the pool's nodes (addresses as arguments) through this node's host firewall;
+# an address after a '-' (-10.0.0.5) is forgotten instead (a node that left the pool), in the
+# order given.
 kind=$(cat "$(dirname "$0")/kind" 2>/dev/null)
 echo "$kind"
 for a in "$@"; do
+  op=add
+  case "$a" in -*) op=del; a=${{a#-}} ;; esac
   case "$a" in ''|*[!0-9a-fA-F.:]*) continue;; esac
-  case "$kind:$a" in
-    nft:*:*) nft add element inet sky peers6 "{{ $a }}" ;;
-    nft:*) nft add element inet sky peers4 "{{ $a }}" ;;
-    iptables:*:*) ip6tables -C SKY-PEERS -s "$a" -j ACCEPT 2>/dev/null || ip6tables -A SKY-PEERS -s "$a" -j ACCEPT ;;
-    iptables:*) iptables -C SKY-PEERS -s "$a" -j ACCEPT 2>/dev/null || iptables -A SKY-PEERS -s "$a" -j ACCEPT ;;
+  case "$op:$kind:$a" in
+    add:nft:*:*) nft add element inet sky peers6 "{{ $a }}" ;;
+    add:nft:*) nft add element inet sky peers4 "{{ $a }}" ;;
+    add:iptables:*:*) ip6tables -C SKY-PEERS -s "$a" -j ACCEPT 2>/dev/null || ip6tables -A SKY-PEERS -s "$a" -j ACCEPT ;;
+    add:iptables:*) iptables -C SKY-PEERS -s "$a" -j ACCEPT 2>/dev/null || iptables -A SKY-PEERS -s "$a" -j ACCEPT ;;
+    # Forgetting one that is not there is done already; nft says so, iptables -C finds none.
+    del:nft:*:*) nft get element inet sky peers6 "{{ $a }}" >/dev/null 2>&1 || continue
+      nft delete element inet sky peers6 "{{ $a }}" ;;
+    del:nft:*) nft get element inet sky peers4 "{{ $a }}" >/dev/null 2>&1 || continue
+      nft delete element inet sky peers4 "{{ $a }}" ;;
+    del:iptables:*:*) while ip6tables -C SKY-PEERS -s "$a" -j ACCEPT 2>/dev/null; do ip6tables -D SKY-PEERS -s "$a" -j ACCEPT || exit 4; done ;;
+    del:iptables:*) while iptables -C SKY-PEERS -s "$a" -j ACCEPT 2>/dev/null; do iptables -D SKY-PEERS -s "$a" -j ACCEPT || exit 4; done ;;
     *) exit 3 ;;
   esac || exit 4
 done

@@ -11,6 +11,7 @@
 #include "runtime/auth.hpp"
 #include "runtime/crash_report.hpp"
 #include "runtime/node_marks.hpp"
+#include "runtime/sealed_box.hpp"
 #include "runtime/worker/launcher.hpp"
 #include "ship/closure.hpp"
 #include "util/shell.hpp"
@@ -141,7 +142,37 @@ void NodeBringUp::ship(const std::function<void(Event)>& emit) {
 void NodeBringUp::bootstrap(const std::function<void(Event)>& emit) {
     // The image's idempotent script, phase by phase; its results (env.sh, a venv) stay in the
     // node's ~/.sky/image-<hash> for the next pool.
-    shell_.put(spec_.image.bootstrap(spec_.timeout), run_dir_ + "/bootstrap.sh", 0700);
+    const std::string script = spec_.image.bootstrap(spec_.timeout);
+    std::string path = run_dir_ + "/bootstrap.sh";
+    std::string unbox, cleanup = "rm -f " + shell_quote(path), box;
+    if (o_.seal) {
+        // The script holds Image::env, Image::files, pip's index credentials and the setup
+        // commands, and the shell's stdin crosses a network in clear: it goes sealed to a key
+        // the node makes for it in a private directory (runtime/sealed_box.hpp), and is opened
+        // there, never written to a shared home.
+        auto k = shell_.run(launcher("box-key"), kCommandLimit);
+        std::string dir;
+        std::optional<AuthBlock> key;
+        for (const auto& l : lines_of(k.out)) {
+            if (l.rfind("sky-box /tmp/sky-box-", 0) != 0) continue;
+            const auto space = l.find(' ', 8);
+            if (space == std::string::npos) continue;
+            dir = l.substr(8, space - 8);
+            key = parse_public_key(std::string_view(l).substr(space + 1));
+        }
+        if (k.status != 0 || !key || dir.find_first_of("'\"\\$` \n") != std::string::npos)
+            fail("bootstrap",
+                 fmt::format("the node made no key for the sealed bootstrap ({})", k.summary()),
+                 k.last_lines());
+        box = seal_box(*key, script);
+        path = dir + "/bootstrap.sh";
+        std::vector<std::string> argv = launcher("unbox");
+        argv.insert(argv.end(), {dir, "bootstrap.sh", "700"});
+        unbox = node::shell_command(argv) + " && ";
+        cleanup = "rm -rf -- " + shell_quote(dir);
+    } else {
+        shell_.put(script, path, 0700);
+    }
     node::PhaseReader output([&](const std::string& phase) {
         emit(BootstrapProgress{o_.instance_id, phase});
     });
@@ -149,15 +180,16 @@ void NodeBringUp::bootstrap(const std::function<void(Event)>& emit) {
     eo.timeout = std::chrono::minutes(30);
     eo.on_stdout = [&](std::string_view line) { output.line(line); };
     eo.on_stderr = eo.on_stdout;
+    eo.stdin_data = box;
     // Nodes that share a home take turns (a lock beside the image's directory).
     const std::string lock =
         o_.shared_home ? fmt::format("exec 9>>{}; flock 9; ", shell_quote(image_home_ + ".lock"))
                        : std::string();
-    auto b = shell_.run(
-        {"bash", "-c",
-         fmt::format("umask 077; {0}SKY_HOME={1} bash {2}; s=$?; rm -f {2}; exit $s", lock,
-                     shell_quote(image_home_), shell_quote(run_dir_ + "/bootstrap.sh"))},
-        eo);
+    auto b =
+        shell_.run({"bash", "-c",
+                    fmt::format("umask 077; {0}{{ {1}SKY_HOME={2} bash {3}; }}; s=$?; {4}; exit $s",
+                                unbox, lock, shell_quote(image_home_), shell_quote(path), cleanup)},
+                   eo);
     if (b.status != 0)
         fail(output.phase(),
              b.timed_out ? std::string("the bootstrap script timed out")

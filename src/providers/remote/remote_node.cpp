@@ -59,9 +59,13 @@ std::unique_ptr<RemoteNode> RemoteNode::start(const RemoteNodeSpec& where, const
     return n;
 }
 
-std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses) {
+std::string RemoteNode::admit_peers(const std::vector<std::string>& addresses,
+                                    const std::vector<std::string>& forget) {
     std::vector<std::string> argv{"bash", "-c", std::string(scripts::admit_peers_sh()),
                                   "sky-admit-peers", kHostFirewallDir};
+    // Forgotten first: an address the node that left and the one that joined share stays in.
+    for (const auto& a : forget)
+        if (!a.empty()) argv.push_back("-" + a);
     for (const auto& a : addresses)
         if (!a.empty()) argv.push_back(a);
     try {

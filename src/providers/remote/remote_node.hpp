@@ -73,8 +73,11 @@ public:
     /// sshd answers but nothing listens at the socket.
     std::unique_ptr<io::Stream> reconnect_worker(std::chrono::milliseconds within) override;
     /// Admits these addresses (a node that joined the pool) through the node's host firewall
-    /// (RemoteNodeSpec::host_firewall). Returns what went wrong, empty when they are admitted.
-    std::string admit_peers(const std::vector<std::string>& addresses);
+    /// (RemoteNodeSpec::host_firewall), after forgetting `forget` (the addresses of a node that
+    /// left it: a cloud may give them to another customer). Returns what went wrong, empty
+    /// when it is done.
+    std::string admit_peers(const std::vector<std::string>& addresses,
+                            const std::vector<std::string>& forget = {});
     /// Starts a fresh worker after the last one ended (the upload and bootstrap stay).
     void restart_worker(const std::function<void(Event)>& emit) override;
     /// Why the worker's connection ended.

@@ -360,12 +360,28 @@ public:
                                            status - 128, strsignal(status - 128))
                              : fmt::format("the worker on {} exited with status {}", where, status);
             if (status != 0 && !before.empty()) detail += "; its last output: " + before.back();
+            // A crash's report is in the worker's files on the node, which its launcher keeps
+            // until they are read (`status`, through the node's bring-up).
+            std::optional<WorkerCrash> crash;
+            if (status > 128) crash = node_crash(i, n);
             return {status == 0 ? NodeLostError::Reason::unreachable
                                 : NodeLostError::Reason::worker_crashed,
-                    detail};
+                    detail, std::move(crash)};
         } catch (const std::exception& e) {
             return {NodeLostError::Reason::unreachable, e.what()};
         }
+    }
+
+    // The crash report of node i's last worker, read on the node; nullopt when it left none.
+    std::optional<WorkerCrash> node_crash(int i, const Node& n) {
+        NodeBringUp* up = nullptr;
+        {
+            std::lock_guard lk(m_);
+            const auto u = ups_.find(i);
+            if (u != ups_.end() && u->second.job == n.job) up = u->second.up.get();
+        }
+        if (!up) return std::nullopt;
+        return up->exit_reason().crash;
     }
 
     bool can_restart(int i) const override {

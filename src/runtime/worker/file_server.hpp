@@ -10,9 +10,11 @@
 // the file is not one of this pool's. The receiver reads no more than the file's size and checks
 // the hash of what arrived, so a wrong or truncated answer is never used.
 //
-// Bounds: the server listens on the pool's peer address only; a request must arrive within 5 s;
-// a reader that takes nothing for 30 s, or a transfer longer than 20 minutes, is dropped; at most
-// 64 connections at once. Only a request with the token counts as activity for the idle exit,
+// Bounds: the server listens on the pool's peer address only; a request must arrive within 2 s,
+// and at most 4 connections of one address and 64 in all wait for theirs (a newcomer takes the
+// oldest one's place: connections without the token cannot keep a receiver out); a reader that
+// takes nothing for 30 s, or a transfer longer than 20 minutes, is dropped; at most 64
+// transfers at once. Only a request with the token counts as activity for the idle exit,
 // and the server ends with its pool whatever happens: when its run directory is removed (the
 // pool's stop, or the node's watchdog) and at the pool's hard timeout.
 namespace sky::detail {

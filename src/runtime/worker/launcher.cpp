@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "runtime/node_marks.hpp"
+#include "runtime/sealed_box.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker_launch.hpp"
 #include "sky/errors.hpp"
@@ -776,6 +777,16 @@ private:
             }
         }
         if (s_.remove_run_dir_at_end) {
+            // A worker that ended by itself (a crash): its exit and crash files stay until the
+            // client has read them (`status` leaves a mark), for its stack in the error, or
+            // until the client is silent, a newer launcher took over, or 60 s passed.
+            if (end_ == End::ran_out && code != "0") {
+                const auto until = Clock::now() + seconds(60);
+                while (!stop_asked_ && !present(run_ / "status-read") && !client_silent() &&
+                       (s_.current_file.empty() || current() == me_) && !past_deadline() &&
+                       Clock::now() < until)
+                    nap(milliseconds(200));
+            }
             if (!s_.current_file.empty() && read_text(s_.current_file, 256) == me_ + "\n")
                 fs::remove(s_.current_file, ec);
             unmount();
@@ -868,6 +879,8 @@ int status_main(const std::vector<std::string>& args) {
     const auto crash = read_text(run / "crash", 1 << 20);
     std::fwrite(crash.data(), 1, crash.size(), stdout);
     std::fflush(stdout);
+    // Read: a launcher that keeps its worker's files for the client may remove them now.
+    if (!code.empty()) write_atomic(run / "status-read", "1\n");
     return 0;
 }
 
@@ -981,8 +994,13 @@ int launch_main(int argc, char** argv) {
     for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
     if (!args.empty() && args[0] == "stop") return stop_main({args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "status") return status_main({args.begin() + 1, args.end()});
+    // A sealed upload's two steps (runtime/sealed_box.hpp).
+    if (!args.empty() && args[0] == "box-key") return box_key_main({args.begin() + 1, args.end()});
+    if (!args.empty() && args[0] == "unbox") return unbox_main({args.begin() + 1, args.end()});
     if (!args.empty()) {
-        std::fprintf(stderr, "usage: %s [stop RUN ... | status RUN] (settings on stdin)\n",
+        std::fprintf(stderr,
+                     "usage: %s [stop RUN ... | status RUN | box-key | unbox DIR NAME MODE] "
+                     "(settings on stdin)\n",
                      launch_flag);
         return 2;
     }

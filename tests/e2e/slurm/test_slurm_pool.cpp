@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "hosts/slurm_cluster.hpp"
 #include "sky/sky.hpp"
 #include "support/child_process.hpp"
+#include "support/crash_expect.hpp"
 #include "support/run_log.hpp"
 #include "support/scoped_env.hpp"
 
@@ -1105,53 +1107,154 @@ TEST_CASE("slurm pool: shared homes, a replaced worker that ends idle later leav
 namespace slurm_pool {
 
 std::string echo_text(std::string s) { return s; }
+std::string file_text(std::string path) {
+    std::ifstream f(path);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+// What `cmd` printed, run with the worker's environment (the image's venv active).
+std::string shell_output(std::string cmd) {
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+        char buf[512];
+        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+        ::pclose(p);
+    }
+    return out;
+}
 
+// What the reader below sees of the code before each seal (the test is not kept runnable
+// against it): with the worker's stream unsealed, the step's stdin held the token
+// (SKY_WORKER_TOKEN=...) and PoolSpec::env, and every frame crossed in clear, so the
+// environment's value, the argument and the result are found as they are; with the image's
+// bootstrap unsealed (run once: 5 checks failed), the Image::env value and its name in clear,
+// and the file's content and the pip token in the script's base64.
+//
 // A reader of the cluster network: a raw packet socket (AF_PACKET, every frame of every
 // interface) in compute node 0's network namespace, which carries the login node's TCP stream
 // to the worker and srun's step I/O. Writes every frame it sees to the file until the stop file
-// exists or 200 s pass.
+// exists or 240 s pass, except IPv4 TCP frames to or from port argv[3] (the test's pip index,
+// plain http here where a real one is https: what pip sends it is not sky's to seal).
 constexpr const char* kCapture = R"py(
-import os, socket, sys, time
+import os, socket, struct, sys, time
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
 s.settimeout(0.2)
 out = open(sys.argv[1], "wb")
+skip = int(sys.argv[3])
 print("capturing", flush=True)
-end = time.time() + 200
+end = time.time() + 240
+kept = skipped = 0
 while time.time() < end and not os.path.exists(sys.argv[2]):
     try:
-        out.write(s.recv(65536))
+        f = s.recv(65536)
     except socket.timeout:
-        pass
+        continue
+    if len(f) >= 34 and f[12:14] == b"\x08\x00" and f[23] == 6:
+        ihl = (f[14] & 15) * 4
+        if len(f) >= 14 + ihl + 4:
+            sport, dport = struct.unpack("!HH", f[14 + ihl:18 + ihl])
+            if skip in (sport, dport):
+                skipped += 1
+                continue
+    kept += 1
+    out.write(f)
 out.close()
+print("kept", kept, "skipped", skipped, flush=True)
 )py";
+
+// The forms a secret may take in a script that encodes it: itself, and base64 at each of the
+// three offsets a surrounding text may put it at (the characters that depend only on it).
+std::vector<std::string> forms_of(const std::string& secret) {
+    static constexpr char tbl[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::vector<std::string> out{secret};
+    for (int k = 0; k < 3; ++k) {
+        const std::string in = std::string(static_cast<std::size_t>(k), '\0') + secret;
+        std::string b;
+        for (std::size_t i = 0; i + 2 < in.size(); i += 3) {
+            const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
+                               (static_cast<unsigned char>(in[i + 1]) << 8) |
+                               static_cast<unsigned char>(in[i + 2]);
+            for (int j = 3; j >= 0; --j) b += tbl[(v >> (6 * j)) & 63];
+        }
+        // The first group holds the padding's bits, the last may hold the next text's.
+        if (b.size() > 8) out.push_back(b.substr(4, b.size() - 8));
+    }
+    return out;
+}
 
 }  // namespace slurm_pool
 
 TEST_CASE(
     "slurm pool: a reader of the cluster network sees neither the token, nor the environment, "
-    "nor a call's arguments or results",
+    "nor the image's secrets, nor a call's arguments or results",
     "[slurm_pool][seal]") {
     SKIP_WITHOUT_SLURM();
+    if (std::system("python3 -c 'import venv, ensurepip' > /dev/null 2>&1") != 0) {
+        WARN("skipped: python3 with the venv module (python3-venv) is not installed");
+        return;
+    }
     SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .shared_home = false});
+    const std::string pid = std::to_string(::getpid());
+    const std::string env_secret = "env-secret-" + pid + "-q7Z";
+    const std::string arg_secret = "argument-secret-" + pid + "-k3W";
+    const std::string image_env_secret = "image-env-secret-" + pid + "-r5T";
+    const std::string file_secret = "image-file-secret-" + pid + "-m2V";
+    const std::string pip_token = "skypiptoken" + pid + "x9J4d";
+    // A private pip index on the login host (the compute node reaches it over the cluster
+    // network): its one package only with the token.
+    const std::string index_host = c.node_address(0).substr(0, c.node_address(0).rfind('.')) + ".1";
+    fs::copy_file(SKY_PIP_INDEX_SCRIPT, c.host_path(-1, "/tmp/pip_index.py"),
+                  fs::copy_options::overwrite_existing);
+    std::ofstream(c.host_path(-1, "/tmp/pip-token").string()) << pip_token << "\n";
+    auto index = std::async(std::launch::async, [&] {
+        return c.on_login("python3 /tmp/pip_index.py " + index_host +
+                              " /tmp/pip-index-port /tmp/pip-token 200 & echo $! > "
+                              "/tmp/pip-index-pid; wait",
+                          230s);
+    });
+    REQUIRE(sky::test::wait_until(
+        [&] { return fs::exists(c.host_path(-1, "/tmp/pip-index-port")); }, 20s));
+    std::string port;
+    std::ifstream(c.host_path(-1, "/tmp/pip-index-port")) >> port;
+    const std::string base = "http://" + index_host + ":" + port;
+    // The node's own pip settings: the index without credentials instead of PyPI (nothing from
+    // the internet), plain http allowed for it.
+    fs::create_directories(c.host_path(0, "/root/.config/pip"));
+    std::ofstream(c.host_path(0, "/root/.config/pip/pip.conf").string())
+        << "[global]\nindex-url = " << base << "/public/simple\ntrusted-host = " << index_host
+        << "\ntimeout = 10\nretries = 0\ndisable-pip-version-check = true\n";
     const std::string capture = "/tmp/sky-capture.bin", stop = "/tmp/sky-capture.stop";
     auto reader = std::async(std::launch::async, [&] {
-        return c.on_node(
-            0, "exec /usr/bin/python3 -c " + quoted(kCapture) + " " + capture + " " + stop, 220s);
+        return c.on_node(0,
+                         "exec /usr/bin/python3 -c " + quoted(kCapture) + " " + capture + " " +
+                             stop + " " + port,
+                         260s);
     });
     std::this_thread::sleep_for(1s);
-    const std::string env_secret = "env-secret-" + std::to_string(::getpid()) + "-q7Z";
-    const std::string arg_secret = "argument-secret-" + std::to_string(::getpid()) + "-k3W";
     Events ev;
-    std::string failure, seen_env, seen_arg, port_line;
+    std::string failure, seen_env, seen_image_env, seen_file, seen_pkg, seen_arg, port_line;
     try {
         auto spec = spec_for(c, 1, ev);
         spec.env["SKY_TEST_SECRET"] = env_secret;
+        spec.image = sky::Image{.pip = {"skytokpkg==1.0"},
+                                .pip_extra_index_url = "http://sky:" + pip_token + "@" +
+                                                       index_host + ":" + port + "/simple",
+                                .env = {{"SKY_TEST_IMAGE_SECRET", image_env_secret}},
+                                .files = {{"/root/sky-image-secret", file_secret + "\n", 0600}}};
         sky::ComputePool pool{spec};
         seen_env = sky::compute<env_of>(std::string("SKY_TEST_SECRET")) >> pool;
+        seen_image_env = sky::compute<env_of>(std::string("SKY_TEST_IMAGE_SECRET")) >> pool;
+        seen_file = sky::compute<file_text>(std::string("/root/sky-image-secret")) >> pool;
+        seen_pkg = sky::compute<shell_output>(
+                       std::string("python3 -c 'import skytokpkg; print(skytokpkg.VALUE)'")) >>
+                   pool;
         seen_arg = sky::compute<echo_text>(arg_secret) >> pool;
         port_line =
             c.on_login("grep -h -m1 '^::sky-port ' ~/.sky/slurm/" + pool.id() + "/node-0-1.out")
                 .output;
+    } catch (const sky::BootstrapError& e) {
+        failure = e.what();
+        for (const auto& l : e.output()) failure += "\n  " + l;
     } catch (const std::exception& e) {
         failure = e.what();
     }
@@ -1161,11 +1264,23 @@ TEST_CASE(
     const std::string seen((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     fs::remove(c.host_path(0, capture));
     fs::remove(c.host_path(0, stop));
-    INFO("pool: " << failure << "\nreader: " << r.output << "\nevents:\n" << ev.dump());
+    fs::remove(c.host_path(0, "/root/.config/pip/pip.conf"));
+    // The index serves for 200 s at most; ended now, by its pid. Its output says what pip asked
+    // it for.
+    c.on_login("kill \"$(cat /tmp/pip-index-pid)\" 2> /dev/null || true");
+    const auto served = index.get();
+    INFO("pool: " << failure << "\nreader: " << r.output << "\nindex: " << served.output
+                  << "\nevents:\n"
+                  << ev.dump());
     REQUIRE(failure.empty());
-    // The pool's environment reached the worker, the argument and the result made the trip.
+    // Everything reached the worker: the pool's and the image's environment, the image's file,
+    // the package from the private index (with the token), the argument and the result.
     CHECK(seen_env == env_secret);
+    CHECK(seen_image_env == image_env_secret);
+    CHECK(seen_file == file_secret + "\n");
+    CHECK(seen_pkg == "4242\n");
     CHECK(seen_arg == arg_secret);
+    CHECK(served.output.find("served /simple/skytokpkg/ auth=yes") != std::string::npos);
     // The reader saw the pool's traffic: the step's stdin (the client's public key, in clear by
     // design) and the worker's answer with its port and public key.
     INFO("captured " << seen.size() << " bytes; the worker said: " << port_line);
@@ -1174,12 +1289,60 @@ TEST_CASE(
     const auto key_at = port_line.find("x25519:");
     REQUIRE(key_at != std::string::npos);
     CHECK(seen.find(port_line.substr(key_at, 7 + 64)) != std::string::npos);
-    // ...and none of what is secret: no value of the environment, no argument, no result, and
-    // no token (a token never travels: there is none to find on the step's stdin, whose first
-    // line is a public key).
-    CHECK(seen.find(env_secret) == std::string::npos);
-    CHECK(seen.find(arg_secret) == std::string::npos);
+    // ...and the bootstrap's box went by (the node's key for it came back in clear).
+    CHECK(seen.find("sky-box /tmp/sky-box-") != std::string::npos);
+    // ...and none of what is secret: no value of either environment, no file's content, no pip
+    // token (plain or base64, as the script holds it), no argument, no result, and no token (a
+    // token never travels: there is none to find on the step's stdin, whose first line is a
+    // public key). The bootstrap's output does cross in clear (pip's progress names the
+    // package: the packages an image installs are not secret).
+    for (const auto& secret : {env_secret, image_env_secret, file_secret, pip_token, arg_secret})
+        for (const auto& form : forms_of(secret)) {
+            INFO("looking for " << form << " (of " << secret << ")");
+            CHECK(seen.find(form) == std::string::npos);
+        }
     CHECK(seen.find("SKY_TEST_SECRET") == std::string::npos);
+    CHECK(seen.find("SKY_TEST_IMAGE_SECRET") == std::string::npos);
     CHECK(seen.find("SKY_WORKER_TOKEN=") == std::string::npos);
+    check_nothing_left(c);
+}
+
+namespace slurm_crash {
+
+int* volatile null_target = nullptr;
+
+// Not inlined into sky's call wrapper: the frame the test looks for is the function's own.
+__attribute__((noinline)) int write_through_null(int x) {
+    std::cout << "crashing on the compute node" << std::endl;
+    *null_target = x;  // SIGSEGV here
+    return x;
+}
+const int null_write_line = __LINE__ - 3;
+
+int plus_one(int x) { return x + 1; }
+
+}  // namespace slurm_crash
+
+TEST_CASE(
+    "slurm pool: a segfault's signal, function, line and last output come back in the "
+    "NodeLostError, and the node serves again",
+    "[slurm_pool][crash]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.compute_nodes = 1, .gpus_per_node = 0, .shared_home = false});
+    Events ev;
+    {
+        sky::ComputePool pool{spec_for(c, 1, ev)};
+        try {
+            sky::compute<slurm_crash::write_through_null>(3) >> pool;
+            FAIL("no exception");
+        } catch (const sky::NodeLostError& e) {
+            INFO(ev.dump());
+            sky::test::expect_null_write(e, "slurm_crash::write_through_null",
+                                         "test_slurm_pool.cpp", slurm_crash::null_write_line,
+                                         "crashing on the compute node");
+        }
+        // A fresh worker on the node, as on any other provider.
+        CHECK((sky::compute<slurm_crash::plus_one>(1) >> pool) == 2);
+    }
     check_nothing_left(c);
 }

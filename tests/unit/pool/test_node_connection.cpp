@@ -84,6 +84,9 @@ public:
     ~ScriptedWorker() {
         conn->close();
         if (thread_.joinable()) thread_.join();
+        // The test's Seen goes after this: no callback may reach it then.
+        const auto until = Clock::now() + 10s;
+        while (conn.use_count() > 1 && Clock::now() < until) std::this_thread::sleep_for(1ms);
     }
 
     /// Starts the connection with `h`, recording into `seen`.
@@ -123,6 +126,15 @@ public:
 private:
     std::thread thread_;
 };
+
+/// After close(): waits (bounded) until no handler of the I/O core holds `conn` any more, so that
+/// no callback of it runs once the test's records of it are gone (close() lets the reader see
+/// the end, and the ended callback may run after it returns).
+void wait_quiet(const std::shared_ptr<NodeConnection>& conn) {
+    const auto until = Clock::now() + 10s;
+    while (conn.use_count() > 1 && Clock::now() < until) std::this_thread::sleep_for(1ms);
+    REQUIRE(conn.use_count() == 1);
+}
 
 ClientChannel::Handshake handshake_with(std::chrono::seconds hello, std::chrono::seconds ready) {
     return {.token = token, .hello_bound = hello, .ready_bound = ready};
@@ -454,5 +466,8 @@ TEST_CASE(
         }
         conn->close();
         worker.join();
+        // This round's Seen ends with the round: the connection's late end (close() lets the
+        // reader see it) must not land in the next round's, at the same address.
+        wait_quiet(conn);
     }
 }

@@ -325,3 +325,72 @@ TEST_CASE("ship: the peer file server ends with its pool's run directory and at 
         CHECK(exited);
     }
 }
+
+namespace {
+
+// A connection to address:port from `source` that sends nothing (-1: refused).
+int idle_connection(const std::string& source, const std::string& address, int port) {
+    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    ::inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+        ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(s);
+        return -1;
+    }
+    return s;
+}
+
+// Whether the server closed `fd` (its end of file arrives within `limit`).
+bool closed_within(int fd, std::chrono::milliseconds limit) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(limit.count())) <= 0) return false;
+    char c;
+    return ::recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ship: idle connections without the token, from one address or many, do not keep a "
+    "receiver with the token out of the peer file server",
+    "[ship][security]") {
+    TempDir t;
+    fs::create_directories(t.path / "cas");
+    const std::string mine = bytes('m', 200000);
+    const std::string hm = sha256_hex(mine);
+    write(t.path / "cas" / hm, mine);
+    const std::string token = std::string(64, 'k');
+    Server s(t.path, token, {hm}, "127.0.0.1");
+    std::vector<int> idle;
+    // 64 from the receiver's own address, then 64 from 32 others: more than every slot the
+    // server has, each sending nothing.
+    for (int i = 0; i < 64; ++i)
+        idle.push_back(idle_connection("127.0.0.1", "127.0.0.1", s.port()));
+    for (int i = 0; i < 64; ++i)
+        idle.push_back(
+            idle_connection("127.0.3." + std::to_string(1 + i % 32), "127.0.0.1", s.port()));
+    for (int fd : idle) REQUIRE(fd >= 0);
+    // The receiver gets its file at once, three times over, while they hold on.
+    for (int k = 0; k < 3; ++k) {
+        const auto t0 = Clock::now();
+        CHECK(ask("127.0.0.1", s.port(), token + " " + hm + "\n") == mine);
+        CHECK(Clock::now() - t0 < std::chrono::seconds(1));
+    }
+    // Every idle one is closed by the server within its request time (2 s), not held.
+    int closed = 0;
+    const auto until = Clock::now() + std::chrono::seconds(3);
+    for (int fd : idle)
+        closed += closed_within(fd, std::max(std::chrono::milliseconds(0),
+                                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 until - Clock::now())))
+                      ? 1
+                      : 0;
+    CHECK(closed == static_cast<int>(idle.size()));
+    for (int fd : idle) ::close(fd);
+}
