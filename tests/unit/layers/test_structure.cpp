@@ -1,6 +1,7 @@
 // Structural rules of src/ beside the layers: what runs on a node is shell in .sh files (or the
 // launcher, C++), never a program assembled in C++ strings; the marks a node prints are defined
 // in one header; shipping and volumes reach a node through its shell, never through SSH itself.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -143,6 +144,49 @@ std::map<std::string, std::size_t> shell_programs(const fs::path& src,
     return out;
 }
 
+// C++ source without its comments and with every string and character literal emptied (its
+// quotes kept): what is left is code, names and all.
+std::string code_only(const std::string& s) {
+    const std::string c = without_comments(s);
+    std::string out;
+    out.reserve(c.size());
+    for (std::size_t i = 0; i < c.size(); ++i) {
+        if (c[i] == '"' && i > 0 && c[i - 1] == 'R') {
+            const auto open = c.find('(', i);
+            const std::string delim = ")" + c.substr(i + 1, open - i - 1) + "\"";
+            const auto close = c.find(delim, open);
+            out += "\"\"";
+            i = close == std::string::npos ? c.size() : close + delim.size() - 1;
+        } else if (c[i] == '"' || c[i] == '\'') {
+            const char q = c[i];
+            out += q;
+            for (++i; i < c.size() && c[i] != q && c[i] != '\n'; ++i)
+                if (c[i] == '\\') ++i;
+            out += q;
+        } else {
+            out += c[i];
+        }
+    }
+    return out;
+}
+
+// The provider configuration types: the alternatives of sky::Provider::Config
+// (include/sky/providers.hpp), read from the header so that a provider added there is checked.
+std::vector<std::string> provider_types() {
+    const std::string h =
+        code_only(read_all(fs::path(SKY_SOURCE_DIR) / "include" / "sky" / "providers.hpp"));
+    static const std::regex config(R"re(using\s+Config\s*=\s*std::variant<([^>]*)>)re");
+    std::smatch m;
+    std::vector<std::string> out;
+    if (!std::regex_search(h, m, config)) return out;
+    static const std::regex name(R"re([A-Za-z_][A-Za-z_0-9]*)re");
+    const std::string list = m[1].str();
+    for (auto it = std::sregex_iterator(list.begin(), list.end(), name);
+         it != std::sregex_iterator(); ++it)
+        out.push_back(it->str());
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("structure: no ::sky- mark outside the one header that defines the marks",
@@ -213,5 +257,63 @@ TEST_CASE("structure: no C++ source in src/ assembles more than a few lines of s
                   << " lines (the rule allows " << kFewShellLines << ")");
         FAIL_CHECK("a shell program in C++: move it into a .sh file");
     }
+    CHECK(found.empty());
+}
+
+TEST_CASE("structure: src/pool and src/catalog name no provider type", "[structure]") {
+    // What differs by provider (exposure, billing, whether nodes run here) is the provider's own
+    // descriptor's to say; the pool and the catalog ask it, and never switch on a type.
+    const auto types = provider_types();
+    REQUIRE(types.size() >= 10);  // the header's variant was found and read
+    CHECK(std::find(types.begin(), types.end(), "Kubernetes") != types.end());
+    std::string alternation;
+    for (const auto& t : types) alternation += (alternation.empty() ? "" : "|") + t;
+    const std::regex named("(^|[^A-Za-z_0-9:]|sky::)(" + alternation + ")\\b");
+    std::vector<std::string> found;
+    const fs::path src = fs::path(SKY_SOURCE_DIR) / "src";
+    for (const char* dir : {"pool", "catalog"})
+        for (const auto& p : files_under(src / dir, true)) {
+            std::istringstream is(code_only(read_all(p)));
+            int n = 0;
+            for (std::string l; std::getline(is, l);)
+                if (++n, std::regex_search(l, named))
+                    found.push_back(fs::relative(p, src).generic_string() + ":" +
+                                    std::to_string(n) + ": " + l);
+        }
+    INFO([&] {
+        std::string s;
+        for (const auto& f : found) s += f + "\n";
+        return s;
+    }());
+    CHECK(found.empty());
+}
+
+TEST_CASE("structure: the provider-type check finds a named type, and not one in a string",
+          "[structure]") {
+    const std::string code =
+        "// sky::Slurm in a comment\nauto a = \"Slurm\";\nif (std::holds_alternative<Slurm>(c)) "
+        "{}\n";
+    const auto only = code_only(code);
+    CHECK(only.find("comment") == std::string::npos);
+    CHECK(only.find("\"Slurm\"") == std::string::npos);
+    CHECK(only.find("holds_alternative<Slurm>") != std::string::npos);
+}
+
+TEST_CASE("structure: the public headers use no libstdc++ internals and no cereal::detail",
+          "[structure]") {
+    // A program written from the API compiles on any standard library, and sky's archive is its
+    // own (sky::class_version<T>), not cereal's internals.
+    static const std::regex bits(R"re(#\s*include\s*[<"]bits/)re");
+    std::vector<std::string> found;
+    const fs::path include = fs::path(SKY_SOURCE_DIR) / "include";
+    for (const auto& p : files_under(include, false)) {
+        std::istringstream is(without_comments(read_all(p)));
+        int n = 0;
+        for (std::string l; std::getline(is, l);)
+            if (++n, std::regex_search(l, bits) || l.find("cereal::detail") != std::string::npos)
+                found.push_back(fs::relative(p, include).generic_string() + ":" +
+                                std::to_string(n) + ": " + l);
+    }
+    INFO(found.size() << " use(s), the first: " << (found.empty() ? "" : found.front()));
     CHECK(found.empty());
 }
