@@ -432,29 +432,53 @@ std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const Wor
     return nullptr;
 }
 
-void PoolCore::send_layout(int joining) {
+PoolLayout PoolCore::layout_locked() const {
+    // The world's nodes once a distributed call froze it, else every node that stays: indexes
+    // may have gaps, so each position names its node.
+    std::vector<int> which = world_;
+    if (which.empty())
+        for (const auto& x : nodes_)
+            if (!x->leaving) which.push_back(x->index);
     PoolLayout l;
+    for (const int i : which) {
+        const auto x = slot_locked(i);
+        std::string addr =
+            x ? x->instance.private_ip.value_or(x->instance.public_ip.value_or("")) : "";
+        if (addr.empty() && i == 0) addr = backend_->head_address();
+        const int workers = sched_->has_node(i) ? sched_->workers(i) : 1;
+        auto ports = x ? x->ports : std::vector<std::int32_t>{};
+        ports.resize(static_cast<std::size_t>(workers), 0);
+        l.peers.push_back(std::move(addr));
+        l.workers.push_back(workers);
+        l.ports.push_back(std::move(ports));
+        l.nodes.push_back(i);
+    }
+    return l;
+}
+
+void PoolCore::send_layout(int joining) {
     std::vector<std::shared_ptr<NodeConnection>> to;
+    auto payload = std::make_shared<Buffer>();
     {
         std::lock_guard lk(m_);
-        for (auto& x : nodes_) {
+        save_to(*payload, layout_locked());
+        for (auto& x : nodes_)
             if ((joining < 0 || x->index == joining ||
-                 sched_->state(x->index) == NodeState::ready) &&
+                 (sched_->has_node(x->index) && sched_->state(x->index) == NodeState::ready)) &&
                 x->conn)
                 to.push_back(x->conn);
-            std::string addr = x->instance.private_ip.value_or(x->instance.public_ip.value_or(""));
-            if (addr.empty() && x->index == 0) addr = backend_->head_address();
-            l.peers.push_back(addr);
-            const int workers = sched_->workers(x->index);
-            l.workers.push_back(workers);
-            auto ports = x->ports;
-            ports.resize(static_cast<std::size_t>(workers), 0);
-            l.ports.push_back(std::move(ports));
-        }
     }
-    auto payload = std::make_shared<Buffer>();
-    save_to(*payload, l);
     for (auto& c : to) c->write_frame(MsgType::layout, payload);
+}
+
+void PoolCore::send_world_layout_locked() {
+    auto payload = std::make_shared<Buffer>();
+    save_to(*payload, layout_locked());
+    // Written under the lock, before any of the world's calls is dispatched: a node reads the
+    // world it ranks in before its first call of it, whichever thread dispatches that call.
+    for (auto& x : nodes_)
+        if (x->conn && sched_->has_node(x->index) && sched_->state(x->index) == NodeState::ready)
+            x->conn->write_frame(MsgType::layout, payload);
 }
 
 void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& instance_id,
@@ -619,7 +643,11 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     {
         std::lock_guard lk(m_);
         // A distributed call freezes the world: the nodes ready at the first one.
-        if (per_rank && sched_ && world_.empty() && active_) world_ = sched_->broadcast_nodes();
+        if (per_rank && sched_ && world_.empty() && active_) {
+            world_ = sched_->broadcast_nodes();
+            // The nodes learn that world (its nodes, ranked by position) before its first call.
+            if (!world_.empty()) send_world_layout_locked();
+        }
         // A plain broadcast on an elastic pool with no node ready first wakes max(min, 1).
         std::vector<int> wake;
         if (broadcast && !per_rank && sched_ && active_ && !closing_ && elastic_ &&
@@ -1124,9 +1152,9 @@ void PoolCore::tick() {
         }
         // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto n = slot_locked(node);
-                n && n->conn && (sched_->state(node) == NodeState::ready ||
-                                 sched_->state(node) == NodeState::draining))
+            if (auto n = slot_locked(node); n && n->conn &&
+                                            (sched_->state(node) == NodeState::ready ||
+                                             sched_->state(node) == NodeState::draining))
                 cancels.emplace_back(n->conn, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;

@@ -32,6 +32,7 @@
 #include "pool/node_life.hpp"
 #include "pool/preemption.hpp"
 #include "pool/scheduler.hpp"
+#include "runtime/protocol.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
@@ -208,6 +209,12 @@ private:
     /// another node may be in the middle of its own handshake, where a layout frame would come
     /// before the hello its worker waits for.
     void send_layout(int joining = -1);
+    /// Where every rank is: the frozen world's nodes, else every node not leaving; position k
+    /// names its node (under m_).
+    [[nodiscard]] PoolLayout layout_locked() const;
+    /// A distributed call froze the world: every ready node gets its layout now, written under
+    /// m_ so that it precedes the world's first call on each connection.
+    void send_world_layout_locked();
 
     // A dropped connection (docs/faults.md, "A dropped connection").
     /// Node i's connection dropped: opens (or keeps) its reconnect window and takes it out of

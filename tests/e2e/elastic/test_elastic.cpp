@@ -316,3 +316,38 @@ TEST_CASE("elastic: the final cost is the nodes' lifetimes times their prices",
     // two per node of what the events show.
     CHECK(fin[0].total_cost == Approx(lifetimes * price / 3600.0).margin(4.0 * price / 3600.0));
 }
+
+TEST_CASE(
+    "elastic: a distributed call on nodes 0 and 2 ranks them 0 and 1, and a node that joins "
+    "later stays out of that world until it is released",
+    "[elastic][local]") {
+    Recorder rec;
+    sky::ComputePool pool{local_pool(3, {}, rec)};
+    pool.drain(1).get();  // nodes {0, 2} live: a gap at index 1
+    REQUIRE(pool.instance_count() == 2);
+    auto ranks = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+    std::sort(ranks.begin(), ranks.end());
+    REQUIRE(ranks.size() == 2);
+    // "node rank world node_rank master_port": ranks 0..world-1, NODE_RANK the position.
+    const auto port = ranks[0].substr(ranks[0].rfind(' ') + 1);
+    CHECK(ranks[0] == "0 0 2 0 " + port);
+    CHECK(ranks[1] == "2 1 2 1 " + port);
+    auto tf = sky::compute<tf_rank>().with(sky::distributed::tensorflow{}) | pool;
+    std::sort(tf.begin(), tf.end());
+    CHECK(tf == std::vector<std::string>{"2 0", "2 1"});
+    // Node 1 joins again (the lowest free index); the frozen world keeps its two nodes.
+    pool.resize(3).get();
+    REQUIRE(pool.instance_count() == 3);
+    auto again = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+    std::sort(again.begin(), again.end());
+    CHECK(again == ranks);
+    // Released, the next distributed call freezes all three.
+    pool.release_world();
+    auto all = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+    std::sort(all.begin(), all.end());
+    REQUIRE(all.size() == 3);
+    const auto port3 = all[0].substr(all[0].rfind(' ') + 1);
+    CHECK(all[0] == "0 0 3 0 " + port3);
+    CHECK(all[1] == "1 1 3 1 " + port3);
+    CHECK(all[2] == "2 2 3 2 " + port3);
+}
