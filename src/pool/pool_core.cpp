@@ -237,6 +237,8 @@ void PoolCore::prepare() {
 }
 
 void PoolCore::emit(Event e) {
+    // A machine is billed from its launch (api.md §4a), not from its worker's handshake.
+    if (auto* launched = std::get_if<InstanceProvisioned>(&e)) cost_launched(*launched);
     if (auto* notice = std::get_if<PreemptionNotice>(&e); notice && preempt_) {
         if (auto first = preempt_->notice(std::move(*notice))) bus_->post(std::move(*first));
         return;
@@ -327,6 +329,19 @@ void PoolCore::cost_started(const Instance& i) {
     // Instance carries the rate it runs at; on-demand instances are their own baseline.
     cost_->start(i.id, provider_.billing, i.spot, i.hourly_price,
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
+}
+
+void PoolCore::cost_launched(const InstanceProvisioned& p) {
+    // Without its price the instance is billed from its handshake (cost_started) as before.
+    if (p.instance_id.empty() || !p.price_on_demand) return;
+    std::lock_guard lk(m_);
+    if (!cost_ || cost_->known(p.instance_id)) return;
+    const double rate = p.spot && p.price_spot ? *p.price_spot : *p.price_on_demand;
+    cost_->start(p.instance_id, provider_.billing, p.spot, rate, *p.price_on_demand, Clock::now());
+    // A joining node is named by its machine from now: if its bootstrap fails, its end (and
+    // its cost) is that machine's.
+    if (auto n = slot_locked(p.node); n && n->joining && n->instance.id.empty())
+        n->instance.id = p.instance_id;
 }
 
 void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done,
@@ -457,18 +472,16 @@ PoolLayout PoolCore::layout_locked() const {
 }
 
 void PoolCore::send_layout(int joining) {
-    std::vector<std::shared_ptr<NodeConnection>> to;
     auto payload = std::make_shared<Buffer>();
-    {
-        std::lock_guard lk(m_);
-        save_to(*payload, layout_locked());
-        for (auto& x : nodes_)
-            if ((joining < 0 || x->index == joining ||
-                 (sched_->has_node(x->index) && sched_->state(x->index) == NodeState::ready)) &&
-                x->conn)
-                to.push_back(x->conn);
-    }
-    for (auto& c : to) c->write_frame(MsgType::layout, payload);
+    std::lock_guard lk(m_);
+    save_to(*payload, layout_locked());
+    // Written under the lock (a write only queues): a layout made before another one is never
+    // written after it.
+    for (auto& x : nodes_)
+        if ((joining < 0 || x->index == joining ||
+             (sched_->has_node(x->index) && sched_->state(x->index) == NodeState::ready)) &&
+            x->conn)
+            x->conn->write_frame(MsgType::layout, payload);
 }
 
 void PoolCore::send_world_layout_locked() {
@@ -636,6 +649,9 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     if (!calls.empty() && calls[0]->options.plugin.kind != PluginSpec::none &&
         !exposure_noticed_.exchange(true))
         notice_distributed_exposure(provider_.exposure, [this](Event e) { emit(std::move(e)); });
+    // On an elastic pool with no world to run on yet, it wakes one (pool/elastic.cpp).
+    if (per_rank && calls.size() == 1)
+        if (auto woken = submit_to_waking_world(*calls[0])) return woken;
     std::shared_ptr<BatchState> batch;
     Sends sends;
     std::vector<Completion> done;
@@ -683,8 +699,8 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                 // No world to run on: a distributed call needs its nodes ready.
                 batch = std::make_shared<BatchState>(1);
                 batch->fail(0, std::make_exception_ptr(ConfigError(
-                                   "a distributed call on a pool with no ready node: it has no "
-                                   "world to run on (pool.resize(n).get() first)")));
+                                   "a distributed call on a fixed pool with no ready node: it "
+                                   "has no world to run on (pool.resize(n).get() first)")));
             }
             return batch;
         }
@@ -759,9 +775,16 @@ bool PoolCore::cancel_batch(BatchState* b) {
     std::vector<Completion> done;
     Scheduler::Removed removed;
     std::vector<std::pair<std::shared_ptr<NodeConnection>, std::uint64_t>> cancels;
+    std::shared_ptr<BatchState> waking;  // a distributed call whose world is being woken
     {
         std::lock_guard lk(m_);
         if (!sched_) return false;
+        for (auto it = world_calls_.begin(); it != world_calls_.end(); ++it)
+            if (it->batch.get() == b) {
+                waking = it->batch;
+                world_calls_.erase(it);
+                break;
+            }
         removed = sched_->cancel(b);
         for (auto [node, id] : removed.cancels)
             if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
@@ -771,8 +794,9 @@ bool PoolCore::cancel_batch(BatchState* b) {
         done.push_back(Completion::failed(
             t, std::make_exception_ptr(CancelledError("the call was cancelled"))));
     for (auto& [conn, id] : cancels) conn->write_control(MsgType::cancel, id);
-    const bool any = !done.empty();
+    const bool any = !done.empty() || waking;
     Completion::deliver(done);
+    if (waking) waking->fail(0, std::make_exception_ptr(CancelledError("the call was cancelled")));
     return any;
 }
 
@@ -1001,6 +1025,16 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
                             spec_.budget.max_hourly_usd),
                 n.instance.id});
         }
+        // A world still being woken that lost a node for good never forms: its calls fail.
+        if (world_forming_ && in_world && !restart) {
+            fail_world_calls_locked(
+                std::make_exception_ptr(NodeLostError(
+                    i, n.instance.id, ex.reason,
+                    "a node of the world a distributed call woke was lost: " + ex.detail)),
+                scale);
+            world_.clear();
+            world_forming_ = false;
+        }
         // Calls with retries left wait for another node (or the replacement); the rest fail.
         // A crash report names the calls that were running: they had started.
         mark_crash_started(*sched_, i, ex);
@@ -1190,6 +1224,7 @@ void PoolCore::tick() {
             auto snap = cost_->snapshot(now);
             if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
         }
+        expire_world_calls_locked(now, scale);
         if (active_) {
             check_budget_locked(now, scale);
             rescale_locked(now, scale);
@@ -1218,6 +1253,7 @@ void PoolCore::close(bool report) {
     signals::CloseScope signal_scope(this);
     std::vector<Completion> done;
     std::vector<std::pair<std::shared_ptr<NodeConnection>, std::string>> conns;
+    std::vector<std::shared_ptr<BatchState>> waiting;
     {
         std::unique_lock lk(m_);
         if (closed_) {
@@ -1238,6 +1274,12 @@ void PoolCore::close(bool report) {
             for (auto& t : sched_->drain_all())
                 done.push_back(Completion::failed(
                     t, std::make_exception_ptr(CancelledError("the pool was closed"))));
+        // A distributed call whose world was waking, a resize or a drain in progress: none
+        // completes now.
+        for (auto& w : world_calls_) waiting.push_back(w.batch);
+        world_calls_.clear();
+        for (auto& w : waiters_) waiting.push_back(w.batch);
+        waiters_.clear();
         for (auto& n : nodes_)
             if (n->conn) conns.emplace_back(n->conn, n->instance.id);
     }
@@ -1257,6 +1299,8 @@ void PoolCore::close(bool report) {
         boost::asio::post(strand_, [self] { self->timer_.cancel(); });
     if (backend_) backend_->begin_stop();  // a replacement in progress gives up
     Completion::deliver(done);
+    for (auto& b : waiting)
+        b->fail(0, std::make_exception_ptr(CancelledError("the pool was closed")));
     if (bus_) emit(PoolStopping{});
     for (auto& [conn, id] : conns) {
         if (bus_) emit(InstanceStopping{id});
