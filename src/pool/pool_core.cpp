@@ -216,6 +216,8 @@ void PoolCore::prepare() {
     cost_ = std::make_unique<CostTracker>(started_at_);
     // Written before anything is started: `sky gc` finds what a killed client left.
     ledger_ = Ledger::open(id_, spec_.provider.name(), "");
+    if (spec_.budget.max_total_usd > 0 || spec_.budget.max_hourly_usd > 0)
+        ledger_->budget(spec_.budget.max_total_usd, spec_.budget.max_hourly_usd);
     if (!backend_) backend_ = provider_.make_backend(BackendContext{spec_, id_, ledger_.get()});
     {
         std::lock_guard lk(m_);
@@ -1167,6 +1169,7 @@ void PoolCore::tick() {
     std::vector<std::shared_ptr<NodeConnection>> heartbeats, acks;
     std::vector<std::tuple<std::shared_ptr<NodeConnection>, int, std::string, std::string>> silent;
     std::optional<CostSnapshot> cost_update;
+    std::optional<double> ledger_spent;  // for `sky ls`: at most one record per cost_interval
     Scale scale;
     {
         std::lock_guard lk(m_);
@@ -1224,6 +1227,14 @@ void PoolCore::tick() {
             auto snap = cost_->snapshot(now);
             if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
         }
+        if (now >= next_ledger_cost_) {
+            const double spent = cost_->snapshot(now).accumulated_cost;
+            if (spent != ledger_spent_) {
+                ledger_spent_ = spent;
+                ledger_spent = spent;
+                next_ledger_cost_ = now + cost_interval;
+            }
+        }
         expire_world_calls_locked(now, scale);
         if (active_) {
             check_budget_locked(now, scale);
@@ -1239,6 +1250,7 @@ void PoolCore::tick() {
     for (auto& conn : heartbeats) conn->heartbeat();
     for (auto& conn : acks) conn->flush_acks();  // answers that no call frame took along
     Completion::deliver(done);
+    if (ledger_spent && ledger_) ledger_->spent(*ledger_spent);  // fsync'ed: outside the lock
     if (cost_update)
         emit(CostUpdate{cost_update->elapsed_seconds, cost_update->accumulated_cost,
                         cost_update->hourly_rate, cost_update->spot_count,
@@ -1317,7 +1329,16 @@ void PoolCore::close(bool report) {
                 conns.emplace_back(n->conn, n->instance.id);
     }
     if (backend_) backend_->stop_all();
-    if (ledger_) ledger_->close();
+    if (ledger_) {
+        // The spend at teardown, every machine confirmed ended: what `sky ls` shows last.
+        double spent = 0;
+        {
+            std::lock_guard lk(m_);
+            if (cost_) spent = cost_->snapshot(Clock::now()).accumulated_cost;
+        }
+        if (spent > 0) ledger_->spent(spent);
+        ledger_->close();
+    }
     for (auto& [conn, id] : conns) conn->close();
     if (bus_) {
         CostSummary c;

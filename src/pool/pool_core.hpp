@@ -326,6 +326,8 @@ private:
     boost::asio::steady_timer timer_;                        // on strand_
     Clock::time_point timer_at_ = Clock::time_point::max();  // guarded by m_
     Clock::time_point next_hb_{}, next_cost_{};              // on strand_
+    double ledger_spent_ = 0;               ///< the spend last recorded (guarded by m_)
+    Clock::time_point next_ledger_cost_{};  ///< the next record's earliest time (guarded by m_)
 
     // Elastic state, guarded by m_.
     bool elastic_ = false;        ///< autoscale.max > 0 (now: resize(Autoscale) may change it)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "e2e/elastic/elastic.hpp"
+#include "ledger/ledger.hpp"
 
 using namespace std::chrono_literals;
 using namespace elastic_test;
@@ -466,4 +467,43 @@ TEST_CASE("elastic: a woken node is billed from its launch, its bootstrap includ
     const auto fin = rec.all<sky::CostFinal>();
     REQUIRE(fin.size() == 1);
     CHECK(fin[0].total_cost == Approx(billed));
+}
+
+TEST_CASE("elastic: the ledger records a pool's budget and what it has spent, for sky ls",
+          "[elastic][simulated]") {
+    const double price = simulated_price();
+    REQUIRE(price > 0);
+    Recorder rec;
+    std::optional<sky::ComputePool> pool;
+    pool.emplace(simulated_pool({}, 0, {.min = 0, .max = 1},
+                                {.max_total_usd = 5.0, .max_hourly_usd = 100.0}, rec));
+    const std::string id = pool->id();
+    const auto record = [&]() -> std::optional<sky::detail::LedgerRecord> {
+        for (auto& r : sky::detail::Ledger::read_all())
+            if (r.pool_id == id) return r;
+        return std::nullopt;
+    };
+    const auto at_start = record();
+    REQUIRE(at_start);
+    CHECK(at_start->limit_usd == 5.0);
+    CHECK(at_start->hourly_limit_usd == 100.0);
+    CHECK_FALSE(at_start->spent_usd.has_value());  // no node yet, nothing spent
+    CHECK((sky::compute<node_after>(0) >> *pool) == 0);
+    // While the node runs, its spend reaches the ledger within the supervisor's next ticks.
+    REQUIRE(eventually(
+        [&] {
+            const auto r = record();
+            return r && r->spent_usd && *r->spent_usd > 0;
+        },
+        5s));
+    pool.reset();
+    const auto fin = rec.all<sky::CostFinal>();
+    REQUIRE(fin.size() == 1);
+    const auto at_end = record();
+    REQUIRE(at_end);
+    REQUIRE(at_end->spent_usd);
+    CHECK(at_end->closed);
+    // Written at teardown once every machine was confirmed ended: the final cost, give or take
+    // the moment between the two.
+    CHECK(*at_end->spent_usd == Approx(fin[0].total_cost).margin(2.0 * price / 3600.0));
 }
