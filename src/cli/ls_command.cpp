@@ -23,9 +23,9 @@ constexpr const char* ls_usage =
     "\n"
     "The pools in this machine's ledger (~/.sky/pools, or $SKY_HOME/pools) that are running or\n"
     "left machines or infrastructure behind (pool, provider, owner process and whether it still\n"
-    "runs, when it started, its machines, what of its infrastructure is left), then the machines\n"
-    "found by sky's tag at every cloud provider whose credentials are set, each with what the\n"
-    "ledger here says of its pool.\n"
+    "runs, when it started, what it has spent and its budget's limits, its machines, what of its\n"
+    "infrastructure is left), then the machines found by sky's tag at every cloud provider\n"
+    "whose credentials are set, each with what the ledger here says of its pool.\n"
     "\n"
     "  --provider NAME  one provider (local and ssh: the ledger only)\n"
     "  --region R       ask the cloud in this region (default: its configuration, e.g.\n"
@@ -35,6 +35,15 @@ constexpr const char* ls_usage =
     "Credentials and endpoints: as for a pool (docs/providers.md); e.g. AWS_ACCESS_KEY_ID and\n"
     "AWS_SECRET_ACCESS_KEY or ~/.aws/credentials, AWS_ENDPOINT_URL_EC2.\n"
     "Exit status: 0, 1 when a provider could not be asked, 2 on a usage error.\n";
+
+// A pool's spending limits as its ledger records them: "$40.00", "$6.00/h", both, or "-".
+std::string budget_limit(const detail::LedgerRecord& r) {
+    std::string total = r.limit_usd > 0 ? fmt::format("${:.2f}", r.limit_usd) : "";
+    std::string hourly = r.hourly_limit_usd > 0 ? fmt::format("${:.2f}/h", r.hourly_limit_usd) : "";
+    if (total.empty() && hourly.empty()) return "-";
+    if (total.empty() || hourly.empty()) return total + hourly;
+    return total + ", " + hourly;
+}
 
 // The ledger's pools worth showing: running, or not running with machines left.
 std::vector<detail::LedgerRecord> shown_pools(const std::optional<std::string>& provider,
@@ -63,13 +72,15 @@ int ls(const std::optional<std::string>& provider, const detail::MachineQuery& q
     if (pools.empty()) {
         std::printf("no live pools in the ledger (%s)\n", detail::terminal_safe(dir).c_str());
     } else {
-        std::vector<std::vector<std::string>> rows = {
-            {"POOL", "PROVIDER", "REGION", "OWNER", "STATE", "STARTED", "INSTANCES", "INFRA LEFT"}};
+        std::vector<std::vector<std::string>> rows = {{"POOL", "PROVIDER", "REGION", "OWNER",
+                                                       "STATE", "STARTED", "SPENT", "LIMIT",
+                                                       "INSTANCES", "INFRA LEFT"}};
         for (const auto& r : pools) {
             const auto live = r.live_instances();
             rows.push_back(
                 {r.pool_id, r.provider, r.region.empty() ? "-" : r.region,
                  fmt::format("pid {}", r.owner_pid), cli::pool_state(r), cli::utc(r.started_unix),
+                 r.spent_usd ? fmt::format("${:.4f}", *r.spent_usd) : "-", budget_limit(r),
                  live.empty() ? "0" : fmt::format("{}: {}", live.size(), cli::join(live)),
                  cli::join(r.infra_left)});
         }

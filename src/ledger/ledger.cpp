@@ -275,6 +275,22 @@ void Ledger::infra_left(const std::vector<std::string>& what) noexcept {
     }
 }
 
+void Ledger::budget(double max_total_usd, double max_hourly_usd) noexcept {
+    try {
+        append(dump({{"type", "budget"},
+                     {"max_total_usd", max_total_usd},
+                     {"max_hourly_usd", max_hourly_usd}}));
+    } catch (...) {
+    }
+}
+
+void Ledger::spent(double usd) noexcept {
+    try {
+        append(dump({{"type", "cost"}, {"spent_usd", usd}, {"at", now_unix()}}));
+    } catch (...) {
+    }
+}
+
 void Ledger::close() noexcept {
     try {
         append(dump({{"type", "closed"}, {"at", now_unix()}, {"by", "owner"}}));
@@ -345,6 +361,11 @@ LedgerRecord Ledger::read(const fs::path& file) {
                 r.gone_instances.push_back(j.at("id").get<std::string>());
             } else if (type == "infra") {
                 r.infra_left = j.at("left").get<std::vector<std::string>>();
+            } else if (type == "budget") {
+                r.limit_usd = j.value("max_total_usd", 0.0);
+                r.hourly_limit_usd = j.value("max_hourly_usd", 0.0);
+            } else if (type == "cost") {
+                r.spent_usd = j.at("spent_usd").get<double>();
             } else if (type == "closed") {
                 r.closed = true;
                 r.closed_unix = j.value("at", std::int64_t{0});

@@ -16,6 +16,9 @@
 //   {"type":"instance","id":".."}
 //   {"type":"gone","id":".."}
 //   {"type":"infra","left":[".."]}           (what teardown could not delete; [] once deleted)
+//   {"type":"budget","max_total_usd":X,"max_hourly_usd":Y}   (the pool's limits, 0: none)
+//   {"type":"cost","spent_usd":X,"at":<unix s>}  (spend so far; at most one per 10 s, and at
+//                                                  teardown; the last counts)
 //   {"type":"closed","at":<unix s>,"by":"owner"|"gc"}
 #include <cstdint>
 #include <filesystem>
@@ -66,7 +69,11 @@ struct LedgerRecord {
     /// The pool's infrastructure (key pair, firewall) that teardown could not delete, as its
     /// last "infra" record says; empty when all of it is gone.
     std::vector<std::string> infra_left;
-    bool closed = false;  ///< teardown finished (or gc collected it)
+    /// What the pool had spent (USD) at its last cost record; empty when it wrote none.
+    std::optional<double> spent_usd;
+    double limit_usd = 0;         ///< budget.max_total_usd (0: none)
+    double hourly_limit_usd = 0;  ///< budget.max_hourly_usd (0: none)
+    bool closed = false;          ///< teardown finished (or gc collected it)
     std::int64_t closed_unix = 0;
     std::string closed_by;  ///< "owner" or "gc"
     int damaged_lines = 0;  ///< records after the first that could not be read (skipped)
@@ -127,6 +134,12 @@ public:
     /// Records what of the pool's infrastructure is still there after an attempt to delete it
     /// (empty: all of it is gone). The last such record counts. Thread-safe; never throws.
     void infra_left(const std::vector<std::string>& what) noexcept;
+    /// Records the pool's spending limits (PoolSpec::budget; 0: none). Thread-safe; never
+    /// throws.
+    void budget(double max_total_usd, double max_hourly_usd) noexcept;
+    /// Records what the pool has spent so far (USD): the pool writes it at a bounded rate and
+    /// once more at teardown, and `sky ls` shows the last. Thread-safe; never throws.
+    void spent(double usd) noexcept;
     /// Records that teardown finished. Thread-safe; never throws.
     void close() noexcept;
     /// close() on behalf of `sky gc` (the record says who closed it).

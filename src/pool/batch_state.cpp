@@ -44,6 +44,15 @@ void BatchState::fail(std::size_t i, std::exception_ptr e) {
     finish_one(i);
 }
 
+void BatchState::grow(std::size_t n) {
+    std::lock_guard lk(sync_->m);
+    // Only a batch none of whose items finished (nobody reads its outcomes yet) changes size.
+    if (!sync_->finished.empty() || n <= outcomes.size()) return;
+    sync_->remaining += n - outcomes.size();
+    outcomes.resize(n);
+    sync_->finished.reserve(n);
+}
+
 void BatchState::finish_one(std::size_t i) {
     const bool failed = outcomes[i].error != nullptr;
     // Counted before `done` is published: a waiter that sees it done sees every error.

@@ -78,8 +78,12 @@ bool PoolCore::serving_locked() const {
 int PoolCore::hourly_allows_locked(int want, Clock::time_point now) const {
     const double cap = spec_.budget.max_hourly_usd;
     if (!(cap > 0) || want <= 0 || !(price_ > 0)) return want;
-    // The live nodes' rate, and the ones still joining at the likely price (not billed yet).
-    double rate = cost_->snapshot(now).hourly_rate + joining_ * price_;
+    // The live nodes' rate (launched ones billed from their launch), and the ones still
+    // joining whose machine is not launched yet at the likely price.
+    int unbilled = 0;
+    for (const auto& n : nodes_)
+        if (n->joining && (n->instance.id.empty() || !cost_->known(n->instance.id))) ++unbilled;
+    double rate = cost_->snapshot(now).hourly_rate + unbilled * price_;
     int allowed = 0;
     while (allowed < want && rate + price_ <= cap + 1e-9) {
         rate += price_;
@@ -225,6 +229,8 @@ void PoolCore::check_budget_locked(Clock::time_point now, Scale& s) {
     for (auto& t : sched_->drain_all()) s.done.push_back(Completion::failed(t, budget_error_));
     for (auto& w : waiters_) s.waiters.emplace_back(w.batch, budget_error_);
     waiters_.clear();
+    fail_world_calls_locked(budget_error_, s);
+    world_forming_ = false;
     desired_.reset();
     int there = 0;
     for (auto& n : nodes_) {
@@ -291,6 +297,7 @@ void PoolCore::joined(int i, std::exception_ptr e) {
             scale_failures_ = 0;
             sched_->set_state(i, n->leaving ? NodeState::draining : NodeState::ready);
             if (budget_stopped_) n->leaving = true;
+            place_world_calls_locked(now, s);
             dispatch_locked(sends);
             touch_locked(*n, now, s);
             cost = cost_->snapshot(now);
@@ -307,6 +314,7 @@ void PoolCore::joined(int i, std::exception_ptr e) {
             s.end.push_back(i);
             // A provider that cannot add nodes says so once: no retry helps.
             const bool final = is_config_error(e) || scale_failures_ >= max_scale_failures;
+            world_join_failed_locked(i, e, final, s);
             s.events.push_back(ErrorEvent{
                 fmt::format("node {}: scale-up failed (attempt {} of {}): {}{}", i, scale_failures_,
                             max_scale_failures, what_of(e), final ? "" : "; trying again"),
@@ -521,7 +529,148 @@ std::shared_ptr<BatchState> PoolCore::drain(int node) {
 
 void PoolCore::release_world() {
     std::lock_guard lk(m_);
+    // A world being woken stays until its calls are placed: they were made for it.
+    if (world_forming_)
+        release_world_when_placed_ = true;
+    else
+        world_.clear();
+}
+
+// ---- a distributed call that wakes its world --------------------------------------------------
+
+int PoolCore::wake_slot_locked(Clock::time_point now) {
+    int i = 0;
+    while (slot_locked(i) || sched_->has_node(i)) ++i;
+    auto& n = add_slot_locked(i);
+    n.joined_at = now;
+    n.idle_since = now;
+    n.busy = false;
+    n.joining = true;
+    n.leaving = n.ending = false;
+    n.restarts = 0;
+    n.life = NodeLife{};
+    sched_->add_node_at(i);
+    ++joining_;
+    return i;
+}
+
+std::shared_ptr<BatchState> PoolCore::submit_to_waking_world(const CallDesc& call) {
+    Scale s;
+    std::shared_ptr<BatchState> batch;
+    {
+        std::lock_guard lk(m_);
+        if (!sched_ || !active_ || closing_ || !elastic_ || budget_stopped_) return nullptr;
+        if (!world_forming_ && !(world_.empty() && sched_->broadcast_nodes().empty()))
+            return nullptr;
+        const auto now = Clock::now();
+        batch = std::make_shared<BatchState>(1);
+        batch->cancel = [core = weak_from_this(), raw = batch.get()] {
+            auto c = core.lock();
+            return c ? c->cancel_batch(raw) : false;
+        };
+        if (!world_forming_) {
+            // The world: the nodes already joining, then fresh ones, max(min, 1) in all; the
+            // number of ranks is known once they are ready (one per worker process).
+            const int count = std::clamp(bounds_.min, 1, std::max(bounds_.max, 1));
+            int there = 0;
+            std::vector<int> world;
+            for (const auto& n : nodes_) {
+                if (n->leaving) continue;
+                ++there;
+                if (n->joining && static_cast<int>(world.size()) < count) world.push_back(n->index);
+            }
+            const int want = count - static_cast<int>(world.size());
+            const int fresh = hourly_allows_locked(want, now);
+            if (fresh < want && world.empty()) {
+                batch->fail(0, std::make_exception_ptr(ConfigError(fmt::format(
+                                   "a distributed call on pool {} with no ready node: waking a "
+                                   "node at ${:.3f}/h would pass the budget's max_hourly_usd of "
+                                   "${:.3f}/h",
+                                   id_, price_, spec_.budget.max_hourly_usd))));
+                return batch;
+            }
+            for (int k = 0; k < fresh; ++k) {
+                world.push_back(wake_slot_locked(now));
+                s.start.push_back(world.back());
+            }
+            std::sort(world.begin(), world.end());
+            world_ = std::move(world);
+            world_forming_ = true;
+            release_world_when_placed_ = false;
+            if (fresh > 0)
+                s.events.push_back(
+                    PoolScaled{there, there + fresh,
+                               fmt::format("a distributed call on a pool with no ready node wakes "
+                                           "{} node(s) as its world",
+                                           world_.size())});
+        }
+        world_calls_.push_back({batch, call, now});
+    }
+    act(s);
+    return batch;
+}
+
+void PoolCore::place_world_calls_locked(Clock::time_point now, Scale& s) {
+    (void)now;
+    if (!world_forming_) return;
+    for (const int i : world_)
+        if (!sched_->has_node(i) || sched_->state(i) != NodeState::ready) return;
+    world_forming_ = false;
+    // Every rank learns the world before its call: written before any of them is dispatched.
+    send_world_layout_locked();
+    for (auto& w : world_calls_) {
+        w.batch->grow(sched_->broadcast_size(true, world_));
+        // Placed as if submitted then: a .timeout() counts the wake.
+        for (auto [item, node] : sched_->broadcast(w.batch, w.call, true, w.submitted, world_))
+            s.done.push_back(
+                {w.batch,
+                 item,
+                 {},
+                 std::make_exception_ptr(NodeLostError(
+                     node, instance_id_locked(node), NodeLostError::Reason::unreachable,
+                     "the node was lost before its world formed"))});
+    }
+    world_calls_.clear();
+    if (release_world_when_placed_) world_.clear();
+    release_world_when_placed_ = false;
+    timer_sooner_locked();
+}
+
+void PoolCore::world_join_failed_locked(int i, const std::exception_ptr& e, bool final, Scale& s) {
+    if (!world_forming_) return;
+    const auto it = std::find(world_.begin(), world_.end(), i);
+    if (it == world_.end()) return;
+    world_.erase(it);
+    if (!final) {
+        // Another node takes its place in the world at once (i stays taken until its end).
+        world_.push_back(wake_slot_locked(Clock::now()));
+        s.start.push_back(world_.back());
+        std::sort(world_.begin(), world_.end());
+        return;
+    }
+    fail_world_calls_locked(e, s);
     world_.clear();
+    world_forming_ = false;
+}
+
+void PoolCore::expire_world_calls_locked(Clock::time_point now, Scale& s) {
+    for (auto it = world_calls_.begin(); it != world_calls_.end();) {
+        const auto& t = it->call.options.timeout;
+        if (!t || now < it->submitted + *t) {
+            ++it;
+            continue;
+        }
+        s.waiters.emplace_back(
+            it->batch, std::make_exception_ptr(TimeoutError(fmt::format(
+                           "{} did not finish within {} ms: it was still waiting for a node",
+                           it->call.function, t->count()))));
+        it = world_calls_.erase(it);
+    }
+}
+
+void PoolCore::fail_world_calls_locked(const std::exception_ptr& e, Scale& s) {
+    for (auto& w : world_calls_) s.waiters.emplace_back(w.batch, e);
+    world_calls_.clear();
 }
 
 }  // namespace sky::detail

@@ -216,6 +216,8 @@ void PoolCore::prepare() {
     cost_ = std::make_unique<CostTracker>(started_at_);
     // Written before anything is started: `sky gc` finds what a killed client left.
     ledger_ = Ledger::open(id_, spec_.provider.name(), "");
+    if (spec_.budget.max_total_usd > 0 || spec_.budget.max_hourly_usd > 0)
+        ledger_->budget(spec_.budget.max_total_usd, spec_.budget.max_hourly_usd);
     if (!backend_) backend_ = provider_.make_backend(BackendContext{spec_, id_, ledger_.get()});
     {
         std::lock_guard lk(m_);
@@ -237,6 +239,8 @@ void PoolCore::prepare() {
 }
 
 void PoolCore::emit(Event e) {
+    // A machine is billed from its launch (api.md §4a), not from its worker's handshake.
+    if (auto* launched = std::get_if<InstanceProvisioned>(&e)) cost_launched(*launched);
     if (auto* notice = std::get_if<PreemptionNotice>(&e); notice && preempt_) {
         if (auto first = preempt_->notice(std::move(*notice))) bus_->post(std::move(*first));
         return;
@@ -327,6 +331,19 @@ void PoolCore::cost_started(const Instance& i) {
     // Instance carries the rate it runs at; on-demand instances are their own baseline.
     cost_->start(i.id, provider_.billing, i.spot, i.hourly_price,
                  i.spot ? i.on_demand_price : i.hourly_price, Clock::now());
+}
+
+void PoolCore::cost_launched(const InstanceProvisioned& p) {
+    // Without its price the instance is billed from its handshake (cost_started) as before.
+    if (p.instance_id.empty() || !p.price_on_demand) return;
+    std::lock_guard lk(m_);
+    if (!cost_ || cost_->known(p.instance_id)) return;
+    const double rate = p.spot && p.price_spot ? *p.price_spot : *p.price_on_demand;
+    cost_->start(p.instance_id, provider_.billing, p.spot, rate, *p.price_on_demand, Clock::now());
+    // A joining node is named by its machine from now: if its bootstrap fails, its end (and
+    // its cost) is that machine's.
+    if (auto n = slot_locked(p.node); n && n->joining && n->instance.id.empty())
+        n->instance.id = p.instance_id;
 }
 
 void PoolCore::attach(int i, NodeStart s, std::function<void(std::exception_ptr)> done,
@@ -432,29 +449,51 @@ std::exception_ptr PoolCore::on_ready(int i, std::uint64_t generation, const Wor
     return nullptr;
 }
 
-void PoolCore::send_layout(int joining) {
+PoolLayout PoolCore::layout_locked() const {
+    // The world's nodes once a distributed call froze it, else every node that stays: indexes
+    // may have gaps, so each position names its node.
+    std::vector<int> which = world_;
+    if (which.empty())
+        for (const auto& x : nodes_)
+            if (!x->leaving) which.push_back(x->index);
     PoolLayout l;
-    std::vector<std::shared_ptr<NodeConnection>> to;
-    {
-        std::lock_guard lk(m_);
-        for (auto& x : nodes_) {
-            if ((joining < 0 || x->index == joining ||
-                 sched_->state(x->index) == NodeState::ready) &&
-                x->conn)
-                to.push_back(x->conn);
-            std::string addr = x->instance.private_ip.value_or(x->instance.public_ip.value_or(""));
-            if (addr.empty() && x->index == 0) addr = backend_->head_address();
-            l.peers.push_back(addr);
-            const int workers = sched_->workers(x->index);
-            l.workers.push_back(workers);
-            auto ports = x->ports;
-            ports.resize(static_cast<std::size_t>(workers), 0);
-            l.ports.push_back(std::move(ports));
-        }
+    for (const int i : which) {
+        const auto x = slot_locked(i);
+        std::string addr =
+            x ? x->instance.private_ip.value_or(x->instance.public_ip.value_or("")) : "";
+        if (addr.empty() && i == 0) addr = backend_->head_address();
+        const int workers = sched_->has_node(i) ? sched_->workers(i) : 1;
+        auto ports = x ? x->ports : std::vector<std::int32_t>{};
+        ports.resize(static_cast<std::size_t>(workers), 0);
+        l.peers.push_back(std::move(addr));
+        l.workers.push_back(workers);
+        l.ports.push_back(std::move(ports));
+        l.nodes.push_back(i);
     }
+    return l;
+}
+
+void PoolCore::send_layout(int joining) {
     auto payload = std::make_shared<Buffer>();
-    save_to(*payload, l);
-    for (auto& c : to) c->write_frame(MsgType::layout, payload);
+    std::lock_guard lk(m_);
+    save_to(*payload, layout_locked());
+    // Written under the lock (a write only queues): a layout made before another one is never
+    // written after it.
+    for (auto& x : nodes_)
+        if ((joining < 0 || x->index == joining ||
+             (sched_->has_node(x->index) && sched_->state(x->index) == NodeState::ready)) &&
+            x->conn)
+            x->conn->write_frame(MsgType::layout, payload);
+}
+
+void PoolCore::send_world_layout_locked() {
+    auto payload = std::make_shared<Buffer>();
+    save_to(*payload, layout_locked());
+    // Written under the lock, before any of the world's calls is dispatched: a node reads the
+    // world it ranks in before its first call of it, whichever thread dispatches that call.
+    for (auto& x : nodes_)
+        if (x->conn && sched_->has_node(x->index) && sched_->state(x->index) == NodeState::ready)
+            x->conn->write_frame(MsgType::layout, payload);
 }
 
 void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& instance_id,
@@ -612,6 +651,9 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     if (!calls.empty() && calls[0]->options.plugin.kind != PluginSpec::none &&
         !exposure_noticed_.exchange(true))
         notice_distributed_exposure(provider_.exposure, [this](Event e) { emit(std::move(e)); });
+    // On an elastic pool with no world to run on yet, it wakes one (pool/elastic.cpp).
+    if (per_rank && calls.size() == 1)
+        if (auto woken = submit_to_waking_world(*calls[0])) return woken;
     std::shared_ptr<BatchState> batch;
     Sends sends;
     std::vector<Completion> done;
@@ -619,7 +661,11 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
     {
         std::lock_guard lk(m_);
         // A distributed call freezes the world: the nodes ready at the first one.
-        if (per_rank && sched_ && world_.empty() && active_) world_ = sched_->broadcast_nodes();
+        if (per_rank && sched_ && world_.empty() && active_) {
+            world_ = sched_->broadcast_nodes();
+            // The nodes learn that world (its nodes, ranked by position) before its first call.
+            if (!world_.empty()) send_world_layout_locked();
+        }
         // A plain broadcast on an elastic pool with no node ready first wakes max(min, 1).
         std::vector<int> wake;
         if (broadcast && !per_rank && sched_ && active_ && !closing_ && elastic_ &&
@@ -655,8 +701,8 @@ std::shared_ptr<BatchState> PoolCore::submit(const std::vector<const CallDesc*>&
                 // No world to run on: a distributed call needs its nodes ready.
                 batch = std::make_shared<BatchState>(1);
                 batch->fail(0, std::make_exception_ptr(ConfigError(
-                                   "a distributed call on a pool with no ready node: it has no "
-                                   "world to run on (pool.resize(n).get() first)")));
+                                   "a distributed call on a fixed pool with no ready node: it "
+                                   "has no world to run on (pool.resize(n).get() first)")));
             }
             return batch;
         }
@@ -738,9 +784,16 @@ bool PoolCore::cancel_batch(BatchState* b) {
     std::vector<Completion> done;
     Scheduler::Removed removed;
     std::vector<std::pair<std::shared_ptr<NodeConnection>, std::uint64_t>> cancels;
+    std::shared_ptr<BatchState> waking;  // a distributed call whose world is being woken
     {
         std::lock_guard lk(m_);
         if (!sched_) return false;
+        for (auto it = world_calls_.begin(); it != world_calls_.end(); ++it)
+            if (it->batch.get() == b) {
+                waking = it->batch;
+                world_calls_.erase(it);
+                break;
+            }
         removed = sched_->cancel(b);
         for (auto [node, id] : removed.cancels)
             if (auto n = slot_locked(node); n && n->conn && sched_->state(node) == NodeState::ready)
@@ -750,8 +803,9 @@ bool PoolCore::cancel_batch(BatchState* b) {
         done.push_back(Completion::failed(
             t, std::make_exception_ptr(CancelledError("the call was cancelled"))));
     for (auto& [conn, id] : cancels) conn->write_control(MsgType::cancel, id);
-    const bool any = !done.empty();
+    const bool any = !done.empty() || waking;
     Completion::deliver(done);
+    if (waking) waking->fail(0, std::make_exception_ptr(CancelledError("the call was cancelled")));
     return any;
 }
 
@@ -980,6 +1034,16 @@ void PoolCore::node_ended(int i, std::uint64_t generation, const std::string& wh
                             spec_.budget.max_hourly_usd),
                 n.instance.id});
         }
+        // A world still being woken that lost a node for good never forms: its calls fail.
+        if (world_forming_ && in_world && !restart) {
+            fail_world_calls_locked(
+                std::make_exception_ptr(NodeLostError(
+                    i, n.instance.id, ex.reason,
+                    "a node of the world a distributed call woke was lost: " + ex.detail)),
+                scale);
+            world_.clear();
+            world_forming_ = false;
+        }
         // Calls with retries left wait for another node (or the replacement); the rest fail.
         // A crash report names the calls that were running: they had started.
         mark_crash_started(*sched_, i, ex);
@@ -1112,6 +1176,7 @@ void PoolCore::tick() {
     std::vector<std::shared_ptr<NodeConnection>> heartbeats, acks;
     std::vector<std::tuple<std::shared_ptr<NodeConnection>, int, std::string, std::string>> silent;
     std::optional<CostSnapshot> cost_update;
+    std::optional<double> ledger_spent;  // for `sky ls`: at most one record per cost_interval
     Scale scale;
     {
         std::lock_guard lk(m_);
@@ -1169,6 +1234,15 @@ void PoolCore::tick() {
             auto snap = cost_->snapshot(now);
             if (snap.hourly_rate > 0) cost_update = snap;  // Local and SSH cost nothing
         }
+        if (now >= next_ledger_cost_) {
+            const double spent = cost_->snapshot(now).accumulated_cost;
+            if (spent != ledger_spent_) {
+                ledger_spent_ = spent;
+                ledger_spent = spent;
+                next_ledger_cost_ = now + cost_interval;
+            }
+        }
+        expire_world_calls_locked(now, scale);
         if (active_) {
             check_budget_locked(now, scale);
             rescale_locked(now, scale);
@@ -1183,6 +1257,7 @@ void PoolCore::tick() {
     for (auto& conn : heartbeats) conn->heartbeat();
     for (auto& conn : acks) conn->flush_acks();  // answers that no call frame took along
     Completion::deliver(done);
+    if (ledger_spent && ledger_) ledger_->spent(*ledger_spent);  // fsync'ed: outside the lock
     if (cost_update)
         emit(CostUpdate{cost_update->elapsed_seconds, cost_update->accumulated_cost,
                         cost_update->hourly_rate, cost_update->spot_count,
@@ -1197,6 +1272,7 @@ void PoolCore::close(bool report) {
     signals::CloseScope signal_scope(this);
     std::vector<Completion> done;
     std::vector<std::pair<std::shared_ptr<NodeConnection>, std::string>> conns;
+    std::vector<std::shared_ptr<BatchState>> waiting;
     {
         std::unique_lock lk(m_);
         if (closed_) {
@@ -1217,6 +1293,12 @@ void PoolCore::close(bool report) {
             for (auto& t : sched_->drain_all())
                 done.push_back(Completion::failed(
                     t, std::make_exception_ptr(CancelledError("the pool was closed"))));
+        // A distributed call whose world was waking, a resize or a drain in progress: none
+        // completes now.
+        for (auto& w : world_calls_) waiting.push_back(w.batch);
+        world_calls_.clear();
+        for (auto& w : waiters_) waiting.push_back(w.batch);
+        waiters_.clear();
         for (auto& n : nodes_)
             if (n->conn) conns.emplace_back(n->conn, n->instance.id);
     }
@@ -1236,6 +1318,8 @@ void PoolCore::close(bool report) {
         boost::asio::post(strand_, [self] { self->timer_.cancel(); });
     if (backend_) backend_->begin_stop();  // a replacement in progress gives up
     Completion::deliver(done);
+    for (auto& b : waiting)
+        b->fail(0, std::make_exception_ptr(CancelledError("the pool was closed")));
     if (bus_) emit(PoolStopping{});
     for (auto& [conn, id] : conns) {
         if (bus_) emit(InstanceStopping{id});
@@ -1252,7 +1336,16 @@ void PoolCore::close(bool report) {
                 conns.emplace_back(n->conn, n->instance.id);
     }
     if (backend_) backend_->stop_all();
-    if (ledger_) ledger_->close();
+    if (ledger_) {
+        // The spend at teardown, every machine confirmed ended: what `sky ls` shows last.
+        double spent = 0;
+        {
+            std::lock_guard lk(m_);
+            if (cost_) spent = cost_->snapshot(Clock::now()).accumulated_cost;
+        }
+        if (spent > 0) ledger_->spent(spent);
+        ledger_->close();
+    }
     for (auto& [conn, id] : conns) conn->close();
     if (bus_) {
         CostSummary c;

@@ -32,6 +32,7 @@
 #include "pool/node_life.hpp"
 #include "pool/preemption.hpp"
 #include "pool/scheduler.hpp"
+#include "runtime/protocol.hpp"
 #include "sky/pool.hpp"
 
 namespace sky::detail {
@@ -134,6 +135,13 @@ private:
         std::vector<Completion> done;
         std::vector<std::pair<std::shared_ptr<BatchState>, std::exception_ptr>> waiters;
     };
+    /// A distributed call that woke an elastic pool: it runs on the world it froze once every
+    /// node of it is ready (its batch then grows to one item per rank).
+    struct WorldCall {
+        std::shared_ptr<BatchState> batch;
+        CallDesc call;
+        Clock::time_point submitted;
+    };
     /// A resize() or drain() waiting: the count it asked for, or the node it drains.
     struct Waiter {
         std::shared_ptr<BatchState> batch;
@@ -159,6 +167,21 @@ private:
     /// Whether calls can still be served: a live node, one joining, or an elastic pool that
     /// can wake (under m_).
     [[nodiscard]] bool serving_locked() const;
+    /// A distributed call on an elastic pool whose world is not there yet (no node ready, or
+    /// the nodes it woke still joining): wakes max(min, 1) nodes as its world and returns its
+    /// batch; nullptr when the call can go the ordinary way.
+    std::shared_ptr<BatchState> submit_to_waking_world(const CallDesc& call);
+    /// The woken world is ready: its layout goes out and its calls are placed (under m_).
+    void place_world_calls_locked(Clock::time_point now, Scale& s);
+    /// World node i failed to join: another node takes its place, or with the retries spent
+    /// the world's calls fail with `e` (under m_).
+    void world_join_failed_locked(int i, const std::exception_ptr& e, bool final, Scale& s);
+    /// World calls past their .timeout() fail: they were waiting for a node (under m_).
+    void expire_world_calls_locked(Clock::time_point now, Scale& s);
+    /// Fails every world call still waiting with `e` (under m_).
+    void fail_world_calls_locked(const std::exception_ptr& e, Scale& s);
+    /// A slot for a node that joins now at the lowest free index, counted as joining (under m_).
+    int wake_slot_locked(Clock::time_point now);
     /// Does what a scaling step decided (outside the lock).
     void act(Scale& s);
     /// A node joins: the backend adds it, then it connects like a replacement (blocking pool).
@@ -201,6 +224,9 @@ private:
     void on_frames(int i, std::uint64_t generation, const std::string& instance_id,
                    std::vector<Incoming>& frames);
     void on_ended(int i, std::uint64_t generation, const std::string& why, bool protocol_error);
+    /// The backend launched a machine: it accrues from now (under no lock; takes m_).
+    void cost_launched(const InstanceProvisioned& p);
+    /// A worker answered: its machine accrues from now unless its launch already started it.
     void cost_started(const Instance& i);
     /// Sends every node where every rank is (a layout frame): before the first call, and after
     /// a node was replaced (its ports and perhaps its address changed). With `joining` (a
@@ -208,6 +234,12 @@ private:
     /// another node may be in the middle of its own handshake, where a layout frame would come
     /// before the hello its worker waits for.
     void send_layout(int joining = -1);
+    /// Where every rank is: the frozen world's nodes, else every node not leaving; position k
+    /// names its node (under m_).
+    [[nodiscard]] PoolLayout layout_locked() const;
+    /// A distributed call froze the world: every ready node gets its layout now, written under
+    /// m_ so that it precedes the world's first call on each connection.
+    void send_world_layout_locked();
 
     // A dropped connection (docs/faults.md, "A dropped connection").
     /// Node i's connection dropped: opens (or keeps) its reconnect window and takes it out of
@@ -294,6 +326,8 @@ private:
     boost::asio::steady_timer timer_;                        // on strand_
     Clock::time_point timer_at_ = Clock::time_point::max();  // guarded by m_
     Clock::time_point next_hb_{}, next_cost_{};              // on strand_
+    double ledger_spent_ = 0;               ///< the spend last recorded (guarded by m_)
+    Clock::time_point next_ledger_cost_{};  ///< the next record's earliest time (guarded by m_)
 
     // Elastic state, guarded by m_.
     bool elastic_ = false;        ///< autoscale.max > 0 (now: resize(Autoscale) may change it)
@@ -301,6 +335,10 @@ private:
     std::optional<int> desired_;  ///< a resize in progress
     std::vector<Waiter> waiters_;
     std::vector<int> world_;  ///< the frozen world of distributed calls (empty: none)
+    /// The world's nodes were woken by a distributed call and are not all ready yet.
+    bool world_forming_ = false;
+    bool release_world_when_placed_ = false;  ///< release_world() came while it formed
+    std::vector<WorldCall> world_calls_;
     int joining_ = 0;
     int workers_per_node_ = 1;  ///< the most worker processes a ready node reported
     int scale_failures_ = 0;    ///< joins failed in a row

@@ -24,7 +24,8 @@ inline constexpr std::uint32_t frame_magic = 0x31594b53;  // "SKY1"
 // 3: the worker's ready frame after the client's hello, the layout frame, calls with a plugin.
 // 4: started/confirm (at most once), ack and resume (a dropped connection loses nothing).
 // 5: progress (worker -> client) and preempt (client -> worker) frames: a preemption notice.
-inline constexpr std::uint8_t protocol_version = 5;
+// 6: the layout names the node of each position (an elastic pool's indexes have gaps).
+inline constexpr std::uint8_t protocol_version = 6;
 inline constexpr std::size_t frame_header_size = 24;
 /// Default upper bound of one frame's payload; larger frames close the connection.
 inline constexpr std::uint64_t default_max_frame = std::uint64_t{2} << 30;  // 2 GiB
@@ -287,16 +288,20 @@ struct WorkerReady {
     }
 };
 
-/// Where every rank of the pool is: sent to every node before the first call, and to every node
-/// again when one was replaced.
+/// Where every rank of the pool is: sent to every node before the first call, again when one
+/// was replaced, and when a distributed call freezes the world. Its positions are the nodes of
+/// the world (lowest index first), which on an elastic pool need not be 0..n-1: `nodes` names
+/// the node at each position, and a rank's NODE_RANK is its node's position.
 struct PoolLayout {
-    std::vector<std::string> peers;                ///< private address per node
-    std::vector<std::int32_t> workers;             ///< W per node
-    std::vector<std::vector<std::int32_t>> ports;  ///< per node, per worker process
+    std::vector<std::string> peers;                ///< private address per position
+    std::vector<std::int32_t> workers;             ///< W per position
+    std::vector<std::vector<std::int32_t>> ports;  ///< per position, per worker process
+    /// The node index at each position (empty: position = node index).
+    std::vector<std::int32_t> nodes;
 
     template <class A>
     void serialize(A& ar) {
-        ar(peers, workers, ports);
+        ar(peers, workers, ports, nodes);
     }
 };
 

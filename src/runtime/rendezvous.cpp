@@ -88,17 +88,26 @@ void add_tensorflow(EnvVars& v, const PoolLayout& l, int rank) {
 
 }  // namespace
 
-EnvVars rendezvous_env(const PluginSpec& plugin, const PoolLayout& l, const RankPlace& p) {
+EnvVars rendezvous_env(const PluginSpec& plugin, const PoolLayout& l, const RankPlace& where) {
     const std::size_t nodes = l.peers.size();
-    bool ok = nodes > 0 && l.workers.size() == nodes && l.ports.size() == nodes && p.node >= 0 &&
-              static_cast<std::size_t>(p.node) < nodes;
+    bool ok = nodes > 0 && l.workers.size() == nodes && l.ports.size() == nodes &&
+              (l.nodes.empty() || l.nodes.size() == nodes);
     for (std::size_t n = 0; ok && n < nodes; ++n)
         ok = l.workers[n] >= 1 && l.ports[n].size() == static_cast<std::size_t>(l.workers[n]);
-    if (!ok || p.worker < 0 || p.worker >= l.workers[static_cast<std::size_t>(p.node)])
+    // The node's position in the world: its NODE_RANK, and where its ranks start.
+    int position = -1;
+    if (ok && l.nodes.empty() && where.node >= 0 && static_cast<std::size_t>(where.node) < nodes)
+        position = where.node;
+    for (std::size_t n = 0; ok && n < l.nodes.size(); ++n)
+        if (l.nodes[n] == where.node) position = static_cast<int>(n);
+    if (!ok || position < 0 || where.worker < 0 ||
+        where.worker >= l.workers[static_cast<std::size_t>(position)])
         throw Error(
             fmt::format("the pool's layout does not hold node {} worker {} (is the pool "
-                        "still starting?)",
-                        p.node, p.worker));
+                        "still starting, or is the node not in the world of distributed calls?)",
+                        where.node, where.worker));
+    RankPlace p = where;
+    p.node = position;
     int rank = p.worker, world = 0;
     for (std::size_t n = 0; n < nodes; ++n) {
         world += l.workers[n];

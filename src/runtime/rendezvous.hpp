@@ -24,8 +24,10 @@ struct RankPlace {
 };
 
 /// The variables `plugin` sets for the rank at `place` of a pool laid out as `layout`. Ranks
-/// count the worker processes of node 0 first, then node 1's, ... (node × W + worker when every
-/// node has W). Throws sky::Error when the layout does not hold the place.
+/// count the worker processes of the layout's first node first, then the second's, ...
+/// (position × W + worker when every node has W); `place.node` is a node index, found in
+/// `layout.nodes` (the world of an elastic pool may be nodes {0, 2}: node 2 is NODE_RANK 1).
+/// Throws sky::Error when the layout does not hold the place.
 EnvVars rendezvous_env(const PluginSpec& plugin, const PoolLayout& layout, const RankPlace& place);
 
 /// The name of the network interface whose IPv4 address is `address` (a host name is resolved

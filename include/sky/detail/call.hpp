@@ -74,6 +74,9 @@ public:
                   std::vector<std::string> log_tail = {});
     /// Item `i` failed (from the pool).
     void fail(std::size_t i, std::exception_ptr e);
+    /// Makes the batch `n` items, before any item finished (from the pool): a distributed call
+    /// that woke an elastic pool learns its ranks once its nodes are ready.
+    void grow(std::size_t n);
     /// Waits until every item finished. Throws sky::Error on one of sky's I/O threads (an
     /// asynchronous handler without an executor of its own): waiting there would stall the
     /// connections that deliver the results.

@@ -1,8 +1,10 @@
 #pragma once
 // What the elastic tests run remotely, and what they record of a pool.
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,26 @@ namespace elastic_test {
 inline int node_after(int ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return sky::instance_info().node;
+}
+
+/// The rank this call is in a distributed call: "node rank world node_rank master_port" (torch's
+/// variables), or what is missing.
+inline std::string torch_rank() {
+    auto get = [](const char* k) {
+        const char* v = std::getenv(k);
+        return std::string(v ? v : "-");
+    };
+    return std::to_string(sky::instance_info().node) + " " + get("RANK") + " " + get("WORLD_SIZE") +
+           " " + get("NODE_RANK") + " " + get("MASTER_PORT");
+}
+
+/// TF_CONFIG's worker list and task index: "entries index", or "-" when it is not set.
+inline std::string tf_rank() {
+    const char* v = std::getenv("TF_CONFIG");
+    if (!v) return "-";
+    const auto tf = nlohmann::json::parse(v);
+    return std::to_string(tf["cluster"]["worker"].size()) + " " +
+           std::to_string(tf["task"]["index"].get<int>());
 }
 
 /// Every event of a pool with the time it arrived.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <set>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "e2e/elastic/elastic.hpp"
+#include "ledger/ledger.hpp"
 
 using namespace std::chrono_literals;
 using namespace elastic_test;
@@ -304,7 +306,7 @@ TEST_CASE("elastic: the final cost is the nodes' lifetimes times their prices",
     for (const auto& id : ids) {
         std::optional<Recorder::Clock::time_point> from, to;
         for (const auto& [t, e] : events) {
-            if (auto* c = std::get_if<sky::BootstrapCompleted>(&e); c && c->instance_id == id)
+            if (auto* c = std::get_if<sky::InstanceProvisioned>(&e); c && c->instance_id == id)
                 from = t;
             if (auto* s = std::get_if<sky::InstanceStopping>(&e); s && s->instance_id == id) to = t;
         }
@@ -312,7 +314,196 @@ TEST_CASE("elastic: the final cost is the nodes' lifetimes times their prices",
         REQUIRE(to);
         lifetimes += std::chrono::duration<double>(*to - *from).count();
     }
-    // Billed per second from the worker's handshake to the confirmed end: within a second or
-    // two per node of what the events show.
+    // Billed per second from the launch to the confirmed end: within a second or two per node
+    // of what the events show.
     CHECK(fin[0].total_cost == Approx(lifetimes * price / 3600.0).margin(4.0 * price / 3600.0));
+}
+
+TEST_CASE(
+    "elastic: a distributed call on nodes 0 and 2 ranks them 0 and 1, and a node that joins "
+    "later stays out of that world until it is released",
+    "[elastic][local]") {
+    Recorder rec;
+    sky::ComputePool pool{local_pool(3, {}, rec)};
+    pool.drain(1).get();  // nodes {0, 2} live: a gap at index 1
+    REQUIRE(pool.instance_count() == 2);
+    auto ranks = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+    std::sort(ranks.begin(), ranks.end());
+    REQUIRE(ranks.size() == 2);
+    // "node rank world node_rank master_port": ranks 0..world-1, NODE_RANK the position.
+    const auto port = ranks[0].substr(ranks[0].rfind(' ') + 1);
+    CHECK(ranks[0] == "0 0 2 0 " + port);
+    CHECK(ranks[1] == "2 1 2 1 " + port);
+    auto tf = sky::compute<tf_rank>().with(sky::distributed::tensorflow{}) | pool;
+    std::sort(tf.begin(), tf.end());
+    CHECK(tf == std::vector<std::string>{"2 0", "2 1"});
+    // Node 1 joins again (the lowest free index); the frozen world keeps its two nodes.
+    pool.resize(3).get();
+    REQUIRE(pool.instance_count() == 3);
+    auto again = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+    std::sort(again.begin(), again.end());
+    CHECK(again == ranks);
+    // Released, the next distributed call freezes all three.
+    pool.release_world();
+    auto all = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+    std::sort(all.begin(), all.end());
+    REQUIRE(all.size() == 3);
+    const auto port3 = all[0].substr(all[0].rfind(' ') + 1);
+    CHECK(all[0] == "0 0 3 0 " + port3);
+    CHECK(all[1] == "1 1 3 1 " + port3);
+    CHECK(all[2] == "2 2 3 2 " + port3);
+}
+
+TEST_CASE(
+    "elastic: a distributed call on a sleeping pool wakes one node as its world and runs there",
+    "[elastic][local]") {
+    Recorder rec;
+    const int before = children();
+    sky::ComputePool pool{local_pool(0, {.min = 0, .max = 3, .scaledown_window = 30s}, rec)};
+    CHECK(children() == before);
+    const auto ranks = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+    REQUIRE(ranks.size() == 1);
+    CHECK(ranks[0].rfind("0 0 1 0 ", 0) == 0);  // node 0, rank 0 of a world of 1
+    CHECK(pool.instance_count() == 1);
+    const auto scaled = rec.all<sky::PoolScaled>();
+    REQUIRE(!scaled.empty());
+    CHECK(scaled[0].from == 0);
+    CHECK(scaled[0].to == 1);
+    CHECK_THAT(scaled[0].reason, Catch::Contains("distributed call"));
+    // That world is frozen: its node is never drained while it holds.
+    CHECK_THROWS_AS(pool.drain(0), sky::NotResizableError);
+}
+
+TEST_CASE(
+    "elastic: a distributed call while min's nodes still join takes them all as its world, and "
+    "its .timeout() counts the wake",
+    "[elastic][simulated]") {
+    {
+        Recorder rec;
+        sky::Simulated slow{.faults = {sky::Fault::slow_bootstrap(0, 2000ms),
+                                       sky::Fault::slow_bootstrap(1, 2000ms)}};
+        sky::ComputePool pool{simulated_pool(slow, 0, {.min = 0, .max = 3}, {}, rec)};
+        pool.resize(sky::Autoscale{.min = 2, .max = 3, .scaledown_window = 30s});
+        // Both of min's nodes are joining: the call's world is those two, not the one that
+        // happens to be ready first.
+        auto ranks = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+        std::sort(ranks.begin(), ranks.end());
+        REQUIRE(ranks.size() == 2);
+        const auto port = ranks[0].substr(ranks[0].rfind(' ') + 1);
+        CHECK(ranks[0] == "0 0 2 0 " + port);
+        CHECK(ranks[1] == "1 1 2 1 " + port);
+        for (const auto& s : rec.all<sky::PoolScaled>()) CHECK(s.to <= 2);
+    }
+    {
+        Recorder rec;
+        sky::Simulated slow{.faults = {sky::Fault::slow_bootstrap(0, 4000ms)}};
+        sky::ComputePool pool{simulated_pool(slow, 0, {.min = 0, .max = 1}, {}, rec)};
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            (void)(sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}).timeout(800ms) |
+                   pool);
+            FAIL("no timeout");
+        } catch (const sky::TimeoutError& e) {
+            CHECK_THAT(std::string(e.what()), Catch::Contains("waiting for a node"));
+        }
+        CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+        // The world it woke serves the next distributed call.
+        const auto ranks = sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool;
+        REQUIRE(ranks.size() == 1);
+        CHECK(ranks[0].rfind("0 0 1 0 ", 0) == 0);
+    }
+}
+
+TEST_CASE(
+    "elastic: a distributed call whose world cannot be launched fails with the ProvisionError",
+    "[elastic][simulated]") {
+    Recorder rec;
+    sky::ComputePool pool{
+        simulated_pool({.capacity_errors = 100000}, 0, {.min = 0, .max = 2}, {}, rec)};
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(sky::compute<torch_rank>().with(sky::distributed::torch{"gloo"}) | pool,
+                    sky::ProvisionError);
+    CHECK(std::chrono::steady_clock::now() - t0 < 60s);  // never hangs
+    CHECK(rec.error_with("scale-up failed (attempt 3 of 3)"));
+    CHECK(pool.instance_count() == 0);
+}
+
+TEST_CASE("elastic: a woken node is billed from its launch, its bootstrap included",
+          "[elastic][simulated]") {
+    const double price = simulated_price();
+    REQUIRE(price > 0);
+    Recorder rec;
+    std::optional<sky::ComputePool> pool;
+    sky::Simulated slow{.faults = {sky::Fault::slow_bootstrap(0, 3000ms)}};
+    pool.emplace(simulated_pool(slow, 0, {.min = 0, .max = 1, .scaledown_window = 1s}, {}, rec));
+    CHECK((sky::compute<node_after>(0) >> *pool) == 0);
+    // The node is scaled down after the window; the CostUpdate after its confirmed end carries
+    // no hourly rate.
+    const auto ended = [&]() -> std::optional<std::pair<Recorder::Clock::time_point, double>> {
+        std::lock_guard lk(rec.m);
+        for (const auto& [t, e] : rec.events)
+            if (auto* c = std::get_if<sky::CostUpdate>(&e);
+                c && c->hourly_rate == 0 && c->accumulated_cost > 0)
+                return std::pair{t, c->accumulated_cost};
+        return std::nullopt;
+    };
+    REQUIRE(eventually([&] { return pool->instance_count() == 0 && ended(); }, 20s));
+    std::optional<Recorder::Clock::time_point> launched, answered;
+    {
+        std::lock_guard lk(rec.m);
+        for (const auto& [t, e] : rec.events) {
+            if (std::holds_alternative<sky::InstanceProvisioned>(e)) launched = t;
+            if (std::holds_alternative<sky::BootstrapCompleted>(e)) answered = t;
+        }
+    }
+    REQUIRE(launched);
+    REQUIRE(answered);
+    CHECK(*answered - *launched >= 2500ms);  // the wake's slow bootstrap
+    const auto [end, billed] = *ended();
+    const double lifetime = std::chrono::duration<double>(end - *launched).count();
+    // Per second, rounded up, from the launch: the bootstrap's 3 s are in it.
+    CHECK(billed == Approx(std::ceil(lifetime) * price / 3600.0).margin(1.2 * price / 3600.0));
+    pool.reset();
+    const auto fin = rec.all<sky::CostFinal>();
+    REQUIRE(fin.size() == 1);
+    CHECK(fin[0].total_cost == Approx(billed));
+}
+
+TEST_CASE("elastic: the ledger records a pool's budget and what it has spent, for sky ls",
+          "[elastic][simulated]") {
+    const double price = simulated_price();
+    REQUIRE(price > 0);
+    Recorder rec;
+    std::optional<sky::ComputePool> pool;
+    pool.emplace(simulated_pool({}, 0, {.min = 0, .max = 1},
+                                {.max_total_usd = 5.0, .max_hourly_usd = 100.0}, rec));
+    const std::string id = pool->id();
+    const auto record = [&]() -> std::optional<sky::detail::LedgerRecord> {
+        for (auto& r : sky::detail::Ledger::read_all())
+            if (r.pool_id == id) return r;
+        return std::nullopt;
+    };
+    const auto at_start = record();
+    REQUIRE(at_start);
+    CHECK(at_start->limit_usd == 5.0);
+    CHECK(at_start->hourly_limit_usd == 100.0);
+    CHECK_FALSE(at_start->spent_usd.has_value());  // no node yet, nothing spent
+    CHECK((sky::compute<node_after>(0) >> *pool) == 0);
+    // While the node runs, its spend reaches the ledger within the supervisor's next ticks.
+    REQUIRE(eventually(
+        [&] {
+            const auto r = record();
+            return r && r->spent_usd && *r->spent_usd > 0;
+        },
+        5s));
+    pool.reset();
+    const auto fin = rec.all<sky::CostFinal>();
+    REQUIRE(fin.size() == 1);
+    const auto at_end = record();
+    REQUIRE(at_end);
+    REQUIRE(at_end->spent_usd);
+    CHECK(at_end->closed);
+    // Written at teardown once every machine was confirmed ended: the final cost, give or take
+    // the moment between the two.
+    CHECK(*at_end->spent_usd == Approx(fin[0].total_cost).margin(2.0 * price / 3600.0));
 }

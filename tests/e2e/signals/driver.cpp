@@ -2,11 +2,15 @@
 //   sky_signal_driver local|simulated|ssh|aws|runpod|vastai|verda|digitalocean [--nodes N]
 //       [--endpoint URL] [--hosts A,B] [--port P] [--identity FILE] [--known-hosts FILE]
 //       [--slow-teardown] [--ignore-hup] [--own-term-handler] [--catch]
+//       [--elastic] [--slow-wake MS] [--drain]
 // It prints "ready <pool id>" and one "instance <id>" line per node once the pool runs, then
-// blocks in a long remote call until a signal ends it. Its event handler holds references to
-// locals of the function that owns the pool. With --catch, the call's error is caught: the pool
-// leaves scope, those locals are destroyed, and the program would return 1; an event that
-// reaches the handler after the pool's destructor returned ends it with status 3.
+// blocks in a long remote call until a signal ends it. With --elastic the pool is elastic
+// (min 0, max 2; --nodes 0 is a lazy start) and the driver prints "waking" once its call is
+// submitted; --slow-wake slows a Simulated node 0's bootstrap by MS; with --drain, once the call
+// runs, pool.resize(0) drains every node and the driver prints "draining". Its event handler holds
+// references to locals of the function that owns the pool. With --catch, the call's error is
+// caught: the pool leaves scope, those locals are destroyed, and the program would return 1; an
+// event that reaches the handler after the pool's destructor returned ends it with status 3.
 #include <unistd.h>
 
 #include <atomic>
@@ -17,12 +21,15 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <sky/sky.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 int nap(int seconds) {
+    std::printf("napping\n");
+    std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::seconds(seconds));
     return seconds;
 }
@@ -44,6 +51,9 @@ struct Options {
     std::vector<std::string> hosts;
     bool slow_teardown = false;
     bool catch_error = false;
+    bool elastic = false;
+    int slow_wake_ms = 0;
+    bool drain = false;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -61,7 +71,11 @@ sky::PoolSpec spec_of(const Options& o) {
         spec.provider = sky::AWS{.region = "us-east-1", .endpoint = o.endpoint};
         spec.accelerator = "A100";
     } else if (o.provider == "simulated") {
-        spec.provider = sky::Simulated{};
+        sky::Simulated sim;
+        if (o.slow_wake_ms > 0)
+            sim.faults.push_back(
+                sky::Fault::slow_bootstrap(0, std::chrono::milliseconds(o.slow_wake_ms)));
+        spec.provider = sim;
         spec.accelerator = "A100";
     } else if (o.provider == "ssh") {
         sky::SSH ssh;
@@ -92,6 +106,8 @@ sky::PoolSpec spec_of(const Options& o) {
     spec.nodes = o.nodes;
     spec.display = sky::Display::quiet;
     spec.collect_metrics = false;
+    if (o.elastic)
+        spec.autoscale = {.min = 0, .max = 2, .scaledown_window = std::chrono::seconds(600)};
     return spec;
 }
 
@@ -99,8 +115,10 @@ sky::PoolSpec spec_of(const Options& o) {
 int run_pool(const Options& o) {
     std::mutex seen_m;
     std::vector<std::string> seen;
+    std::atomic<bool> napping{false};  // the call printed that it runs
     sky::PoolSpec spec = spec_of(o);
-    spec.on_event = [&seen, &seen_m, &o](const sky::Event& e) -> std::optional<sky::Event> {
+    spec.on_event = [&seen, &seen_m, &o,
+                     &napping](const sky::Event& e) -> std::optional<sky::Event> {
         if (g_pool_gone.load()) {
             const char msg[] = "event after the pool's destructor returned\n";
             (void)!::write(2, msg, sizeof msg - 1);
@@ -110,6 +128,8 @@ int run_pool(const Options& o) {
             std::lock_guard lk(seen_m);
             seen.push_back(sky::describe(e));
         }
+        if (auto* l = std::get_if<sky::LogLine>(&e); l && l->line.find("napping") == 0)
+            napping = true;
         if (o.slow_teardown && std::holds_alternative<sky::PoolStopping>(e)) {
             std::printf("stopping\n");
             std::fflush(stdout);
@@ -121,6 +141,23 @@ int run_pool(const Options& o) {
     std::printf("ready %s\n", pool.id().c_str());
     for (const auto& i : pool.instances()) std::printf("instance %s\n", i.id.c_str());
     std::fflush(stdout);
+    if (o.elastic) {
+        auto call = pool.submit(sky::compute<nap>(600));
+        std::optional<sky::Future<void>> drained;
+        std::printf("waking\n");
+        std::fflush(stdout);
+        if (o.drain) {
+            // Drained while its call runs: the node takes no new call and waits for this one.
+            for (int i = 0; i < 3000 && !napping; ++i)
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            drained.emplace(pool.resize(0));
+            std::printf("draining\n");
+            std::fflush(stdout);
+        }
+        const int r = call.get();
+        std::printf("finished %d\n", r);
+        return 0;
+    }
     const int r = sky::compute<nap>(600) >> pool;
     std::printf("finished %d\n", r);
     return 0;
@@ -156,6 +193,12 @@ int main(int argc, char** argv) {
             o.known_hosts = argv[++i];
         } else if (a == "--slow-teardown") {
             o.slow_teardown = true;
+        } else if (a == "--elastic") {
+            o.elastic = true;
+        } else if (a == "--slow-wake" && more) {
+            o.slow_wake_ms = std::atoi(argv[++i]);
+        } else if (a == "--drain") {
+            o.drain = true;
         } else if (a == "--catch") {
             o.catch_error = true;
         } else if (a == "--ignore-hup") {

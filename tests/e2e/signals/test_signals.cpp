@@ -899,3 +899,130 @@ TEST_CASE(
     CHECK(rec->live_instances().empty());
     CHECK(rec->infra_left.empty());
 }
+
+namespace {
+
+// The Local workers a pool's ledger names ("local-<pid>").
+std::vector<long> local_workers(const sky::detail::LedgerRecord& r) {
+    std::vector<long> out;
+    for (const auto& id : r.instances)
+        if (id.rfind("local-", 0) == 0) out.push_back(std::stol(id.substr(6)));
+    return out;
+}
+
+// Waits (bounded) until the pool's ledger names at least `n` machines.
+std::optional<sky::detail::LedgerRecord> ledger_with(const std::string& pool, std::size_t n) {
+    std::optional<sky::detail::LedgerRecord> r;
+    sky::test::wait_until(
+        [&] {
+            r = ledger_of(pool);
+            return r && r->instances.size() >= n;
+        },
+        20s);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "signals: SIGINT on an elastic pool that is waking or draining tears it down and leaves no "
+    "worker",
+    "[signals][elastic]") {
+    TempHome home;
+    SECTION("Local, a call just arrived on a pool of 0 nodes") {
+        Driver d({"local", "--nodes", "0", "--elastic"});
+        auto ready = d.line("ready ", 60s);
+        REQUIRE(ready);
+        CHECK(children_of(d.pid()).empty());  // a lazy start: no worker yet
+        REQUIRE(d.line("waking", 20s));
+        REQUIRE(::kill(d.pid(), SIGINT) == 0);
+        check_killed_by(d.wait(30s), SIGINT, d);
+        auto after = ledger_of(pool_of(*ready));
+        REQUIRE(after);
+        CHECK(after->closed);
+        CHECK(after->live_instances().empty());
+        for (long w : local_workers(*after)) CHECK_FALSE(running(w));
+    }
+    SECTION("Simulated, node 0 launched and still bootstrapping") {
+        Driver d({"simulated", "--nodes", "0", "--elastic", "--slow-wake", "30000"});
+        auto ready = d.line("ready ", 60s);
+        REQUIRE(ready);
+        REQUIRE(d.line("waking", 20s));
+        // The woken machine is launched (in the ledger) and not ready for 30 s.
+        REQUIRE(ledger_with(pool_of(*ready), 1));
+        REQUIRE(::kill(d.pid(), SIGINT) == 0);
+        check_killed_by(d.wait(30s), SIGINT, d);
+        auto after = ledger_of(pool_of(*ready));
+        REQUIRE(after);
+        CHECK(after->closed);
+        CHECK(after->live_instances().empty());
+    }
+    SECTION("Local, both nodes draining, one running its call") {
+        Driver d({"local", "--nodes", "2", "--elastic", "--drain"});
+        auto ready = d.line("ready ", 60s);
+        REQUIRE(ready);
+        REQUIRE(d.line("draining", 40s));
+        // Its two workers, as the ledger names them (the idle one may have ended already).
+        const auto started = ledger_with(pool_of(*ready), 2);
+        REQUIRE(started);
+        const auto workers = local_workers(*started);
+        REQUIRE(workers.size() == 2);
+        std::this_thread::sleep_for(300ms);  // the idle one ends, the busy one drains
+        REQUIRE(::kill(d.pid(), SIGINT) == 0);
+        check_killed_by(d.wait(30s), SIGINT, d);
+        for (long w : workers) CHECK_FALSE(running(w));
+        auto after = ledger_of(pool_of(*ready));
+        REQUIRE(after);
+        CHECK(after->closed);
+        CHECK(after->live_instances().empty());
+    }
+}
+
+TEST_CASE("signals: after SIGKILL of a waking or draining elastic pool, sky gc leaves nothing",
+          "[signals][elastic]") {
+    TempHome home;
+    SECTION("Simulated, waking") {
+        Driver d({"simulated", "--nodes", "0", "--elastic", "--slow-wake", "30000"});
+        auto ready = d.line("ready ", 60s);
+        REQUIRE(ready);
+        REQUIRE(d.line("waking", 20s));
+        REQUIRE(ledger_with(pool_of(*ready), 1));
+        REQUIRE(::kill(d.pid(), SIGKILL) == 0);
+        check_killed_by(d.wait(10s), SIGKILL, d);
+        auto gc = sky_cli({"gc"});
+        INFO(gc.output);
+        CHECK(gc.status == 0);
+        auto rec = ledger_of(pool_of(*ready));
+        REQUIRE(rec);
+        CHECK(rec->closed);
+        CHECK(rec->closed_by == "gc");
+        CHECK(rec->live_instances().empty());
+    }
+    SECTION("Local, draining") {
+        Driver d({"local", "--nodes", "2", "--elastic", "--drain"});
+        auto ready = d.line("ready ", 60s);
+        REQUIRE(ready);
+        REQUIRE(d.line("draining", 40s));
+        // Its two workers, as the ledger names them (the idle one may have ended already).
+        const auto started = ledger_with(pool_of(*ready), 2);
+        REQUIRE(started);
+        const auto workers = local_workers(*started);
+        REQUIRE(workers.size() == 2);
+        REQUIRE(::kill(d.pid(), SIGKILL) == 0);
+        check_killed_by(d.wait(10s), SIGKILL, d);
+        auto gc = sky_cli({"gc", "--provider", "local"});
+        INFO(gc.output);
+        CHECK(gc.status == 0);
+        CHECK(sky::test::wait_until(
+            [&] {
+                for (long w : workers)
+                    if (running(w)) return false;
+                return true;
+            },
+            10s));
+        auto rec = ledger_of(pool_of(*ready));
+        REQUIRE(rec);
+        CHECK(rec->closed);
+        CHECK(rec->live_instances().empty());
+    }
+}

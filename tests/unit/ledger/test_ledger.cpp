@@ -368,3 +368,26 @@ TEST_CASE("ledger: a ledger or directory others could have written is not believ
         CHECK(skipped.size() == 1);
     }
 }
+
+TEST_CASE("ledger: a pool's limits and its last spend are read back", "[ledger]") {
+    TempHome home;
+    auto ledger = Ledger::open("poolcost1", "simulated", "");
+    auto r = Ledger::read(ledger->file());
+    CHECK_FALSE(r.spent_usd.has_value());  // nothing spent, nothing recorded
+    CHECK(r.limit_usd == 0);
+    ledger->budget(40.0, 6.0);
+    ledger->spent(0.25);
+    ledger->spent(1.5);
+    r = Ledger::read(ledger->file());
+    REQUIRE(r.spent_usd.has_value());
+    CHECK(*r.spent_usd == 1.5);  // the last record counts
+    CHECK(r.limit_usd == 40.0);
+    CHECK(r.hourly_limit_usd == 6.0);
+    CHECK(r.damaged_lines == 0);
+    // A cost record without its number is damaged and skipped, never taken for 0.
+    append_raw(ledger->file(), "{\"type\":\"cost\"}\n");
+    r = Ledger::read(ledger->file());
+    CHECK(r.damaged_lines == 1);
+    CHECK(*r.spent_usd == 1.5);
+    ledger->close();
+}

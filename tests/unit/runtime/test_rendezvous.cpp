@@ -70,6 +70,26 @@ TEST_CASE("jax, tensorflow and keras variables", "[distributed]") {
     CHECK(get(kj, "JAX_PROCESS_ID") == "0");
 }
 
+TEST_CASE("a world of nodes 0 and 2 ranks node 2 second: NODE_RANK is its position",
+          "[distributed]") {
+    auto l = two_by_two();
+    l.nodes = {0, 2};
+    auto v = rendezvous_env(make_plugin(PluginSpec::torch, "gloo"), l, {2, 1, ""});
+    CHECK(get(v, "WORLD_SIZE") == "4");
+    CHECK(get(v, "RANK") == "3");
+    CHECK(get(v, "NODE_RANK") == "1");
+    CHECK(get(v, "LOCAL_WORLD_SIZE") == "2");
+    CHECK(get(v, "MASTER_ADDR") == "10.0.0.1");
+    auto t = rendezvous_env(make_plugin(PluginSpec::tensorflow, ""), l, {2, 0, ""});
+    auto tf = nlohmann::json::parse(get(t, "TF_CONFIG"));
+    CHECK(tf["cluster"]["worker"][2] == "10.0.0.2:40000");  // node 2's own address and port
+    CHECK(tf["task"]["index"] == 2);
+    // Node 1 is not in this world, and a node list that does not match the peers is refused.
+    CHECK_THROWS_AS(rendezvous_env(make_plugin(PluginSpec::jax, ""), l, {1, 0, ""}), sky::Error);
+    l.nodes = {0};
+    CHECK_THROWS_AS(rendezvous_env(make_plugin(PluginSpec::jax, ""), l, {0, 0, ""}), sky::Error);
+}
+
 TEST_CASE("a layout that does not hold the rank is an error, not a guess", "[distributed]") {
     auto p = make_plugin(PluginSpec::torch, "nccl");
     CHECK_THROWS_AS(rendezvous_env(p, PoolLayout{}, {0, 0, ""}), sky::Error);
