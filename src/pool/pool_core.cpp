@@ -489,6 +489,18 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             case MsgType::progress:
                 preempt_->progress(i, in.progress);
                 break;
+            case MsgType::notice:
+                // The node learned of it itself (its launcher's probe, a batch system's
+                // signal): the same desk as a notice a backend hands to emit().
+                if (in.notice) {
+                    PreemptionNotice p;
+                    p.node = i;
+                    p.instance_id = instance_id;
+                    p.deadline = in.notice->deadline;
+                    p.reason = in.notice->reason;
+                    emit(std::move(p));
+                }
+                break;
             default:
                 break;
         }
@@ -1124,9 +1136,9 @@ void PoolCore::tick() {
         }
         // A connection being resumed is in its handshake: its worker's answer is ignored.
         for (auto [node, id] : expired.cancels)
-            if (auto n = slot_locked(node);
-                n && n->conn && (sched_->state(node) == NodeState::ready ||
-                                 sched_->state(node) == NodeState::draining))
+            if (auto n = slot_locked(node); n && n->conn &&
+                                            (sched_->state(node) == NodeState::ready ||
+                                             sched_->state(node) == NodeState::draining))
                 cancels.emplace_back(n->conn, id);
         const bool heartbeat = now >= next_hb_;
         if (heartbeat) next_hb_ = now + hb_;
