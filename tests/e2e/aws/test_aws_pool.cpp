@@ -35,6 +35,7 @@
 
 using sky::test::Ec2Fault;
 using sky::test::FakeEc2;
+using sky::test::FakeImds;
 using sky::test::FaultKind;
 using sky::test::TestHosts;
 
@@ -981,8 +982,10 @@ TEST_CASE(
         victim = pool.instances().at(1).id;
         const int h = fake.host_of(victim);
         REQUIRE(h >= 0);
+        // Steps of 200 ms: longer than the progress report's lag and the notice's way to the
+        // ranks, so no rank is past the agreed step when it reads the notice.
         auto ranks =
-            std::async(std::launch::async, [&] { return sky::compute<notice_loop>(50) | pool; });
+            std::async(std::launch::async, [&] { return sky::compute<notice_loop>(200) | pool; });
         // The ranks report steps first; then EC2 announces the reclaim, 10 s ahead.
         std::this_thread::sleep_for(std::chrono::seconds(2));
         const auto deadline = std::chrono::time_point_cast<std::chrono::seconds>(
