@@ -1285,7 +1285,7 @@ double epoch_seconds(std::chrono::system_clock::time_point t) {
     return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
-// api.md §10a's loop: a step every 100 ms, reported; at a notice, the agreed step is saved and
+// api.md §10a's loop: a step every 400 ms, reported; at a notice, the agreed step is saved and
 // the call returns (at most `limit_s` of steps).
 NoticeSeen notice_loop(int limit_s) {
     NoticeSeen r;
@@ -1293,8 +1293,11 @@ NoticeSeen notice_loop(int limit_s) {
     struct sigaction sa {};
     ::sigaction(SIGUSR1, nullptr, &sa);
     r.usr1_ignored = sa.sa_handler == SIG_IGN;
-    for (std::int64_t step = 0; step < limit_s * 10; ++step) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Steps of 400 ms: longer than the progress report's lag and the notice's way to the ranks
+    // (client -> login node -> compute node), so no rank is past the agreed step when it reads
+    // the notice.
+    for (std::int64_t step = 0; step < limit_s * 1000 / 400; ++step) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
         sky::progress(step);
         auto p = sky::preemption();
         if (!p) continue;
@@ -1319,13 +1322,17 @@ TEST_CASE("slurm pool: the job's --signal before its time limit is a notice on e
     SKIP_WITHOUT_SLURM();
     SlurmCluster c({.shared_home = true});
     Events ev;
+    std::mutex nm;  // the pool's event thread writes, the test reads
     std::vector<sky::PreemptionNotice> notices;
     auto spec = spec_for(c, 2, ev);
     // --time=2 (minutes), so --signal=USR1@30: Slurm signals the steps between 60 s and 90 s
     // into the job (it checks every 30 s).
     spec.timeout = std::chrono::minutes(2);
     spec.on_event = [&, inner = ev.callback()](const sky::Event& e) -> std::optional<sky::Event> {
-        if (auto* n = std::get_if<sky::PreemptionNotice>(&e)) notices.push_back(*n);
+        if (auto* n = std::get_if<sky::PreemptionNotice>(&e)) {
+            std::lock_guard lk(nm);
+            notices.push_back(*n);
+        }
         return inner(e);
     };
     std::vector<NoticeSeen> seen;
@@ -1336,6 +1343,14 @@ TEST_CASE("slurm pool: the job's --signal before its time limit is a notice on e
         seen = sky::compute<notice_loop>(110) | pool;
         // The ranks answered: their job still ran when they saw the notice and saved.
         CHECK(c.queue().size() == 1);
+        // Each node of the job got the signal: one event per node's machine (the second may
+        // come a moment after the ranks, which saved at the first).
+        CHECK(sky::test::wait_until(
+            [&] {
+                std::lock_guard lk(nm);
+                return notices.size() == 2;
+            },
+            10s));
     }
     INFO(ev.dump());
     REQUIRE(seen.size() == 2);
@@ -1350,7 +1365,7 @@ TEST_CASE("slurm pool: the job's --signal before its time limit is a notice on e
     }
     CHECK(seen[0].checkpoint_step == seen[1].checkpoint_step);
     CHECK(seen[0].checkpoint_step >= 1);
-    // One event per node's machine: each node of the job got the signal.
+    std::lock_guard lk(nm);
     REQUIRE(notices.size() == 2);
     for (const auto& n : notices) CHECK(n.checkpoint_step == seen[0].checkpoint_step);
     check_nothing_left(c);
