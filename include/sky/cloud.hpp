@@ -74,8 +74,12 @@ struct InfraRequest {
 /// How the client logs in to this cloud's nodes and what they may do on their own.
 struct NodeLogin {
     std::string user = "root";
-    /// A command the node's watchdog runs every 5 s; exit status 0 means the cloud is taking
-    /// the machine back. Empty: the cloud gives no notice.
+    /// A command the node's watchdog runs every 3 s on spot machines; exit status 0 is the
+    /// cloud's notice that it takes the machine back (sky::preemption() on every rank, api.md
+    /// §10a). Its first line `reclaim SECONDS REASON` gives the deadline (seconds since the
+    /// epoch: the worker goes on until then), `warn SECONDS REASON` an earlier, softer notice
+    /// (the machine may go, not before SECONDS); nothing printed: it goes now. Empty: the cloud
+    /// gives no notice.
     std::string preemption_probe;
     /// Whether the node may power itself off when the pool's hard or idle timeout passes
     /// (clouds that terminate a machine that shuts down).

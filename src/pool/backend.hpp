@@ -80,6 +80,26 @@ public:
     virtual void stop() noexcept = 0;
 };
 
+/// The backend -> pool entry for a preemption notice (api.md §10a) that a provider learns of on
+/// the client side (a pod's DisruptionTarget condition seen by a watch, a simulated cloud's
+/// warning): call it with any `emit` the pool handed the backend (provision, add, connect,
+/// restart_worker), from any thread, outside the backend's own locks. The pool's preemption
+/// desk picks the checkpoint step, fans the notice out to every rank and reports one
+/// PreemptionNotice per machine; a later call for the same machine (a firmer deadline) updates
+/// what the ranks see without a second event. A notice the node learns of itself (its
+/// launcher's probe, a batch system's signal) needs none of this: the worker forwards it on its
+/// own stream, into the same desk.
+inline void notify_preemption(const std::function<void(Event)>& emit, int node,
+                              std::string instance_id,
+                              std::chrono::system_clock::time_point deadline, std::string reason) {
+    PreemptionNotice n;
+    n.node = node;
+    n.instance_id = std::move(instance_id);
+    n.deadline = deadline;
+    n.reason = std::move(reason);
+    emit(std::move(n));
+}
+
 class Backend {
 public:
     virtual ~Backend() = default;

@@ -528,6 +528,18 @@ void PoolCore::on_frames(int i, std::uint64_t generation, const std::string& ins
             case MsgType::progress:
                 preempt_->progress(i, in.progress);
                 break;
+            case MsgType::notice:
+                // The node learned of it itself (its launcher's probe, a batch system's
+                // signal): the same desk as a notice a backend hands to emit().
+                if (in.notice) {
+                    PreemptionNotice p;
+                    p.node = i;
+                    p.instance_id = instance_id;
+                    p.deadline = in.notice->deadline;
+                    p.reason = in.notice->reason;
+                    emit(std::move(p));
+                }
+                break;
             default:
                 break;
         }

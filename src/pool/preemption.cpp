@@ -28,12 +28,18 @@ std::optional<PreemptionNotice> PreemptionDesk::notice(PreemptionNotice raw) {
         fan_out_locked();
         return std::nullopt;
     }
-    // Picked once, here, for every rank: ranks of a collective are within a step of each
-    // other, so the next step is one none of them has passed.
-    std::optional<std::int64_t> highest;
-    for (const auto& s : steps_)
-        if (s) highest = std::max(highest.value_or(*s), *s);
-    raw.checkpoint_step = highest ? *highest + 1 : -1;
+    if (!notices_.empty()) {
+        // Another machine's notice stands (a batch job's nodes are all warned at its end):
+        // its step, so that every rank saves one step whichever machine goes first.
+        raw.checkpoint_step = notices_.begin()->second.checkpoint_step;
+    } else {
+        // Picked once, here, for every rank: ranks of a collective are within a step of each
+        // other, so the next step is one none of them has passed.
+        std::optional<std::int64_t> highest;
+        for (const auto& s : steps_)
+            if (s) highest = std::max(highest.value_or(*s), *s);
+        raw.checkpoint_step = highest ? *highest + 1 : -1;
+    }
     Preemption p;
     p.deadline = raw.deadline;
     p.node = raw.node;

@@ -24,8 +24,9 @@ public:
     /// Node `node`'s worker reported its latest step (nullopt: none of its calls reports now).
     void progress(int node, std::optional<std::int64_t> step);
     /// A provider's notice (its checkpoint_step is ignored). A first notice for its machine gets
-    /// the step every rank saves (1 + the highest step reported, -1 when none is) and goes to
-    /// every ready node; returned so that the pool reports it. A later notice for the same
+    /// the step every rank saves (1 + the highest step reported, -1 when none is; while another
+    /// machine's notice stands, that notice's step: one step for all, whichever goes first) and
+    /// goes to every ready node; returned so that the pool reports it. A later notice for the same
     /// machine (a firmer deadline after a softer warning) updates the deadline and reason the
     /// nodes see, keeps the step, and returns nullopt: one event per machine.
     std::optional<PreemptionNotice> notice(PreemptionNotice raw);

@@ -260,6 +260,9 @@ void decode_incoming(Frame& f, Incoming& in) {
         case MsgType::progress:
             in.progress = decode_progress(f.payload);
             break;
+        case MsgType::notice:
+            in.notice = decode_notice(f.payload);
+            break;
         case MsgType::metrics:
             try {
                 load_from(f.payload, in.metrics);

@@ -18,6 +18,7 @@
 #include "io/transport.hpp"
 #include "metrics/metrics.hpp"
 #include "runtime/auth.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/protocol.hpp"
 #include "sky/detail/call.hpp"
 
@@ -48,6 +49,7 @@ struct Incoming {
     LogMsg log;       ///< log (call_id 0: not printed by a call)
     Metrics metrics;  ///< metrics (instance_id and node empty: the caller knows them)
     std::optional<std::int64_t> progress;  ///< progress: the latest step (empty: none now)
+    std::optional<NodeNotice> notice;      ///< notice: what the node's provider warned of
 };
 
 /// Decodes a serving worker's frame into `in`. Throws ProtocolError on a frame that is malformed

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -85,6 +86,105 @@ Buffer encode_preempt(const std::optional<Preemption>& notice) {
     m.checkpoint_step = notice->checkpoint_step;
     save_to(b, m);
     return b;
+}
+
+namespace {
+
+// One line of at most `max` bytes: a reason travels in a frame and shows in an event.
+std::string one_line(std::string_view s, std::size_t max = 512) {
+    std::string out(s.substr(0, s.find('\n')));
+    if (!out.empty() && out.back() == '\r') out.pop_back();
+    if (out.size() > max) out.resize(max);
+    for (char& c : out)
+        if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    return out;
+}
+
+// "KIND NUMBER REST": the kind ("reclaim" or "warn"), the number, the rest of the line.
+bool split_notice(std::string_view line, bool& firm, long long& number, std::string& rest) {
+    const auto sp = line.find(' ');
+    const std::string_view kind = line.substr(0, sp);
+    if (kind == "reclaim")
+        firm = true;
+    else if (kind == "warn")
+        firm = false;
+    else
+        return false;
+    if (sp == std::string_view::npos) return false;
+    std::string_view tail = line.substr(sp + 1);
+    const auto sp2 = tail.find(' ');
+    const std::string_view num = tail.substr(0, sp2);
+    if (num.empty() || num.size() > 13 || num.find_first_not_of("0123456789") != num.npos)
+        return false;
+    number = std::stoll(std::string(num));
+    rest = sp2 == std::string_view::npos ? std::string() : one_line(tail.substr(sp2 + 1));
+    return true;
+}
+
+}  // namespace
+
+NodeNotice parse_probe_output(std::string_view out, std::chrono::system_clock::time_point now) {
+    NodeNotice n;
+    bool firm = true;
+    long long seconds = 0;
+    std::string reason;
+    // Seconds past 2096 would overflow the clock's nanoseconds further on: not a deadline.
+    if (split_notice(one_line(out), firm, seconds, reason) && seconds < 4'000'000'000LL) {
+        n.deadline = std::chrono::system_clock::time_point(std::chrono::seconds(seconds));
+        n.firm = firm;
+        n.reason = reason.empty() ? (firm ? "the provider is reclaiming this machine"
+                                          : "the provider may reclaim this machine")
+                                  : reason;
+        return n;
+    }
+    n.deadline = now;
+    n.firm = true;
+    n.reason = "the provider is reclaiming this machine (its probe gave no deadline)";
+    return n;
+}
+
+std::string format_notice_file(const NodeNotice& n) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(n.deadline.time_since_epoch())
+            .count();
+    return fmt::format("{} {} {}\n", n.firm ? "reclaim" : "warn", std::max<long long>(0, ms),
+                       one_line(n.reason));
+}
+
+std::optional<NodeNotice> parse_notice_file(std::string_view text) {
+    // A whole line only: the launcher writes the file atomically, but a foreign one may not be.
+    if (text.find('\n') == std::string_view::npos) return std::nullopt;
+    NodeNotice n;
+    long long ms = 0;
+    if (!split_notice(one_line(text), n.firm, ms, n.reason)) return std::nullopt;
+    n.deadline = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+    return n;
+}
+
+Buffer encode_notice(const NodeNotice& n) {
+    NoticeMsg m;
+    m.deadline_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(n.deadline.time_since_epoch())
+            .count();
+    m.firm = n.firm;
+    m.reason = n.reason;
+    Buffer b;
+    save_to(b, m);
+    return b;
+}
+
+NodeNotice decode_notice(std::span<const std::byte> payload) {
+    NoticeMsg m;
+    try {
+        load_from(payload, m);
+    } catch (const std::exception& e) {
+        throw ProtocolError(fmt::format("unreadable notice frame: {}", e.what()));
+    }
+    NodeNotice n;
+    n.deadline = std::chrono::system_clock::time_point(std::chrono::milliseconds(m.deadline_ms));
+    n.firm = m.firm;
+    n.reason = one_line(m.reason);
+    return n;
 }
 
 ProgressSnapshot progress_snapshot() noexcept {

@@ -44,6 +44,8 @@ const char* msg_type_name(MsgType t) noexcept {
             return "progress";
         case MsgType::preempt:
             return "preempt";
+        case MsgType::notice:
+            return "notice";
         case MsgType::started:
             return "started";
         case MsgType::confirm:
@@ -72,7 +74,7 @@ FrameHeader decode_header(const std::byte* in, std::uint64_t max_frame) {
         throw ProtocolError(fmt::format("unsupported protocol version {} (this build speaks {})",
                                         h.version, protocol_version));
     if (type < static_cast<std::uint8_t>(MsgType::hello) ||
-        type > static_cast<std::uint8_t>(MsgType::preempt))
+        type > static_cast<std::uint8_t>(MsgType::notice))
         throw ProtocolError(fmt::format("unknown frame type {}", type));
     h.type = static_cast<MsgType>(type);
     if (h.length > max_frame)

@@ -24,7 +24,8 @@ inline constexpr std::uint32_t frame_magic = 0x31594b53;  // "SKY1"
 // 3: the worker's ready frame after the client's hello, the layout frame, calls with a plugin.
 // 4: started/confirm (at most once), ack and resume (a dropped connection loses nothing).
 // 5: progress (worker -> client) and preempt (client -> worker) frames: a preemption notice.
-// 6: the layout names the node of each position (an elastic pool's indexes have gaps).
+// 6: the layout names the node of each position (an elastic pool's indexes have gaps);
+//    notice (worker -> client) frames: a warning the node learned of from its provider.
 inline constexpr std::uint8_t protocol_version = 6;
 inline constexpr std::size_t frame_header_size = 24;
 /// Default upper bound of one frame's payload; larger frames close the connection.
@@ -48,6 +49,7 @@ enum class MsgType : std::uint8_t {
     ack = 15,       // client -> worker: AckMsg, results and errors the client has received
     progress = 16,  // worker -> client: [i64 step], the latest sky::progress; empty: none now
     preempt = 17,   // client -> worker: PreemptMsg, the notice that stands; empty: none stands
+    notice = 18,    // worker -> client: NoticeMsg, the provider warned the node it is reclaimed
 };
 
 /// FrameHeader::flags of a call frame: the payload starts with a plugin block (CallPlugin).
@@ -222,6 +224,21 @@ struct PreemptMsg {
     template <class A>
     void serialize(A& ar) {
         ar(deadline_ms, node, instance_id, reason, checkpoint_step);
+    }
+};
+
+/// Notice payload: a warning the node learned of on its own (its launcher's preemption probe,
+/// a Slurm signal), which the client turns into a PreemptionNotice (api.md §10a).
+struct NoticeMsg {
+    std::int64_t deadline_ms = 0;  ///< when the provider takes the machine, ms since the epoch
+    /// True: the machine goes at the deadline; false: a softer warning (AWS's rebalance
+    /// recommendation), the deadline the earliest it could go.
+    bool firm = true;
+    std::string reason;  ///< the provider's words
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(deadline_ms, firm, reason);
     }
 };
 

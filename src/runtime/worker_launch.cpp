@@ -27,6 +27,7 @@ constexpr const char* heartbeat_file_var = "SKY_WORKER_HEARTBEAT_FILE";
 constexpr const char* ready_fd_var = "SKY_WORKER_READY_FD";
 constexpr const char* accept_timeout_var = "SKY_WORKER_ACCEPT_TIMEOUT";
 constexpr const char* crash_file_var = "SKY_WORKER_CRASH_FILE";
+constexpr const char* notice_file_var = "SKY_WORKER_NOTICE_FILE";
 constexpr const char* allow_from_var = "SKY_WORKER_ALLOW_FROM";
 constexpr const char* seal_var = "SKY_WORKER_SEAL";
 constexpr const char* parent_pid_var = "SKY_PARENT_PID";
@@ -86,6 +87,7 @@ std::vector<std::string> WorkerLaunch::env() const {
     if (ready_fd) add(ready_fd_var, std::to_string(*ready_fd));
     if (accept_timeout) add(accept_timeout_var, std::to_string(accept_timeout->count()));
     add(crash_file_var, crash_file);
+    add(notice_file_var, notice_file);
     add(allow_from_var, allow_from);
     if (seal) add(seal_var, "1");
     if (parent_pid > 0) add(parent_pid_var, std::to_string(parent_pid));
@@ -132,6 +134,7 @@ WorkerLaunch WorkerLaunch::from_env(const std::function<const char*(const char*)
             static_cast<int>(whole_number(ready_fd_var, v, 0, std::numeric_limits<int>::max(),
                                           "a file descriptor (a whole number from 0)"));
     l.crash_file = get(crash_file_var);
+    l.notice_file = get(notice_file_var);
     if (auto v = get(allow_from_var); !v.empty()) {
         in6_addr a{};
         const std::string text(v);

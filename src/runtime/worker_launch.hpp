@@ -42,6 +42,9 @@ struct WorkerLaunch {
     /// SKY_WORKER_CRASH_FILE: where the worker writes its crash report when a call kills it
     /// (runtime/crash_report.hpp); the launcher reads it once the worker has ended.
     std::string crash_file;
+    /// SKY_WORKER_NOTICE_FILE: where the node's launcher writes a notice its provider gave
+    /// (runtime/preemption.hpp, NodeNotice); the worker forwards it to its client.
+    std::string notice_file;
     /// SKY_WORKER_ALLOW_FROM: the one IP address a listening worker accepts connections from
     /// (where its client's connection comes from, when the launcher knows it); empty: any.
     std::string allow_from;

@@ -18,6 +18,7 @@
 #include "http/client_address.hpp"
 #include "http/endpoint.hpp"
 #include "providers/aws/provider.hpp"
+#include "providers/aws/scripts.hpp"
 #include "providers/cloud/cloud_backend.hpp"
 #include "providers/cloud/collect.hpp"
 #include "providers/cloud/refusal.hpp"
@@ -748,17 +749,15 @@ private:
         return live;
     }
 
-    // How a spot node learns it is being reclaimed: the instance metadata's
-    // spot/instance-action (IMDSv2) answers 200 about two minutes before. Only on machines our
-    // own user-data marked (never a test host or anyone else's machine); SKY_AWS_PREEMPTION_PROBE
-    // replaces the command (the project's tests use a file on the test host).
+    // How a spot node learns it is being reclaimed: the instance metadata (IMDSv2) answers
+    // spot/instance-action about two minutes before, and the rebalance recommendation
+    // sometimes earlier; spot_probe.sh asks both and prints the notice with EC2's deadline.
+    // Only on machines our own user-data marked (never a test host or anyone else's machine);
+    // SKY_AWS_PREEMPTION_PROBE replaces the command (the project's tests point the script at a
+    // metadata endpoint on the test host).
     static std::string preemption_probe() {
         if (const char* p = std::getenv("SKY_AWS_PREEMPTION_PROBE"); p && *p) return p;
-        return "[ -f /etc/sky/power-off-on-expiry ] && "
-               "t=$(curl -s -m 2 -X PUT http://169.254.169.254/latest/api/token "
-               "-H 'X-aws-ec2-metadata-token-ttl-seconds: 60') && "
-               "curl -s -f -m 2 -H \"X-aws-ec2-metadata-token: $t\" "
-               "http://169.254.169.254/latest/meta-data/spot/instance-action";
+        return std::string(scripts::spot_probe_sh());
     }
 
     std::unique_ptr<aws::Ec2Client> client_;

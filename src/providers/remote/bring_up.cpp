@@ -236,6 +236,10 @@ std::string NodeBringUp::launcher_settings() const {
     s.hard_timeout_s = spec_.timeout.count();
     s.power_off = o_.power_off_on_expiry;
     s.probe = o_.preemption_probe;
+    s.probe_period_s = 3;
+    s.notice_signal = o_.notice_signal;
+    s.notice_lead_s = o_.notice_lead.count();
+    s.notice_reason = o_.notice_reason;
     s.release_on_idle = o_.release_on_idle;
     if (!o_.release_on_idle.empty())
         s.current_file = fmt::format("{}/.sky/run/{}/{}.current", home_, pool_id_, node_);

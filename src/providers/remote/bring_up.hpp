@@ -66,10 +66,19 @@ struct BringUpOptions {
     /// machine off (only where the instance's launch data left /etc/sky/power-off-on-expiry).
     /// Never for machines the user owns.
     bool power_off_on_expiry = false;
-    /// An argv the launcher runs on the node every 5 s; exit status 0 means the provider is
-    /// taking the machine back (a spot reclaim): the launcher ends the worker and leaves a
-    /// `preempted` file, so exit_reason() says preempted. Empty: none.
+    /// An argv the launcher runs on the node every 3 s (so that the pool hears of a notice
+    /// within 5 s); exit status 0 is the provider's notice that it takes the machine back, its
+    /// output as LaunchSettings::probe says (a deadline, or a softer warning). The notice goes
+    /// to the client on the worker's own stream (a PreemptionNotice, api.md §10a); the worker
+    /// goes on until the deadline, then the launcher ends it and leaves a `preempted` file, so
+    /// exit_reason() says preempted. Empty: none.
     std::vector<std::string> preemption_probe;
+    /// A signal the batch system sends the node's step ahead of its end (Slurm's --signal): a
+    /// notice on the same channel, with its deadline `notice_lead` after the signal came. 0:
+    /// none.
+    int notice_signal = 0;
+    std::chrono::seconds notice_lead{0};
+    std::string notice_reason;  ///< that notice's words
     /// An argv the launcher runs when its worker ended because the client was silent for
     /// idle_timeout, unless a newer launcher of the same node took its place within
     /// `superseded_grace` (Slurm: scancel the job, which no client holds any more). Empty: none.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -211,6 +212,7 @@ public:
         {
             std::lock_guard lk(m_);
             jobs_.push_back(id);
+            leads_[id] = notice_lead(limit);
         }
         record(ref(id));
         emit(BootstrapProgress{"slurm-job-" + id, fmt::format("submitted as job {}{} ({})", id,
@@ -899,6 +901,17 @@ private:
             // The login node -> compute node hop is the cluster network, and srun's stdin and
             // output cross it in clear: only public keys go there, the stream is sealed.
             o.seal = true;
+            // The job's --signal reaches the launcher's step ahead of its end: a notice
+            // (api.md §10a). Slurm ends the step itself, so the notice's deadline is the
+            // earliest it may come, and sky ends nothing early.
+            if (auto l = leads_.find(n.job); l != leads_.end()) {
+                o.notice_signal = SIGUSR1;
+                o.notice_lead = l->second;
+                o.notice_reason = fmt::format(
+                    "slurm: job {} ends in {} s or a little later (its time limit, or a "
+                    "preemption; --signal={}@{})",
+                    n.job, l->second.count(), notice_signal_name, l->second.count());
+            }
             o.start_launcher = [this, i](const std::vector<std::string>& argv,
                                          const std::string& settings) {
                 return start_step(i, argv, settings);
@@ -982,7 +995,8 @@ private:
         std::unique_ptr<NodeBringUp> up;
     };
     std::map<int, NodeUp> ups_;
-    std::vector<std::string> jobs_;  // every job submitted, in order
+    std::vector<std::string> jobs_;                      // every job submitted, in order
+    std::map<std::string, std::chrono::seconds> leads_;  // each job's --signal lead, by id
     std::vector<Node> nodes_;
     // Jobs whose nodes were lost because the job ended: whether a new job may replace them
     // (false for a job cancelled by its user or an administrator).

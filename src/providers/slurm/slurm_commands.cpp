@@ -194,7 +194,10 @@ std::vector<std::string> sbatch_argv(const BatchRequest& r) {
         "--ntasks-per-node=1", "--time=" + format_time_limit(r.time_limit),
         // A node failure ends the pool's job: requeued, it would come
         // back on other nodes without the pool's workers.
-        "--no-requeue", "--chdir=/tmp", "--output=/dev/null", "--error=/dev/null"};
+        "--no-requeue", "--chdir=/tmp", "--output=/dev/null", "--error=/dev/null",
+        // The node launchers' notice (api.md §10a): ahead of the time limit, or of a preemption
+        // where the cluster sends the job's signal then.
+        fmt::format("--signal={}@{}", notice_signal_name, notice_lead(r.time_limit).count())};
     if (r.gres) a.push_back("--gres=" + *r.gres);
     if (r.min_cpus) a.push_back(fmt::format("--mincpus={}", *r.min_cpus));
     if (r.memory_mb) a.push_back(fmt::format("--mem={}M", *r.memory_mb));
@@ -216,6 +219,11 @@ std::string batch_script(const std::string& pool_id) {
         "# beside this one (srun --overlap) and cancels the job when the pool ends.\n"
         "exec sleep infinity\n",
         pool_id);
+}
+
+std::chrono::seconds notice_lead(std::chrono::seconds time_limit) {
+    const long long minutes = std::max<long long>(1, (time_limit.count() + 59) / 60);
+    return std::chrono::seconds(std::min<long long>(minutes * 60 / 4, 120));
 }
 
 std::string parse_sbatch(std::string_view out) {

@@ -70,6 +70,14 @@ struct BatchRequest {
     std::optional<long> memory_mb;                                 ///< per node (PoolSpec::memory)
     std::string partition, account, qos, constraint, reservation;  ///< as given, when set
 };
+/// How long before a job's end its steps get notice_signal (sbatch --signal, without "B:": the
+/// job's steps, where the node launchers are, not the batch shell): a quarter of the time limit
+/// (as --time rounds it: at least 15 s), at most 120 s. Slurm checks every 30 s, so it may come up
+/// to that much earlier, never later; with PreemptParameters=send_user_signal it comes at a
+/// preemption too.
+std::chrono::seconds notice_lead(std::chrono::seconds time_limit);
+/// The signal: SIGUSR1, by the name --signal takes.
+inline constexpr const char* notice_signal_name = "USR1";
 /// sbatch with the request's options; the batch script comes on its stdin (batch_script()).
 std::vector<std::string> sbatch_argv(const BatchRequest& request);
 /// The batch script: it only holds the allocation; the workers are steps beside it.

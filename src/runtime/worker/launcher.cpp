@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "runtime/node_marks.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/sealed_box.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker_launch.hpp"
@@ -233,6 +234,7 @@ std::optional<std::string> capture(const std::vector<std::string>& argv,
     const pid_t pid = ::fork();
     if (pid < 0) return std::nullopt;
     if (pid == 0) {
+        ::setpgid(0, 0);
         const int null = ::open("/dev/null", O_RDWR);
         ::dup2(null, 0);
         ::dup2(out[1], 1);
@@ -245,6 +247,7 @@ std::optional<std::string> capture(const std::vector<std::string>& argv,
         ::execvpe(args[0], args.data(), envp.data());
         ::_exit(127);
     }
+    ::setpgid(pid, pid);
     ::close(out[1]);
     std::string text;
     const auto until = Clock::now() + limit;
@@ -269,11 +272,18 @@ std::optional<std::string> capture(const std::vector<std::string>& argv,
         if (text.size() < (4u << 20)) text.append(buf, static_cast<std::size_t>(n));
     }
     ::close(out[0]);
-    if (late) ::kill(pid, SIGKILL);
+    if (late) ::kill(-pid, SIGKILL);  // the command and whatever it started (a curl)
     int status = 0;
     ::waitpid(pid, &status, 0);
     if (late || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
     return text;
+}
+
+// This process's environment, for a command it runs as itself (the probe).
+std::vector<std::string> environment() {
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+    return env;
 }
 
 void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value) {
@@ -405,7 +415,10 @@ public:
         // A launcher of this directory before (a restarted worker's): it and its worker end
         // first.
         end_recorded(run_);
-        for (const char* f : {"port", "exit", "crash", "preempted"}) fs::remove(run_ / f, ec);
+        // A notice stands for the worker it was given to: a fresh one hears it again from the
+        // probe (or the next signal) if it still stands.
+        for (const char* f : {"port", "exit", "crash", "preempted", "notice"})
+            fs::remove(run_ / f, ec);
         for (const auto& e : fs::directory_iterator(run_, ec)) {
             const auto name = e.path().filename().string();
             if (name.rfind("crash.", 0) == 0 || name.rfind("sanitizer.", 0) == 0)
@@ -513,6 +526,7 @@ private:
         l.port_file = (run_ / "port").string();
         l.heartbeat_file = (run_ / "heartbeat").string();
         l.crash_file = (run_ / "crash").string();
+        if (!s_.probe.empty() || s_.notice_signal > 0) l.notice_file = (run_ / "notice").string();
         l.accept_timeout = seconds(std::max<long long>(1, s_.accept_timeout_s));
         l.seal = s_.seal;
         if (!s_.allow_from_variable.empty()) {
@@ -533,6 +547,7 @@ private:
         ::sigaction(SIGTERM, &sa, nullptr);
         ::sigaction(SIGINT, &sa, nullptr);
         if (!s_.detach) ::sigaction(SIGHUP, &sa, nullptr);
+        if (s_.notice_signal > 0) ::sigaction(s_.notice_signal, &sa, nullptr);
         std::signal(SIGPIPE, SIG_IGN);
     }
 
@@ -553,6 +568,10 @@ private:
             sigemptyset(&none);
             ::sigprocmask(SIG_SETMASK, &none, nullptr);
             for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(sig, SIG_DFL);
+            // The batch system's warning reaches every process of the step (Slurm signals
+            // the step's whole process tree): ignored, inherited through exec, so that it
+            // ends no worker process; a call that wants it installs its own handler.
+            if (s_.notice_signal > 0) std::signal(s_.notice_signal, SIG_IGN);
             const int null = ::open("/dev/null", O_RDWR);
             ::dup2(null, 0);
             // Detached, its output goes to worker.log; in the foreground (a job step) it is the
@@ -615,6 +634,7 @@ private:
         char c;
         while (::read(g_signal_pipe[0], &c, 1) == 1) {
             if (c == SIGTERM || c == SIGINT || c == SIGHUP) stop_asked_ = true;
+            if (s_.notice_signal > 0 && c == static_cast<char>(s_.notice_signal)) signalled_ = true;
         }
         if (worker_ > 0 && !worker_done_) {
             int st = 0;
@@ -667,6 +687,25 @@ private:
         std::fflush(stderr);
     }
 
+    // A notice the provider gave: into the notice file, which the worker forwards to its
+    // client (runtime/preemption.hpp). A firm one is kept: the worker is ended at its deadline.
+    void noticed(const NodeNotice& n) {
+        if (firm_ || (notice_ && *notice_ == n)) return;  // nothing new
+        log(fmt_notice(n));
+        write_atomic(run_ / "notice", format_notice_file(n));
+        notice_ = n;
+        if (n.firm) firm_ = n;
+    }
+
+    static std::string fmt_notice(const NodeNotice& n) {
+        const auto left =
+            std::chrono::duration_cast<seconds>(n.deadline - std::chrono::system_clock::now())
+                .count();
+        return std::string(n.firm ? "the provider reclaims this machine in "
+                                  : "the provider may reclaim this machine, at the earliest in ") +
+               std::to_string(std::max<long long>(0, left)) + " s: " + n.reason;
+    }
+
     void supervise() {
         auto next_probe = started_ + seconds(std::max<long long>(1, s_.probe_period_s));
         while (!worker_done_) {
@@ -688,15 +727,31 @@ private:
                 end_worker(milliseconds(2000));
                 break;
             }
-            if (!s_.probe.empty() && Clock::now() >= next_probe) {
+            if (signalled_) {
+                signalled_ = false;
+                NodeNotice n;
+                // The batch system ends the step itself: the deadline is the earliest it may,
+                // and nothing is ended early here.
+                n.deadline = std::chrono::system_clock::now() + seconds(s_.notice_lead_s);
+                n.firm = false;
+                n.reason = s_.notice_reason.empty() ? "the batch system signalled the job"
+                                                    : s_.notice_reason;
+                noticed(n);
+            }
+            // Probed until a firm notice stands (a softer one may be followed by a firm one).
+            if (!s_.probe.empty() && !firm_ && Clock::now() >= next_probe) {
                 next_probe = Clock::now() + seconds(std::max<long long>(1, s_.probe_period_s));
-                if (run_quietly(s_.probe, seconds(10)) == 0) {
-                    log("the provider is reclaiming this machine; ending the worker");
-                    write_atomic(run_ / "preempted", "preempted\n");
-                    end_ = End::preempted;
-                    end_worker(milliseconds(1000));
-                    break;
-                }
+                if (auto out = capture(s_.probe, environment(), seconds(10)))
+                    noticed(parse_probe_output(*out, std::chrono::system_clock::now()));
+            }
+            // The worker goes on until the deadline, saving what it can; then the machine is
+            // the provider's (a probe that gave no deadline: at once).
+            if (firm_ && std::chrono::system_clock::now() >= firm_->deadline) {
+                log("the provider's deadline came; ending the worker");
+                write_atomic(run_ / "preempted", "preempted\n");
+                end_ = End::preempted;
+                end_worker(milliseconds(1000));
+                break;
             }
         }
     }
@@ -812,6 +867,9 @@ private:
     bool worker_done_ = false;
     int status_ = 0;
     bool stop_asked_ = false;
+    bool signalled_ = false;            // the notice signal came (not handled yet)
+    std::optional<NodeNotice> notice_;  // the last notice written
+    std::optional<NodeNotice> firm_;    // a firm notice: the worker ends at its deadline
     End end_ = End::ran_out;
 };
 
@@ -907,6 +965,9 @@ std::string LaunchSettings::to_text() const {
     line("power_off", power_off ? "1" : "0");
     for (const auto& w : probe) line("probe", w);
     line("probe_period", std::to_string(probe_period_s));
+    line("notice_signal", std::to_string(notice_signal));
+    line("notice_lead", std::to_string(notice_lead_s));
+    line("notice_reason", notice_reason);
     for (const auto& w : release_on_idle) line("release_on_idle", w);
     line("current_file", current_file);
     line("superseded_grace", std::to_string(superseded_grace_s));
@@ -964,6 +1025,12 @@ LaunchSettings LaunchSettings::parse(std::string_view text) {
             s.probe.push_back(v);
         else if (name == "probe_period")
             s.probe_period_s = number_of(name, v);
+        else if (name == "notice_signal")
+            s.notice_signal = static_cast<int>(number_of(name, v));
+        else if (name == "notice_lead")
+            s.notice_lead_s = number_of(name, v);
+        else if (name == "notice_reason")
+            s.notice_reason = v;
         else if (name == "release_on_idle")
             s.release_on_idle.push_back(v);
         else if (name == "current_file")
@@ -986,6 +1053,13 @@ LaunchSettings LaunchSettings::parse(std::string_view text) {
         throw ConfigError("launcher settings: 'run_dir' must be an absolute path");
     if (s.token.empty()) throw ConfigError("launcher settings: no 'token'");
     if (s.listen.empty()) throw ConfigError("launcher settings: no 'listen'");
+    // The launcher's own signals are not a notice (SIGKILL and SIGSTOP cannot be caught).
+    if (s.notice_signal != 0 &&
+        (s.notice_signal < 1 || s.notice_signal > 64 || s.notice_signal == SIGKILL ||
+         s.notice_signal == SIGSTOP || s.notice_signal == SIGTERM || s.notice_signal == SIGINT ||
+         s.notice_signal == SIGHUP || s.notice_signal == SIGCHLD || s.notice_signal == SIGPIPE))
+        throw ConfigError("launcher settings: 'notice_signal' " + std::to_string(s.notice_signal) +
+                          " is not one the launcher can take as a notice (USR1, USR2, URG...)");
     return s;
 }
 

@@ -28,7 +28,10 @@
 // It is the node's one watchdog: one policy, the pool's. A client silent for idle_timeout (the
 // heartbeat file's age) or the hard timeout passed: the worker's group is ended (TERM, then
 // KILL), the volumes unmounted, the run directory removed and, where told, the machine powered
-// off. A preemption probe that answers yes: the worker ends, a `preempted` file stays.
+// off. A notice from the provider (the preemption probe answered, or the batch system's notice
+// signal came): written to the run directory's `notice` file, which the worker forwards to its
+// client (api.md §10a); the worker goes on, and at a firm notice's deadline (the probe's
+// `reclaim`) it is ended and a `preempted` file stays.
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -63,8 +66,19 @@ struct LaunchSettings {
     long long idle_timeout_s = 0;      ///< 0: none
     long long hard_timeout_s = 0;      ///< from the launcher's start; 0: none
     bool power_off = false;            ///< on expiry, where /etc/sky/power-off-on-expiry exists
-    std::vector<std::string> probe;    ///< the preemption probe (exit status 0: reclaimed)
+    /// The preemption probe, run every probe_period_s until a firm notice stands: exit status
+    /// 0 is a notice, its first line `reclaim SECONDS REASON` (the machine goes at SECONDS since
+    /// the epoch), `warn SECONDS REASON` (it may go, at SECONDS at the earliest) or anything else
+    /// (it goes now) (runtime/preemption.hpp, parse_probe_output).
+    std::vector<std::string> probe;
     long long probe_period_s = 5;
+    /// A signal the batch system sends the step ahead of its end (Slurm's --signal): a notice
+    /// whose deadline, notice_lead_s after it came, is the earliest the step may end (the batch
+    /// system ends it; the launcher ends nothing early). The worker's processes start with it
+    /// ignored. 0: none.
+    int notice_signal = 0;
+    long long notice_lead_s = 0;
+    std::string notice_reason;  ///< the notice's words for that signal
     /// Run when the worker ended idle, unless another launcher claimed `current_file` within
     /// superseded_grace_s (then the superseded mark with its id is printed, not the idle mark).
     std::vector<std::string> release_on_idle;

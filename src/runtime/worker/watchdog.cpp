@@ -1,7 +1,12 @@
 #include "runtime/worker/watchdog.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <optional>
 
 #include "metrics/metrics.hpp"
 #include "runtime/preemption.hpp"
@@ -21,6 +26,11 @@ void Background::start_progress(Outbox& out, std::chrono::milliseconds period) {
     progress_ = std::thread([this, &out, period] { progress(out, period); });
 }
 
+void Background::start_notices(Outbox& out, std::string file, std::chrono::milliseconds period) {
+    notices_ =
+        std::thread([this, &out, file = std::move(file), period] { notices(out, file, period); });
+}
+
 bool Background::stopped_within(std::chrono::milliseconds d) {
     std::unique_lock lk(m_);
     return cv_.wait_for(lk, d, [this] { return stop_; });
@@ -35,6 +45,7 @@ void Background::stop() {
     if (watchdog_.joinable()) watchdog_.join();
     if (metrics_.joinable()) metrics_.join();
     if (progress_.joinable()) progress_.join();
+    if (notices_.joinable()) notices_.join();
 }
 
 void Background::watchdog(Limits limits) {
@@ -109,6 +120,64 @@ void Background::progress(Outbox& out, std::chrono::milliseconds period) {
         } catch (...) {
             return;
         }
+    }
+}
+
+}  // namespace sky::detail
+
+namespace sky::detail {
+
+namespace {
+
+// The notice file's text, at most 4 KiB; empty when it is absent or unreadable.
+std::string read_notice_file(const std::string& file) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return {};
+    std::string text(4096, '\0');
+    std::size_t got = 0;
+    while (got < text.size()) {
+        const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    text.resize(got);
+    return text;
+}
+
+}  // namespace
+
+void Background::notices(Outbox& out, const std::string& file, std::chrono::milliseconds period) {
+    // Again while it stands: a frame written while the connection was down was dropped.
+    constexpr auto repeat = std::chrono::seconds(5);
+    std::optional<NodeNotice> sent;
+    std::chrono::steady_clock::time_point sent_at{};
+    struct timespec seen {};  // the file's mtime when last read
+    off_t seen_size = -1;
+    for (;;) {
+        if (stopped_within(period)) return;
+        struct stat st {};
+        if (::stat(file.c_str(), &st) != 0) continue;  // no notice (yet)
+        const bool changed = st.st_mtim.tv_sec != seen.tv_sec ||
+                             st.st_mtim.tv_nsec != seen.tv_nsec || st.st_size != seen_size;
+        const auto now = std::chrono::steady_clock::now();
+        if (!changed && !(sent && now - sent_at >= repeat)) continue;
+        seen = st.st_mtim;
+        seen_size = st.st_size;
+        const auto n = parse_notice_file(read_notice_file(file));
+        if (!n) continue;
+        if (!sent || *sent != *n)
+            core_.say(fmt::format("the provider warned this node: {}", n->reason));
+        const Buffer payload = encode_notice(*n);
+        try {
+            out.append(MsgType::notice, 0, payload.span());
+            out.flush();
+        } catch (...) {
+            return;
+        }
+        sent = *n;
+        sent_at = now;
     }
 }
 

@@ -27,6 +27,7 @@ Worker::Worker(int fd, const WorkerLaunch& launch, std::unique_ptr<Listener> lis
       token_(std::move(token)),
       parent_pid_(launch.parent_pid),
       heartbeat_file_(launch.heartbeat_file),
+      notice_file_(launch.notice_file),
       node_(core_, out_, launch.crash_file),
       background_(core_) {
     if (!install_crash_handler(launch.crash_file))
@@ -59,6 +60,9 @@ int Worker::run() {
     if (collect_metrics_) background_.start_metrics(out_, metrics_interval_);
     // Progress reaches the client within a second of each change (api.md §10a).
     background_.start_progress(out_, std::chrono::milliseconds(50));
+    // A notice the node's launcher learned of reaches the client within 250 ms (api.md §10a).
+    if (!notice_file_.empty())
+        background_.start_notices(out_, notice_file_, std::chrono::milliseconds(250));
     node_.start_relays();
     // Calls run on executor threads, never on the reading thread: the connection is read all
     // the time, so heartbeats, cancels and a vanished client are seen while calls run.

@@ -75,6 +75,7 @@ private:
     std::string token_;  // while a dropped client may come back
     long parent_pid_;
     std::string heartbeat_file_;
+    std::string notice_file_;  // the launcher's notices (empty: none comes)
     double last_touch_ = 0;
     int concurrency_ = 1;
     Background::Limits limits_;

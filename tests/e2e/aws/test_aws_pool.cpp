@@ -18,8 +18,10 @@
 
 #include "aws/ec2_client.hpp"
 #include "fakes/ec2/fake_ec2.hpp"
+#include "fakes/ec2/fake_imds.hpp"
 #include "hosts/test_hosts.hpp"
 #include "ledger/ledger.hpp"
+#include "providers/aws/scripts.hpp"
 #include "providers/cloud/node_keys.hpp"
 #include "providers/registry/registry.hpp"
 #include "sky/sky.hpp"
@@ -29,9 +31,11 @@
 #include "support/run_log.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_home.hpp"
+#include "util/shell.hpp"
 
 using sky::test::Ec2Fault;
 using sky::test::FakeEc2;
+using sky::test::FakeImds;
 using sky::test::FaultKind;
 using sky::test::TestHosts;
 
@@ -871,6 +875,207 @@ TEST_CASE("aws pool: a spot reclaim seen on the node by its watchdog is a preemp
     CHECK(rec.count<sky::InstancePreempted>() == 1);
     CHECK(live_instances(fake) == 0);
     rec.check_no_secrets();
+}
+
+namespace aws_pool {
+
+// What one rank saw of a notice (api.md §10a).
+struct NoticeSeen {
+    int node = -1;
+    std::int64_t saved = -2;  // the step it saved (-2: no notice came)
+    std::int64_t checkpoint_step = -2;
+    double seen_at = 0;   // system clock, seconds
+    double deadline = 0;  // the notice's, seconds
+    std::string instance_id;
+    std::string reason;
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(node, saved, checkpoint_step, seen_at, deadline, instance_id, reason);
+    }
+};
+
+double epoch_seconds(std::chrono::system_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// api.md §10a's loop: report each step; at a notice, save the agreed step and return (at most
+// 60 s of steps).
+NoticeSeen notice_loop(int step_ms) {
+    NoticeSeen r;
+    r.node = sky::instance_info().node;
+    for (std::int64_t step = 0; step < 60000 / std::max(1, step_ms); ++step) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+        sky::progress(step);
+        auto p = sky::preemption();
+        if (!p) continue;
+        if (r.seen_at == 0) {
+            r.seen_at = epoch_seconds(std::chrono::system_clock::now());
+            r.checkpoint_step = p->checkpoint_step;
+            r.deadline = epoch_seconds(p->deadline);
+            r.instance_id = p->instance_id;
+            r.reason = p->reason;
+        }
+        if (step >= p->checkpoint_step) {
+            r.saved = step;
+            return r;
+        }
+    }
+    return r;
+}
+
+// Points the node's probe (the real spot_probe.sh) at a metadata endpoint on each test host: the
+// endpoint's address is in a file of the host's own /tmp, which is also the script's marker (a
+// host without it is not one of "ours").
+struct MetadataOnHosts {
+    std::string file = "/tmp/sky-test-imds-" + std::to_string(::getpid());
+    std::vector<std::unique_ptr<FakeImds>> imds;
+    std::vector<std::filesystem::path> written;
+    MetadataOnHosts(const TestHosts& hosts) {
+        for (int h = 0; h < hosts.size(); ++h) {
+            imds.push_back(std::make_unique<FakeImds>(hosts, h));
+            written.push_back(hosts.host_path(h, file));
+            std::ofstream(written.back()) << imds.back()->endpoint() << "\n";
+        }
+        const std::string probe = "bash -c " +
+                                  sky::detail::shell_quote(sky::detail::scripts::spot_probe_sh()) +
+                                  " sky-spot-probe \"$(cat " + file + ")\" " + file;
+        ::setenv("SKY_AWS_PREEMPTION_PROBE", probe.c_str(), 1);
+    }
+    ~MetadataOnHosts() {
+        ::unsetenv("SKY_AWS_PREEMPTION_PROBE");
+        std::error_code ec;
+        for (const auto& p : written) std::filesystem::remove(p, ec);
+    }
+};
+
+// The order of the notice, the reclaim and the replacement of `victim`.
+std::vector<std::string> notice_order(Recorder& rec, const std::string& victim) {
+    std::vector<std::string> order;
+    std::lock_guard lk(rec.m);
+    for (const auto& e : rec.events) {
+        if (auto* p = std::get_if<sky::PreemptionNotice>(&e); p && p->instance_id == victim)
+            order.push_back("notice");
+        if (auto* p = std::get_if<sky::InstancePreempted>(&e); p && p->instance_id == victim)
+            order.push_back("preempted");
+    }
+    return order;
+}
+
+}  // namespace aws_pool
+
+TEST_CASE(
+    "aws pool: a spot interruption in the instance metadata is a notice on every rank, then "
+    "the node is preempted",
+    "[aws_pool][preemption]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(2);
+    MetadataOnHosts metadata(hosts);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    std::string victim;
+    std::vector<NoticeSeen> seen;
+    {
+        sky::ComputePool pool{spec_for(fake, 2, rec)};
+        REQUIRE(pool.instances().size() == 2);
+        victim = pool.instances().at(1).id;
+        const int h = fake.host_of(victim);
+        REQUIRE(h >= 0);
+        // Steps of 200 ms: longer than the progress report's lag and the notice's way to the
+        // ranks, so no rank is past the agreed step when it reads the notice.
+        auto ranks =
+            std::async(std::launch::async, [&] { return sky::compute<notice_loop>(200) | pool; });
+        // The ranks report steps first; then EC2 announces the reclaim, 10 s ahead.
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        const auto deadline = std::chrono::time_point_cast<std::chrono::seconds>(
+            std::chrono::system_clock::now() + std::chrono::seconds(10));
+        metadata.imds.at(static_cast<std::size_t>(h))->announce_interruption("terminate", deadline);
+        REQUIRE(ranks.wait_for(std::chrono::seconds(40)) == std::future_status::ready);
+        seen = ranks.get();
+        REQUIRE(seen.size() == 2);
+        for (const auto& r : seen) {
+            INFO("rank " << r.node);
+            CHECK(r.saved >= 0);
+            CHECK(r.saved == r.checkpoint_step);
+            CHECK(r.instance_id == victim);
+            CHECK(r.deadline == Approx(epoch_seconds(deadline)).margin(0.001));
+            CHECK(r.seen_at < r.deadline);
+            CHECK(r.reason.find("instance-action: terminate") != std::string::npos);
+        }
+        CHECK(seen[0].checkpoint_step == seen[1].checkpoint_step);
+        // At the deadline the node's launcher ends the worker: the node is preempted.
+        REQUIRE(sky::test::wait_until([&] { return rec.count<sky::InstancePreempted>() >= 1; },
+                                      std::chrono::seconds(30)));
+        CHECK(std::chrono::system_clock::now() >= deadline);
+        // Only the node EC2 warned; its metadata was read with a session token only.
+        CHECK(metadata.imds.at(static_cast<std::size_t>(h))->tokens_issued() > 0);
+        CHECK(metadata.imds.at(static_cast<std::size_t>(h))->authenticated_reads() > 0);
+        for (const auto& m : metadata.imds) CHECK(m->refused_unauthenticated() == 0);
+    }
+    const auto notices = [&] {
+        std::lock_guard lk(rec.m);
+        std::vector<sky::PreemptionNotice> out;
+        for (const auto& e : rec.events)
+            if (auto* p = std::get_if<sky::PreemptionNotice>(&e)) out.push_back(*p);
+        return out;
+    }();
+    REQUIRE(notices.size() == 1);
+    CHECK(notices[0].node == 1);
+    CHECK(notices[0].instance_id == victim);
+    CHECK(notices[0].checkpoint_step == seen.at(0).checkpoint_step);
+    CHECK(notices[0].checkpoint_step >= 1);  // the ranks had reported steps
+    const auto order = notice_order(rec, victim);
+    REQUIRE(order.size() >= 2);
+    CHECK(order[0] == "notice");
+    CHECK(order[1] == "preempted");
+    CHECK(live_instances(fake) == 0);
+    rec.check_no_secrets();
+}
+
+TEST_CASE("aws pool: a rebalance recommendation is an earlier notice, the interruption firms it",
+          "[aws_pool][preemption]") {
+    SKIP_WITHOUT_HOSTS();
+    Env env;
+    TestHosts hosts(1);
+    MetadataOnHosts metadata(hosts);
+    FakeEc2 fake = make_fake(&hosts);
+    Recorder rec;
+    {
+        sky::ComputePool pool{spec_for(fake, 1, rec)};
+        const std::string id = pool.instances().at(0).id;
+        auto& imds = *metadata.imds.at(0);
+        const auto recommended =
+            std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
+        imds.announce_rebalance(recommended);
+        REQUIRE(sky::test::wait_until([&] { return rec.count<sky::PreemptionNotice>() == 1; },
+                                      std::chrono::seconds(20)));
+        sky::PreemptionNotice first;
+        {
+            std::lock_guard lk(rec.m);
+            for (const auto& e : rec.events)
+                if (auto* p = std::get_if<sky::PreemptionNotice>(&e)) first = *p;
+        }
+        CHECK(first.instance_id == id);
+        CHECK(first.checkpoint_step == -1);  // no call reports progress
+        // Not before the earliest a reclaim could come: two minutes after the recommendation.
+        CHECK(first.deadline == recommended + std::chrono::seconds(120));
+        CHECK(first.reason.find("rebalance recommendation") != std::string::npos);
+        // A recommendation ends nothing: the node still serves.
+        std::this_thread::sleep_for(std::chrono::seconds(6));
+        CHECK(rec.count<sky::InstancePreempted>() == 0);
+        CHECK((sky::compute<node_index>() >> pool) == 0);
+        // The interruption notice that follows is the firm one: the node goes at its time, with
+        // no second event for the same machine.
+        const auto at = std::chrono::time_point_cast<std::chrono::seconds>(
+            std::chrono::system_clock::now() + std::chrono::seconds(5));
+        imds.announce_interruption("terminate", at);
+        REQUIRE(sky::test::wait_until([&] { return rec.count<sky::InstancePreempted>() == 1; },
+                                      std::chrono::seconds(30)));
+        CHECK(std::chrono::system_clock::now() >= at);
+        CHECK(rec.count<sky::PreemptionNotice>() == 1);
+    }
+    CHECK(live_instances(fake) == 0);
 }
 
 TEST_CASE(

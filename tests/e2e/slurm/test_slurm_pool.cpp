@@ -1346,3 +1346,111 @@ TEST_CASE(
     }
     check_nothing_left(c);
 }
+
+namespace slurm_pool {
+
+// What one rank saw of a notice (api.md §10a).
+struct NoticeSeen {
+    int node = -1;
+    std::int64_t saved = -2;  // the step it saved (-2: no notice came)
+    std::int64_t checkpoint_step = -2;
+    double seen_at = 0;   // system clock, seconds
+    double deadline = 0;  // the notice's, seconds
+    std::string reason;
+    bool usr1_ignored = false;  // this worker process starts with SIGUSR1 ignored
+
+    template <class A>
+    void serialize(A& ar) {
+        ar(node, saved, checkpoint_step, seen_at, deadline, reason, usr1_ignored);
+    }
+};
+
+double epoch_seconds(std::chrono::system_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// api.md §10a's loop: a step every 400 ms, reported; at a notice, the agreed step is saved and
+// the call returns (at most `limit_s` of steps).
+NoticeSeen notice_loop(int limit_s) {
+    NoticeSeen r;
+    r.node = sky::instance_info().node;
+    struct sigaction sa {};
+    ::sigaction(SIGUSR1, nullptr, &sa);
+    r.usr1_ignored = sa.sa_handler == SIG_IGN;
+    // Steps of 400 ms: longer than the progress report's lag and the notice's way to the ranks
+    // (client -> login node -> compute node), so no rank is past the agreed step when it reads
+    // the notice.
+    for (std::int64_t step = 0; step < limit_s * 1000 / 400; ++step) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        sky::progress(step);
+        auto p = sky::preemption();
+        if (!p) continue;
+        if (r.seen_at == 0) {
+            r.seen_at = epoch_seconds(std::chrono::system_clock::now());
+            r.checkpoint_step = p->checkpoint_step;
+            r.deadline = epoch_seconds(p->deadline);
+            r.reason = p->reason;
+        }
+        if (step >= p->checkpoint_step) {
+            r.saved = step;
+            return r;
+        }
+    }
+    return r;
+}
+
+}  // namespace slurm_pool
+
+TEST_CASE("slurm pool: the job's --signal before its time limit is a notice on every rank",
+          "[slurm_pool][preemption]") {
+    SKIP_WITHOUT_SLURM();
+    SlurmCluster c({.shared_home = true});
+    Events ev;
+    std::mutex nm;  // the pool's event thread writes, the test reads
+    std::vector<sky::PreemptionNotice> notices;
+    auto spec = spec_for(c, 2, ev);
+    // --time=2 (minutes), so --signal=USR1@30: Slurm signals the steps between 60 s and 90 s
+    // into the job (it checks every 30 s).
+    spec.timeout = std::chrono::minutes(2);
+    spec.on_event = [&, inner = ev.callback()](const sky::Event& e) -> std::optional<sky::Event> {
+        if (auto* n = std::get_if<sky::PreemptionNotice>(&e)) {
+            std::lock_guard lk(nm);
+            notices.push_back(*n);
+        }
+        return inner(e);
+    };
+    std::vector<NoticeSeen> seen;
+    {
+        sky::ComputePool pool{spec};
+        const auto jobs = jobs_of(c, pool.id());
+        REQUIRE(jobs.size() == 1);
+        seen = sky::compute<notice_loop>(110) | pool;
+        // The ranks answered: their job still ran when they saw the notice and saved.
+        CHECK(c.queue().size() == 1);
+        // Each node of the job got the signal: one event per node's machine (the second may
+        // come a moment after the ranks, which saved at the first).
+        CHECK(sky::test::wait_until(
+            [&] {
+                std::lock_guard lk(nm);
+                return notices.size() == 2;
+            },
+            10s));
+    }
+    INFO(ev.dump());
+    REQUIRE(seen.size() == 2);
+    for (const auto& r : seen) {
+        INFO("rank " << r.node << ": " << r.reason);
+        CHECK(r.saved >= 0);
+        CHECK(r.saved == r.checkpoint_step);
+        CHECK(r.reason.find("--signal=USR1@30") != std::string::npos);
+        CHECK(r.seen_at < r.deadline);
+        // The signal reaches every process of the step: the worker's start with it ignored.
+        CHECK(r.usr1_ignored);
+    }
+    CHECK(seen[0].checkpoint_step == seen[1].checkpoint_step);
+    CHECK(seen[0].checkpoint_step >= 1);
+    std::lock_guard lk(nm);
+    REQUIRE(notices.size() == 2);
+    for (const auto& n : notices) CHECK(n.checkpoint_step == seen[0].checkpoint_step);
+    check_nothing_left(c);
+}

@@ -24,6 +24,7 @@
 #include "pool/backend.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/fd_transport.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/protocol.hpp"
 #include "sky/detail/serialize.hpp"
 
@@ -114,6 +115,33 @@ public:
     }
     /// Ends the connection (the worker's side of a drop).
     void close() noexcept { t_.shutdown(); }
+    /// Reports sky::progress's latest step (none: no call reports any more).
+    void progress(std::optional<std::int64_t> step) {
+        detail::Buffer out;
+        detail::append_progress_frame(out, step);
+        std::span<const std::byte> one[] = {out.span()};
+        t_.write_all(one);
+    }
+    /// Forwards a notice the node's launcher learned of (a notice frame).
+    void notice(const detail::NodeNotice& n) {
+        const detail::Buffer p = detail::encode_notice(n);
+        send_raw(detail::MsgType::notice, 0, p.span());
+    }
+    /// Waits for the client's next preempt frame (answering heartbeats, dropping other
+    /// frames): the notice that stands (nullopt inside: withdrawn); nullopt outside when the
+    /// client closed first.
+    std::optional<std::optional<Preemption>> await_preempt() {
+        detail::Frame f;
+        try {
+            while (frames_.next(f)) {
+                if (f.header.type == detail::MsgType::heartbeat) heartbeat();
+                if (f.header.type == detail::MsgType::preempt)
+                    return detail::decode_preempt(f.payload);
+            }
+        } catch (const std::exception&) {
+        }
+        return std::nullopt;
+    }
 
 private:
     template <class T>
@@ -238,6 +266,10 @@ public:
         s.instance.instance_type = "fake";
         s.instance.private_ip = "127.0.0.1";
         s.token = token;
+        {
+            std::lock_guard lk(m_);
+            emit_ = emit;
+        }
         emit(InstanceProvisioned{s.instance.id, node, false, "fake", std::string("127.0.0.1"),
                                  std::string("fake"), 0.0, std::nullopt});
         s.stream = play(node, attempt, std::move(script));
@@ -286,6 +318,19 @@ public:
         worker_fds_.clear();
     }
 
+    /// A notice the provider learned of on the client side, through the backend -> pool entry
+    /// (detail::notify_preemption) on the last emit connect() was given.
+    void client_notice(int node, std::string instance_id,
+                       std::chrono::system_clock::time_point deadline, std::string reason) {
+        std::function<void(Event)> emit;
+        {
+            std::lock_guard lk(m_);
+            emit = emit_;
+        }
+        if (!emit) throw Error("fake backend: no node connected yet");
+        detail::notify_preemption(emit, node, std::move(instance_id), deadline, std::move(reason));
+    }
+
     /// The token every fake worker expects (32 characters).
     static constexpr const char* token = "a fake worker's token, 32 chars!";
 
@@ -296,6 +341,8 @@ private:
         std::deque<WorkerScript> connects, reconnects;
         int connected = 0, reconnected = 0;
     };
+
+    std::function<void(Event)> emit_;  // the last connect()'s (guarded)
 
     std::unique_ptr<detail::io::Stream> play(int node, int attempt, WorkerScript script) {
         int sv[2];

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -550,4 +551,109 @@ TEST_CASE("pool core: a failed scale-up is an ErrorEvent, and with no node the c
     CHECK(p.events.error_with("scale-up failed (attempt 3 of 3)"));
     CHECK(fake->connects(0) == 3);
     pool->close(true);
+}
+
+namespace {
+
+/// What a fake worker was told of a notice.
+struct Told {
+    std::mutex m;
+    std::condition_variable cv;
+    std::map<int, sky::Preemption> by_node;
+
+    void tell(int node, const sky::Preemption& p) {
+        std::lock_guard lk(m);
+        by_node[node] = p;
+        cv.notify_all();
+    }
+    bool all(std::size_t n) {
+        std::unique_lock lk(m);
+        return cv.wait_for(lk, 10s, [&] { return by_node.size() == n; });
+    }
+};
+
+std::vector<sky::PreemptionNotice> notices(Events& e) {
+    std::lock_guard lk(e.m);
+    std::vector<sky::PreemptionNotice> out;
+    for (auto& x : e.seen)
+        if (auto* n = std::get_if<sky::PreemptionNotice>(&x)) out.push_back(*n);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "pool core: a node's own notice frame is one PreemptionNotice, every node gets the agreed "
+    "step",
+    "[pool_core][preemption]") {
+    FakePool p;
+    auto told = std::make_shared<Told>();
+    const auto deadline =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(1'900'000'000'000));
+    NodeNotice n;
+    n.deadline = deadline;
+    n.reason = "spot instance-action: terminate at 2030-03-17T17:46:40Z";
+    // Node 0 reports step 41 and waits to be told; node 1's launcher learned of a reclaim.
+    p.fake->on_connect(0, [told](FakeWorker& w) {
+        w.greet();
+        w.progress(41);
+        if (auto got = w.await_preempt(); got && *got) told->tell(0, **got);
+    });
+    p.fake->on_connect(1, [told, n](FakeWorker& w) {
+        w.greet();
+        std::this_thread::sleep_for(300ms);  // node 0's step is in first
+        w.notice(n);
+        if (auto got = w.await_preempt(); got && *got) told->tell(1, **got);
+        // The worker sends it again while it stands: the pool reports it once.
+        w.notice(n);
+    });
+    p.start(2);
+    REQUIRE(told->all(2));
+    for (int node : {0, 1}) {
+        INFO("node " << node);
+        const auto& got = told->by_node.at(node);
+        CHECK(got.node == 1);
+        CHECK(got.instance_id == "fake-1-0");
+        CHECK(got.deadline == deadline);
+        CHECK(got.reason == n.reason);
+        CHECK(got.checkpoint_step == 42);
+    }
+    std::this_thread::sleep_for(300ms);
+    const auto seen = notices(p.events);
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].node == 1);
+    CHECK(seen[0].instance_id == "fake-1-0");
+    CHECK(seen[0].deadline == deadline);
+    CHECK(seen[0].checkpoint_step == 42);
+    CHECK(seen[0].reason == n.reason);
+    p.pool->close(true);
+}
+
+TEST_CASE("pool core: a notice the backend hands to the pool reaches every node, once",
+          "[pool_core][preemption]") {
+    FakePool p;
+    auto told = std::make_shared<Told>();
+    for (int node : {0, 1})
+        p.fake->on_connect(node, [told](FakeWorker& w) {
+            w.greet();
+            if (auto got = w.await_preempt(); got && *got) told->tell(w.node(), **got);
+        });
+    p.start(2);
+    const auto deadline = std::chrono::system_clock::now() + 60s;
+    // A client-side source (a pod watch): no progress reported, so save at once (-1).
+    p.fake->client_notice(0, "fake-0-0", deadline, "the pod's DisruptionTarget condition");
+    p.fake->client_notice(0, "fake-0-0", deadline, "the pod's DisruptionTarget condition");
+    REQUIRE(told->all(2));
+    for (int node : {0, 1}) {
+        const auto& got = told->by_node.at(node);
+        CHECK(got.node == 0);
+        CHECK(got.checkpoint_step == -1);
+        CHECK(got.reason == "the pod's DisruptionTarget condition");
+    }
+    std::this_thread::sleep_for(200ms);
+    const auto seen = notices(p.events);
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].instance_id == "fake-0-0");
+    CHECK(seen[0].checkpoint_step == -1);
+    p.pool->close(true);
 }

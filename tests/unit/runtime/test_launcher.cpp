@@ -23,6 +23,10 @@ TEST_CASE("launcher settings: every value comes back as it was written", "[launc
     s.hard_timeout_s = 3600;
     s.power_off = true;
     s.probe = {"bash", "-c", "test -f /x && echo 'a b'"};
+    s.probe_period_s = 3;
+    s.notice_signal = 10;  // SIGUSR1
+    s.notice_lead_s = 30;
+    s.notice_reason = "slurm: job 7 ends in 30 s\n(--signal=USR1@30)";
     s.release_on_idle = {"scancel", "42"};
     s.current_file = "/home/u/.sky/run/p/0.current";
     s.superseded_grace_s = 30;
@@ -42,6 +46,10 @@ TEST_CASE("launcher settings: every value comes back as it was written", "[launc
     CHECK(back.hard_timeout_s == 3600);
     CHECK(back.power_off);
     CHECK(back.probe == s.probe);
+    CHECK(back.probe_period_s == 3);
+    CHECK(back.notice_signal == 10);
+    CHECK(back.notice_lead_s == 30);
+    CHECK(back.notice_reason == s.notice_reason);
     CHECK(back.release_on_idle == s.release_on_idle);
     CHECK(back.current_file == s.current_file);
     CHECK(back.unmount_script == s.unmount_script);
@@ -74,4 +82,11 @@ TEST_CASE("launcher settings: a malformed text is refused, naming the setting an
     LaunchSettings no_token = s;
     no_token.token.clear();
     CHECK_THROWS_AS(LaunchSettings::parse(no_token.to_text()), sky::ConfigError);
+    // A notice signal must be one the launcher can catch and does not use itself.
+    for (int sig : {9, 15, 2, 1, 17, 19, 13, 65}) {
+        INFO("signal " << sig);
+        LaunchSettings bad = s;
+        bad.notice_signal = sig;
+        CHECK_THROWS_AS(LaunchSettings::parse(bad.to_text()), sky::ConfigError);
+    }
 }

@@ -163,3 +163,62 @@ TEST_CASE("preemption: a relayed step keeps the highest until the calls are over
     relay_progress(3);
     CHECK(progress_snapshot().step == 3);
 }
+
+TEST_CASE("preemption: a probe's output is a firm notice, a softer warning, or a reclaim now",
+          "[preemption]") {
+    const auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
+    auto n = parse_probe_output("reclaim 1800000120 spot instance-action: terminate at T\n", now);
+    CHECK(n.firm);
+    CHECK(n.deadline == std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'120)));
+    CHECK(n.reason == "spot instance-action: terminate at T");
+
+    n = parse_probe_output("warn 1800000300 rebalance recommendation\nmore\n", now);
+    CHECK_FALSE(n.firm);
+    CHECK(n.deadline == std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'300)));
+    CHECK(n.reason == "rebalance recommendation");
+
+    // A bare yes (the probe contract before deadlines), or a line that is not a notice: the
+    // machine goes now.
+    for (const char* out : {"", "yes\n", "reclaim soon\n", "reclaim -5 x\n", "warn\n",
+                            "reclaim 99999999999999999999 overflow\n", "reclaim 4000000000 x\n"}) {
+        INFO(out);
+        n = parse_probe_output(out, now);
+        CHECK(n.firm);
+        CHECK(n.deadline == now);
+        CHECK_FALSE(n.reason.empty());
+    }
+    // A reason is one printable line, bounded.
+    n = parse_probe_output("reclaim 1800000120 a\tb" + std::string(2000, 'x'), now);
+    CHECK(n.firm);
+    CHECK(n.reason.rfind("a b", 0) == 0);
+    CHECK(n.reason.size() <= 512);
+    // No reason given: the kind's own words.
+    CHECK_FALSE(parse_probe_output("warn 1800000300", now).reason.empty());
+}
+
+TEST_CASE("preemption: the notice file and the notice frame round-trip, bad ones are refused",
+          "[preemption]") {
+    NodeNotice n;
+    n.deadline =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(1'800'000'000'123));
+    n.firm = false;
+    n.reason = "rebalance recommendation at 2027-01-15T08:00:00Z";
+    const std::string text = format_notice_file(n);
+    CHECK(text == "warn 1800000000123 rebalance recommendation at 2027-01-15T08:00:00Z\n");
+    auto back = parse_notice_file(text);
+    REQUIRE(back);
+    CHECK(*back == n);
+    n.firm = true;
+    back = parse_notice_file(format_notice_file(n));
+    REQUIRE(back);
+    CHECK(back->firm);
+    // Cut short (no end of line), or not a notice at all.
+    CHECK_FALSE(parse_notice_file(text.substr(0, text.size() - 1)));
+    CHECK_FALSE(parse_notice_file("hello world\n"));
+    CHECK_FALSE(parse_notice_file(""));
+
+    const Buffer payload = encode_notice(n);
+    CHECK(decode_notice(payload.span()) == n);
+    const std::byte junk[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
+    CHECK_THROWS_AS(decode_notice(std::span<const std::byte>(junk, 3)), sky::ProtocolError);
+}

@@ -34,6 +34,7 @@ TEST_CASE("slurm: sbatch's command line carries the pool's request", "[slurm]") 
                        "--chdir=/tmp",
                        "--output=/dev/null",
                        "--error=/dev/null",
+                       "--signal=USR1@120",
                        "--gres=gpu:h100:8",
                        "--partition=gpu",
                        "--account=proj42"};
@@ -58,6 +59,19 @@ TEST_CASE("slurm: sbatch's command line carries the pool's request", "[slurm]") 
     const std::string script = batch_script("abc123");
     CHECK(script.rfind("#!/bin/bash\n", 0) == 0);
     CHECK(script.find("exec sleep infinity") != std::string::npos);
+}
+
+TEST_CASE("slurm: the steps' notice signal comes a quarter of the time limit ahead, at most 2 min",
+          "[slurm]") {
+    CHECK(notice_lead(2h) == 120s);
+    CHECK(notice_lead(8min) == 120s);
+    CHECK(notice_lead(2min) == 30s);
+    CHECK(notice_lead(61s) == 30s);  // --time rounds it up to 2 minutes
+    CHECK(notice_lead(1s) == 15s);
+    BatchRequest r;
+    r.time_limit = 2min;
+    const auto a = sbatch_argv(r);
+    CHECK(std::find(a.begin(), a.end(), std::string("--signal=USR1@30")) != a.end());
 }
 
 TEST_CASE("slurm: --time rounds up to whole minutes, at least one", "[slurm]") {
