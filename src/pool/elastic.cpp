@@ -131,16 +131,7 @@ void PoolCore::rescale_locked(Clock::time_point now, Scale& s) {
     const int to = d.there + static_cast<int>(d.start.size()) - static_cast<int>(d.end.size());
     s.events.push_back(PoolScaled{d.there, to, reason});
     for (int i : d.start) {
-        auto& n = add_slot_locked(i);
-        n.joined_at = now;
-        n.idle_since = now;
-        n.busy = false;
-        n.joining = true;
-        n.leaving = n.ending = false;
-        n.restarts = 0;
-        n.life = NodeLife{};
-        sched_->add_node_at(i);
-        ++joining_;
+        join_slot_locked(i, now);
         s.start.push_back(i);
     }
     for (int i : d.end)
@@ -538,9 +529,7 @@ void PoolCore::release_world() {
 
 // ---- a distributed call that wakes its world --------------------------------------------------
 
-int PoolCore::wake_slot_locked(Clock::time_point now) {
-    int i = 0;
-    while (slot_locked(i) || sched_->has_node(i)) ++i;
+void PoolCore::join_slot_locked(int i, Clock::time_point now) {
     auto& n = add_slot_locked(i);
     n.joined_at = now;
     n.idle_since = now;
@@ -551,6 +540,12 @@ int PoolCore::wake_slot_locked(Clock::time_point now) {
     n.life = NodeLife{};
     sched_->add_node_at(i);
     ++joining_;
+}
+
+int PoolCore::wake_slot_locked(Clock::time_point now) {
+    int i = 0;
+    while (slot_locked(i) || sched_->has_node(i)) ++i;
+    join_slot_locked(i, now);
     return i;
 }
 

@@ -180,7 +180,9 @@ private:
     void expire_world_calls_locked(Clock::time_point now, Scale& s);
     /// Fails every world call still waiting with `e` (under m_).
     void fail_world_calls_locked(const std::exception_ptr& e, Scale& s);
-    /// A slot for a node that joins now at the lowest free index, counted as joining (under m_).
+    /// A slot for a node that joins now at index `i`, counted as joining (under m_).
+    void join_slot_locked(int i, Clock::time_point now);
+    /// join_slot_locked at the lowest free index, which it returns (under m_).
     int wake_slot_locked(Clock::time_point now);
     /// Does what a scaling step decided (outside the lock).
     void act(Scale& s);
