@@ -1,9 +1,9 @@
 // sky::Kubernetes against the judge (tests/fakes/kubernetes): what a real 1.20 test cluster
 // cannot easily show, answered as kube-apiserver answers (Status objects with its words): an
 // expired token, a user without pods/exec, a full ResourceQuota, throttling with Retry-After,
-// and a kubelet that never confirms a deletion. Each case checks what the user sees (the error
-// and its words, the events), what crossed the wire (the requests the judge logged) and that
-// nothing is left in the judge's namespace.
+// a kubelet that never confirms a deletion, a v5-only server and a dropped WebSocket. Each case
+// checks what the user sees (the error and its words, the events), what crossed the wire (the
+// requests the judge logged) and that nothing is left in the judge's namespace.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <mutex>
@@ -12,6 +12,8 @@
 
 #include "fakes/kubernetes/fake_kube_api.hpp"
 #include "providers/kubernetes/api.hpp"
+#include "providers/kubernetes/channel.hpp"
+#include "providers/kubernetes/streaming.hpp"
 #include "sky/sky.hpp"
 #include "support/temp_home.hpp"
 
@@ -212,4 +214,83 @@ TEST_CASE(
     CHECK(zero);
     CHECK(judge.pods().empty());
     CHECK(judge.configmaps() == 0);
+}
+
+TEST_CASE(
+    "kubernetes judge: a v5-only server gets v5 from sky's exec: stdin closed by v5's close, "
+    "the exit code from the status channel",
+    "[kubernetes][judge]") {
+    namespace k8s = sky::detail::kubernetes;
+    FakeKubeApi judge;
+    judge.exec_protocols({k8s::kChannelV5});
+    // A pod to exec in (the judge runs the command on this machine).
+    auto api = api_of(judge);
+    api->call("POST", api->core("pods"),
+              nlohmann::json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "p"}, "spec": {"containers": [{"name": "sky"}]}})"));
+    k8s::KubeconfigRequest r;
+    r.kubeconfig = judge.kubeconfig().string();
+    k8s::CredentialSource creds(k8s::load_kubeconfig(r));
+    k8s::ExecRequest e;
+    e.ns = FakeKubeApi::ns();
+    e.pod = "p";
+    // cat ends only when its input is closed: with v4 (no close) this would wait for ever.
+    e.argv = {"sh", "-c", "cat; echo done; echo oops >&2; exit 3"};
+    e.stdin_data = "abc\n";
+    e.timeout = std::chrono::seconds(20);
+    const auto start = Clock::now();
+    const k8s::ExecResult x = k8s::exec(creds, e);
+    CHECK(Clock::now() - start < 10s);
+    CHECK(x.protocol == k8s::kChannelV5);
+    CHECK(x.exited);
+    CHECK(x.exit_code == 3);
+    CHECK(x.out == "abc\ndone\n");
+    CHECK(x.err == "oops\n");
+    e.argv = {"true"};
+    e.stdin_data.reset();
+    CHECK(k8s::exec(creds, e).exit_code == 0);
+
+    // A server that speaks neither of sky's subprotocols refuses the upgrade, quoted.
+    judge.exec_protocols({"v3.channel.k8s.io"});
+    try {
+        (void)k8s::exec(creds, e);
+        FAIL("an upgrade in no common subprotocol succeeded");
+    } catch (const k8s::StreamRefused& refused) {
+        CHECK(refused.status() == 403);
+        CHECK_THAT(refused.message(), Catch::Contains("v5.channel.k8s.io"));
+    }
+}
+
+TEST_CASE(
+    "kubernetes judge: an exec whose WebSocket is dropped mid-stream fails at once with an "
+    "error naming the pod, not a hang",
+    "[kubernetes][judge]") {
+    namespace k8s = sky::detail::kubernetes;
+    FakeKubeApi judge;
+    judge.drop_exec_streams(true);
+    auto api = api_of(judge);
+    api->call("POST", api->core("pods"),
+              nlohmann::json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "p"}, "spec": {"containers": [{"name": "sky"}]}})"));
+    k8s::KubeconfigRequest r;
+    r.kubeconfig = judge.kubeconfig().string();
+    k8s::CredentialSource creds(k8s::load_kubeconfig(r));
+    k8s::ExecRequest e;
+    e.ns = FakeKubeApi::ns();
+    e.pod = "p";
+    e.argv = {"echo", "hello"};
+    e.timeout = std::chrono::seconds(60);
+    const auto start = Clock::now();
+    std::string what;
+    try {
+        (void)k8s::exec(creds, e);
+        FAIL("a dropped stream gave a result");
+    } catch (const sky::Error& x) {
+        what = x.what();
+    }
+    INFO(what);
+    CHECK(Clock::now() - start < 10s);
+    CHECK(what.find("pod sky-test/p") != std::string::npos);
+    CHECK((what.find("broke") != std::string::npos ||
+           what.find("without the process's status") != std::string::npos));
 }

@@ -8,8 +8,11 @@
 /// The refusals it is told to make: an expired bearer token (401), no `pods/exec` right (403 on
 /// the exec upgrade), a ResourceQuota that is full (403 on a pod's create), throttling (429 with
 /// Retry-After), and a kubelet that never confirms a pod's deletion (the pod stays Terminating
-/// until a deletion with grace period 0). Its pods run nothing: exec and portforward are either
-/// refused (403) or answered 501.
+/// until a deletion with grace period 0). Its pods run nothing of their own: an allowed exec is a
+/// WebSocket in the subprotocols the judge is told to speak (a v5-only server, by default), its
+/// argv run on this machine with the stdin the client closed (v5's close of channel 0), its
+/// output and Status on the channels; or a stream the judge drops after the first output.
+/// Port-forward is answered 501.
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -59,6 +62,13 @@ public:
     /// The next `count` requests of `method` on paths starting with `prefix` get 429 with
     /// Retry-After `retry_after` seconds.
     void throttle(std::string method, std::string prefix, int count, int retry_after);
+    /// The exec subprotocols the server speaks, in its order of preference (default: only
+    /// v5.channel.k8s.io); an upgrade offering none of them is refused (403, as a 1.20
+    /// server's CRI streaming refuses v5).
+    void exec_protocols(std::vector<std::string> protocols);
+    /// Whether the judge drops every exec's connection (TCP closed, no close frame, no Status)
+    /// right after the command's first output.
+    void drop_exec_streams(bool drop);
     /// Whether the kubelet confirms a deletion (default true: a deleted pod is gone at once);
     /// false: it stays with its deletionTimestamp until deleted with grace period 0.
     void kubelet_confirms(bool confirms);
@@ -78,15 +88,23 @@ public:
         std::string body;
         std::vector<std::pair<std::string, std::string>> headers;
         std::chrono::milliseconds delay{0};
+        /// status 101: an exec upgrade accepted in `protocol`, of `argv` (stdin: whether the
+        /// client sends input), dropped after the first output when `drop`.
+        std::string protocol;
+        std::vector<std::string> argv;
+        bool stdin_open = false, drop = false;
     };
-    /// Answers one request (the server's socket side calls this).
+    /// Answers one request (the server's socket side calls this); `offered` is the
+    /// Sec-WebSocket-Protocol header of an upgrade.
     Reply handle(const std::string& method, const std::string& target,
-                 const std::string& authorization, const std::string& body);
+                 const std::string& authorization, const std::string& body,
+                 const std::string& offered = "");
 
 private:
     struct Net;
     Reply route(const std::string& method, const std::string& path,
-                const std::map<std::string, std::string>& query, const std::string& body);
+                const std::map<std::string, std::string>& query, const std::string& body,
+                const std::string& raw_query, const std::string& offered);
     Reply pods_collection(const std::string& method, const std::map<std::string, std::string>& q,
                           const std::string& body);
     Reply one_pod(const std::string& method, const std::string& name,
@@ -110,6 +128,8 @@ private:
     };
     std::vector<Throttle> throttles_;
     bool confirms_ = true;
+    std::vector<std::string> exec_protocols_{"v5.channel.k8s.io"};
+    bool drop_exec_ = false;
     long rv_ = 1000;
     long uid_ = 0;
     std::map<std::string, nlohmann::json> pods_, configmaps_;
