@@ -260,7 +260,11 @@ TEST_CASE(
                                          "crashing in the pod");
         }
         CHECK((sky::compute<plus_one>(1) >> pool) == 2);
-        const auto after = pool.instances();
+        // The crashed node rejoins (its restart runs beside the next calls): bounded wait.
+        auto after = pool.instances();
+        for (const auto until = Clock::now() + 60s; after.size() != 2 && Clock::now() < until;
+             after = pool.instances())
+            std::this_thread::sleep_for(200ms);
         REQUIRE(after.size() == 2);
         CHECK(after[0].id == instances[0].id);
         CHECK(after[1].id == instances[1].id);
