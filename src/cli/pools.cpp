@@ -24,7 +24,12 @@ std::vector<const ProviderDescriptor*> listing_providers(const std::optional<std
         if (d.credentials) {
             const detail::CredentialStatus c = d.credentials();
             if (!c.present) {
-                if (not_asked) not_asked->push_back(fmt::format("{} (no credentials)", d.name));
+                // What is missing, in the provider's words (never a secret: it names sources).
+                if (not_asked)
+                    not_asked->push_back(
+                        c.source.empty()
+                            ? fmt::format("{} (no credentials)", d.name)
+                            : fmt::format("{} (no credentials: {})", d.name, c.source));
                 continue;
             }
         }

@@ -48,8 +48,8 @@ std::string KubeApi::send(const std::string& method, const std::string& path,
         const Credential cred = credentials_->current();
         HttpRequest r;
         r.method = method;
-        const std::string host = t.cluster.tls_server_name.empty() ? t.cluster.host
-                                                                   : t.cluster.tls_server_name;
+        const std::string host =
+            t.cluster.tls_server_name.empty() ? t.cluster.host : t.cluster.tls_server_name;
         const bool v6 = host.find(':') != std::string::npos;
         r.url = fmt::format("https://{}{}{}:{}{}{}", v6 ? "[" : "", host, v6 ? "]" : "",
                             t.cluster.port, t.cluster.base_path, path);
@@ -95,6 +95,18 @@ std::string KubeApi::send(const std::string& method, const std::string& path,
         if (!cred.bearer_token.empty())
             for (std::size_t p; (p = message.find(cred.bearer_token)) != std::string::npos;)
                 message.replace(p, cred.bearer_token.size(), "[REDACTED]");
+        if (a.status == 401) {
+            // Refused again with a fresh credential: say which, and what renews it.
+            const std::string again =
+                !t.token_file.empty()
+                    ? ", also after re-reading its token file " + t.token_file.string()
+                : t.exec ? ", also after running its exec plugin \"" + t.exec->command + "\" again"
+                         : "";
+            message += fmt::format(
+                " (the API server refused the credential of user \"{}\" from {}{}: it has "
+                "expired or was revoked; renew it and run again)",
+                t.user_name, t.source, again);
+        }
         throw ApiError(a.status, reason, message,
                        fmt::format("kubernetes: {} {} answered {}{}: {}", method, path, a.status,
                                    reason.empty() ? "" : " " + reason, message));
@@ -103,17 +115,16 @@ std::string KubeApi::send(const std::string& method, const std::string& path,
 
 nlohmann::json KubeApi::call(const std::string& method, const std::string& path,
                              const nlohmann::json& body, std::chrono::milliseconds timeout) const {
-    const std::string text = send(method, path, body.is_null() ? std::string() : body.dump(),
-                                  method == "PATCH" ? "application/merge-patch+json"
-                                                    : "application/json",
-                                  timeout);
+    const std::string text =
+        send(method, path, body.is_null() ? std::string() : body.dump(),
+             method == "PATCH" ? "application/merge-patch+json" : "application/json", timeout);
     if (text.empty()) return nlohmann::json::object();
     try {
         return nlohmann::json::parse(text);
     } catch (const std::exception& e) {
-        throw ApiError(200, "", "an answer that is not JSON",
-                       fmt::format("kubernetes: {} {}: the answer is not JSON ({})", method, path,
-                                   e.what()));
+        throw ApiError(
+            200, "", "an answer that is not JSON",
+            fmt::format("kubernetes: {} {}: the answer is not JSON ({})", method, path, e.what()));
     }
 }
 
@@ -126,8 +137,7 @@ std::optional<nlohmann::json> KubeApi::get_if(const std::string& path) const {
     }
 }
 
-std::vector<WatchEvent> KubeApi::watch(const std::string& path,
-                                       const std::string& resource_version,
+std::vector<WatchEvent> KubeApi::watch(const std::string& path, const std::string& resource_version,
                                        std::chrono::seconds window) const {
     const std::string sep = path.find('?') == std::string::npos ? "?" : "&";
     const std::string text =

@@ -285,7 +285,22 @@ KubeTarget in_cluster(const KubeconfigRequest& r) {
     return t;
 }
 
+std::string join_paths(const std::vector<fs::path>& files) {
+    std::vector<std::string> names;
+    for (const auto& f : files) names.push_back(f.string());
+    return join(names);
+}
+
 std::vector<fs::path> kubeconfig_files(const KubeconfigRequest& r) {
+    if (!r.files.empty()) {
+        std::vector<fs::path> files;
+        for (const auto& f : r.files)
+            if (fs::exists(f)) files.push_back(f);
+        if (files.empty())
+            fail("the kubeconfig " + join_paths(r.files) + (r.files.size() > 1 ? " do" : " does") +
+                 " not exist");
+        return files;
+    }
     if (!r.kubeconfig.empty()) {
         if (!fs::exists(r.kubeconfig)) fail("the kubeconfig " + r.kubeconfig + " does not exist");
         return {fs::path(r.kubeconfig)};
@@ -333,6 +348,7 @@ KubeTarget load_kubeconfig(const KubeconfigRequest& request) {
     const std::string cwhat = where(c->second, "context", context);
     KubeTarget t;
     t.source = sources;
+    t.files = files;
     t.context = context;
     t.cluster_name = scalar(c->second.body, "cluster", cwhat);
     t.user_name = scalar(c->second.body, "user", cwhat);

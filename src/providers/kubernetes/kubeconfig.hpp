@@ -19,6 +19,9 @@ struct KubeconfigRequest {
     std::string kubeconfig;  ///< a path; empty: KUBECONFIG, else ~/.kube/config, else in-cluster
     std::string context;     ///< empty: current-context
     std::string ns;          ///< empty: the context's namespace, else "default"
+    /// Not empty: exactly these files, merged in order, instead of `kubeconfig` or the
+    /// environment's (a pool's ledger records the files it used, for `sky gc`).
+    std::vector<std::filesystem::path> files;
     /// Where a pod's service account is mounted (a test points it elsewhere).
     std::filesystem::path service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
 };
@@ -45,10 +48,11 @@ struct ClusterEndpoint {
 
 /// A resolved configuration: where to go, as whom, in which namespace.
 struct KubeTarget {
-    std::string source;        ///< the file(s) it came from, or "in-cluster service account"
-    std::string context;       ///< the context's name ("" in-cluster)
-    std::string cluster_name;  ///< the kubeconfig's name of the cluster
-    std::string user_name;     ///< the kubeconfig's name of the user
+    std::string source;  ///< the file(s) it came from, or "in-cluster service account"
+    std::vector<std::filesystem::path> files;  ///< the files merged, in order (none in-cluster)
+    std::string context;                       ///< the context's name ("" in-cluster)
+    std::string cluster_name;                  ///< the kubeconfig's name of the cluster
+    std::string user_name;                     ///< the kubeconfig's name of the user
     std::string ns;
     ClusterEndpoint cluster;
     std::string client_cert_pem, client_key_pem;  ///< a client certificate (both or neither)

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -110,8 +111,10 @@ public:
         emit(InfraCreating{});
         // In the ledger before anything exists in the cluster: where to find the pool's objects
         // (never a credential), so that `sky gc` deletes them even when this client dies now.
-        PoolRef ref{pool_id_, ns_, api_->target().context,
-                    cfg_.kubeconfig.empty() ? env_or("KUBECONFIG") : cfg_.kubeconfig};
+        std::vector<std::string> files;
+        for (const auto& f : api_->target().files)
+            files.push_back(std::filesystem::absolute(f).string());
+        PoolRef ref{pool_id_, ns_, api_->target().context, join(files, ":")};
         ref_ = ref.to_string();
         if (ledger_) {
             ledger_->region(region_);
@@ -558,24 +561,59 @@ private:
                         if (e.type != "BOOKMARK") objects.push_back(e.object);
                     }
                 }
-                std::lock_guard lk(m_);
-                for (const auto& o : objects) {
-                    const PodView v = view_pod(o);
-                    if (ours_.count(v.name)) continue;
-                    Seen& s = seen_[v.name];
-                    if (v.deleting && !s.deleting) {
-                        s.deleting = true;
-                        s.grace = v.grace_seconds;
+                std::vector<PreemptionNotice> notices;
+                {
+                    std::lock_guard lk(m_);
+                    for (const auto& o : objects) {
+                        const PodView v = view_pod(o);
+                        if (ours_.count(v.name)) continue;
+                        Seen& s = seen_[v.name];
+                        if (v.deleting && !s.deleting) {
+                            s.deleting = true;
+                            s.grace = v.grace_seconds;
+                            if (v.grace_seconds > 0) notices.push_back(notice_of(v, false));
+                        }
+                        if (v.disruption && !s.disruption)
+                            notices.push_back(notice_of(v, !v.deleting));
+                        if (v.disruption) s.disruption = v.disruption;
+                        if (v.reason == "Evicted") s.evicted = v.message;
                     }
-                    if (v.disruption) s.disruption = v.disruption;
-                    if (v.reason == "Evicted") s.evicted = v.message;
                 }
+                // Outside the lock: the pool's desk fans the notice out to every rank.
+                for (auto& n : notices)
+                    if (n.node >= 0 && !stopping_) emit_now(std::move(n));
             } catch (...) {
                 rv.clear();
                 for (int k = 0; k < 10 && !stopping_; ++k)
                     std::this_thread::sleep_for(milliseconds(100));
             }
         }
+    }
+
+    // The preemption notice of a pod that someone else than sky is taking away (api.md §10a):
+    // its deletion with a grace period (an eviction, a drain, a preemption: deletionTimestamp is
+    // when the kubelet kills it) or its DisruptionTarget condition (then the deletion follows,
+    // with the pod's own grace period). Under m_.
+    PreemptionNotice notice_of(const PodView& v, bool by_condition) const {
+        PreemptionNotice n;
+        n.node = -1;
+        for (const auto& [i, p] : pods_)
+            if (p.name == v.name) n.node = i;
+        n.instance_id = v.name;
+        const auto at = parse_rfc3339(v.deletion_time);
+        n.deadline = at && !by_condition
+                         ? *at
+                         : std::chrono::system_clock::now() +
+                               seconds(v.grace_seconds > 0 ? v.grace_seconds : kTerminationGrace);
+        const std::string where = fmt::format("pod {}/{}", ns_, v.name);
+        n.reason =
+            v.disruption && by_condition
+                ? fmt::format("{} is to be disrupted (DisruptionTarget {})", where, *v.disruption)
+                : fmt::format(
+                      "{} is being deleted by someone else than sky (an eviction, "
+                      "a drain, a preemption) with a grace period of {} s",
+                      where, v.grace_seconds);
+        return n;
     }
 
     void mark_lost(int i) {
@@ -803,20 +841,44 @@ ProviderDescriptor kubernetes_provider() {
     d.make_backend = [](const BackendContext& c) -> std::unique_ptr<Backend> {
         return std::make_unique<KubernetesBackend>(c.spec, c.pool_id, c.ledger);
     };
+    // The environment's kubeconfig; where there is none, one that a pool's ledger on this
+    // machine recorded (so that `sky ls` and `sky gc` reach the pools that ran there).
     d.credentials = [] {
         CredentialStatus s;
+        const auto found = [&](const KubeTarget& t, const std::string& via) {
+            s.present = true;
+            s.source = fmt::format("{} (context {}, user {}){}", t.source,
+                                   t.context.empty() ? "in-cluster" : t.context, t.user_name, via);
+            s.endpoint = t.cluster.server;
+            if (!t.token.empty()) s.secrets.push_back(t.token);
+        };
         try {
             KubeconfigRequest r;
             r.context = env_or("SKY_KUBERNETES_CONTEXT");
-            const KubeTarget t = load_kubeconfig(r);
-            s.present = true;
-            s.source = fmt::format("{} (context {}, user {})", t.source,
-                                   t.context.empty() ? "in-cluster" : t.context, t.user_name);
-            s.endpoint = t.cluster.server;
-            if (!t.token.empty()) s.secrets.push_back(t.token);
+            found(load_kubeconfig(r), "");
+            return s;
         } catch (const std::exception& e) {
             s.source = e.what();
         }
+        std::string unreadable;
+        for (const auto& ref : recorded_refs()) {
+            if (ref.files().empty()) continue;  // in-cluster: the environment's, which failed
+            try {
+                KubeconfigRequest r;
+                r.files = ref.files();
+                r.context = ref.context;
+                r.ns = ref.ns;
+                found(load_kubeconfig(r), ", as pool " + ref.pool_id + "'s ledger records it");
+                return s;
+            } catch (const std::exception& e) {
+                unreadable += fmt::format(
+                    "; pool {}'s ledger names the kubeconfig {} (context \"{}\"), which cannot "
+                    "be used: {}",
+                    ref.pool_id, ref.kubeconfig, ref.context, e.what());
+            }
+        }
+        if (!unreadable.empty())
+            s.source += unreadable + "; set KUBECONFIG to a kubeconfig of that cluster";
         return s;
     };
     // `sky ls` and `sky gc` reach the cluster through the inventory: sky's pods by label, and a

@@ -36,10 +36,10 @@ Toleration parse_toleration(const std::string& text) {
             text));
     Toleration t{m[1], m[3], m[4]};
     if (t.effect != "NoSchedule" && t.effect != "PreferNoSchedule" && t.effect != "NoExecute")
-        throw ConfigError(fmt::format(
-            "sky::Kubernetes tolerations: \"{}\": the effect must be NoSchedule, "
-            "PreferNoSchedule or NoExecute",
-            text));
+        throw ConfigError(
+            fmt::format("sky::Kubernetes tolerations: \"{}\": the effect must be NoSchedule, "
+                        "PreferNoSchedule or NoExecute",
+                        text));
     return t;
 }
 
@@ -51,7 +51,8 @@ bool name_part(const std::string& s, std::size_t max) {
 }
 
 bool dns_subdomain(const std::string& s) {
-    static const std::regex re(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$)");
+    static const std::regex re(
+        R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$)");
     return !s.empty() && s.size() <= 253 && std::regex_match(s, re);
 }
 
@@ -99,9 +100,8 @@ std::optional<GpuLimit> gpu_limit(const std::optional<Accelerator>& a) {
 
 const std::vector<std::string>& product_label_keys() {
     static const std::vector<std::string> keys{
-        "skypilot.co/accelerator",     "cloud.google.com/gke-accelerator",
-        "karpenter.k8s.aws/instance-gpu-name", "nvidia.com/gpu.product",
-        "gpu.nvidia.com/class"};
+        "skypilot.co/accelerator", "cloud.google.com/gke-accelerator",
+        "karpenter.k8s.aws/instance-gpu-name", "nvidia.com/gpu.product", "gpu.nvidia.com/class"};
     return keys;
 }
 
@@ -139,17 +139,20 @@ std::string memory_quantity(const std::string& memory) {
         throw ConfigError(fmt::format("memory: \"{}\" is not a size like \"16GB\"", memory));
     const double v = std::stod(m[1]);
     const std::string unit = m[3].matched ? to_upper(std::string(m[3]).substr(0, 1)) : "G";
-    const double mi = v * (unit == "K" ? 1.0 / 1024 : unit == "M" ? 1 : unit == "G" ? 1024 : 1048576);
+    const double mi = v * (unit == "K"   ? 1.0 / 1024
+                           : unit == "M" ? 1
+                           : unit == "G" ? 1024
+                                         : 1048576);
     return fmt::format("{}Mi", static_cast<long long>(std::ceil(mi)));
 }
 
 json owner_manifest(const std::string& pool_id) {
-    return json{{"apiVersion", "v1"},
-                {"kind", "ConfigMap"},
-                {"metadata",
-                 {{"name", owner_name(pool_id)},
-                  {"labels", {{kManagedBy, "sky"}, {kPoolLabel, pool_id}}}}},
-                {"data", {{"pool", pool_id}}}};
+    return json{
+        {"apiVersion", "v1"},
+        {"kind", "ConfigMap"},
+        {"metadata",
+         {{"name", owner_name(pool_id)}, {"labels", {{kManagedBy, "sky"}, {kPoolLabel, pool_id}}}}},
+        {"data", {{"pool", pool_id}}}};
 }
 
 json pod_manifest(const PodPlan& p) {
@@ -172,12 +175,13 @@ json pod_manifest(const PodPlan& p) {
     json env = json::array();
     for (const auto& [k, v] : p.env) env.push_back({{"name", k}, {"value", v}});
 
-    json container = {{"name", kContainer},
-                      {"image", p.image},
-                      {"imagePullPolicy", "IfNotPresent"},
-                      {"command", p.command},
-                      {"resources", resources},
-                      {"volumeMounts", json::array({{{"name", "dshm"}, {"mountPath", "/dev/shm"}}})}};
+    json container = {
+        {"name", kContainer},
+        {"image", p.image},
+        {"imagePullPolicy", "IfNotPresent"},
+        {"command", p.command},
+        {"resources", resources},
+        {"volumeMounts", json::array({{{"name", "dshm"}, {"mountPath", "/dev/shm"}}})}};
     if (!env.empty()) container["env"] = env;
 
     json tolerations = json::array();
@@ -193,14 +197,14 @@ json pod_manifest(const PodPlan& p) {
     }
     if (p.gpu) tolerations.push_back({{"key", p.gpu->toleration_key}, {"operator", "Exists"}});
 
-    json spec = {{"restartPolicy", "Never"},
-                 {"automountServiceAccountToken", false},
-                 {"enableServiceLinks", false},
-                 {"activeDeadlineSeconds", p.active_deadline.count()},
-                 {"terminationGracePeriodSeconds", 60},
-                 {"containers", json::array({container})},
-                 {"volumes", json::array({{{"name", "dshm"},
-                                           {"emptyDir", {{"medium", "Memory"}}}}})}};
+    json spec = {
+        {"restartPolicy", "Never"},
+        {"automountServiceAccountToken", false},
+        {"enableServiceLinks", false},
+        {"activeDeadlineSeconds", p.active_deadline.count()},
+        {"terminationGracePeriodSeconds", kTerminationGrace},
+        {"containers", json::array({container})},
+        {"volumes", json::array({{{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}})}};
     if (!tolerations.empty()) spec["tolerations"] = tolerations;
     if (!p.node_selector.empty()) {
         json sel = json::object();
@@ -227,6 +231,8 @@ PodView view_pod(const json& pod) {
     v.uid = meta.value("uid", "");
     v.created = meta.value("creationTimestamp", "");
     v.deleting = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+    if (v.deleting && meta["deletionTimestamp"].is_string())
+        v.deletion_time = meta["deletionTimestamp"].get<std::string>();
     if (meta.contains("deletionGracePeriodSeconds") &&
         meta["deletionGracePeriodSeconds"].is_number())
         v.grace_seconds = meta["deletionGracePeriodSeconds"].get<long>();

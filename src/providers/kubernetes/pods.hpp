@@ -24,6 +24,11 @@ inline constexpr const char* kContainer = "sky";
 inline constexpr const char* kDefaultImage = "ubuntu:24.04";
 inline constexpr const char* kDefaultGpuImage = "nvidia/cuda:12.6.3-runtime-ubuntu24.04";
 
+/// A pod's terminationGracePeriodSeconds: how long a deletion that names no grace period of its
+/// own (an eviction, a drain, the garbage collector) leaves the worker running after the pool's
+/// preemption notice, for the ranks to save their step (api.md §10a).
+inline constexpr int kTerminationGrace = 60;
+
 /// "sky-<pool id>": the ConfigMap's name.
 [[nodiscard]] std::string owner_name(const std::string& pool_id);
 /// "sky-<pool id>-n<i>-<4 hex>".
@@ -74,8 +79,8 @@ struct PodPlan {
     std::optional<int> cpu;
     std::optional<std::string> memory;  ///< as PoolSpec writes it ("16GB")
     std::chrono::seconds active_deadline{4200};
-    std::string owner_uid;                 ///< the ConfigMap's uid
-    std::vector<std::string> command;      ///< the container's main process
+    std::string owner_uid;             ///< the ConfigMap's uid
+    std::vector<std::string> command;  ///< the container's main process
     std::map<std::string, std::string> env;
 };
 
@@ -92,16 +97,17 @@ struct PodView {
     std::string ip, node_name;
     std::string pool_id;
     int node = -1;
-    std::string created;                     ///< metadata.creationTimestamp
-    bool deleting = false;                   ///< a deletionTimestamp is set
-    long grace_seconds = -1;                 ///< metadata.deletionGracePeriodSeconds
-    std::string unschedulable;               ///< PodScheduled=False's message
+    std::string created;                          ///< metadata.creationTimestamp
+    bool deleting = false;                        ///< a deletionTimestamp is set
+    std::string deletion_time;                    ///< metadata.deletionTimestamp: when it is killed
+    long grace_seconds = -1;                      ///< metadata.deletionGracePeriodSeconds
+    std::string unschedulable;                    ///< PodScheduled=False's message
     std::string waiting_reason, waiting_message;  ///< the container's waiting state
-    std::optional<std::string> disruption;   ///< DisruptionTarget=True: "<reason>: <message>"
-    bool terminated = false;                 ///< the container ended
-    std::string terminated_reason;           ///< OOMKilled, Error, Completed...
+    std::optional<std::string> disruption;        ///< DisruptionTarget=True: "<reason>: <message>"
+    bool terminated = false;                      ///< the container ended
+    std::string terminated_reason;                ///< OOMKilled, Error, Completed...
     int exit_code = 0;
-    std::string reason, message;             ///< status.reason/message (Evicted, DeadlineExceeded)
+    std::string reason, message;  ///< status.reason/message (Evicted, DeadlineExceeded)
     [[nodiscard]] bool running() const { return phase == "Running" && !deleting && !terminated; }
 };
 [[nodiscard]] PodView view_pod(const nlohmann::json& pod);

@@ -451,3 +451,23 @@ TEST_CASE("kubeconfig: RFC 3339 times", "[kubernetes][kubeconfig]") {
     CHECK_FALSE(parse_rfc3339("2026-13-01T21:00:00Z"));
     CHECK_FALSE(parse_rfc3339("2026-12-01T21:00:00Zjunk"));
 }
+
+TEST_CASE(
+    "kubeconfig: the files a pool's ledger recorded are merged in order without the "
+    "environment, missing ones skipped, none at all a ConfigError naming them",
+    "[kubernetes][kubeconfig]") {
+    Scratch s;
+    const auto first = s.write("a/config", config("    token: from-a\n"));
+    const auto second =
+        s.write("b/config", "apiVersion: v1\nkind: Config\ncurrent-context: other\n");
+    ::setenv("KUBECONFIG", (s.dir() / "nowhere").c_str(), 1);  // never read
+    KubeconfigRequest r;
+    r.files = {s.dir() / "gone", first, second};
+    const auto t = load_kubeconfig(r);
+    CHECK(t.context == "main");  // the first file that sets current-context wins
+    CHECK(t.token == "from-a");
+    CHECK(t.files == std::vector<fs::path>{first, second});
+    r.files = {s.dir() / "gone", s.dir() / "also-gone"};
+    CHECK_THAT(config_error(r),
+               Catch::Contains((s.dir() / "gone").string()) && Catch::Contains("do not exist"));
+}

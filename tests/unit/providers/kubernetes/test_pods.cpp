@@ -69,12 +69,14 @@ TEST_CASE(
     CHECK(c["volumeMounts"][0]["mountPath"] == "/dev/shm");
     CHECK(spec["volumes"][0]["emptyDir"]["medium"] == "Memory");
     REQUIRE(spec["tolerations"].size() == 2);
-    CHECK(spec["tolerations"][0] ==
-          json{{"key", "dedicated"}, {"operator", "Equal"}, {"value", "ml"},
-               {"effect", "NoSchedule"}});
+    CHECK(spec["tolerations"][0] == json{{"key", "dedicated"},
+                                         {"operator", "Equal"},
+                                         {"value", "ml"},
+                                         {"effect", "NoSchedule"}});
     CHECK(spec["tolerations"][1] == json{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}});
-    const json& expr = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-                           ["nodeSelectorTerms"][0]["matchExpressions"][0];
+    const json& expr =
+        spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchExpressions"][0];
     CHECK(expr["key"] == "nvidia.com/gpu.product");
     CHECK(expr["values"] == json::array({"NVIDIA-H100-80GB-HBM3"}));
 }
@@ -104,9 +106,9 @@ TEST_CASE("kubernetes pods: the user's fields are checked with messages naming t
     CHECK_THROWS_AS(parse_toleration("nvidia.com/gpu"), sky::ConfigError);
     CHECK_THROWS_WITH(parse_toleration("k:Sometimes"), Catch::Contains("NoSchedule"));
     std::vector<std::string> problems;
-    check_metadata({{"ok/name", "v"}, {"Bad Key", "v"}, {"k", "not a value!"},
-                    {"sky.io/pool", "x"}},
-                   true, "labels", problems);
+    check_metadata(
+        {{"ok/name", "v"}, {"Bad Key", "v"}, {"k", "not a value!"}, {"sky.io/pool", "x"}}, true,
+        "labels", problems);
     REQUIRE(problems.size() == 3);
     CHECK(problems[0].find("\"Bad Key\"") != std::string::npos);
     CHECK(problems[1].find("value of \"k\"") != std::string::npos);
@@ -161,4 +163,23 @@ TEST_CASE("kubernetes inventory: the ledger's pool reference round-trips, creden
     CHECK(back->kubeconfig == r.kubeconfig);
     CHECK_FALSE(PoolRef::parse("sky-0123-n0-abcd"));
     CHECK_FALSE(PoolRef::parse("kubernetes:only"));
+    // The files a pool merged (KUBECONFIG's list), in order; none in-cluster.
+    const PoolRef merged{"0123456789abcdef", "ml-team", "c", "/a/one:/b/two"};
+    const auto back2 = PoolRef::parse(merged.to_string());
+    REQUIRE(back2);
+    CHECK(back2->files() == std::vector<std::filesystem::path>{"/a/one", "/b/two"});
+    CHECK(PoolRef{"0123456789abcdef", "ns", "", ""}.files().empty());
+}
+
+TEST_CASE("kubernetes pods: a deletion's time and grace period are read from the pod",
+          "[kubernetes]") {
+    const auto v = view_pod(nlohmann::json::parse(R"({"metadata": {"name": "p",
+        "deletionTimestamp": "2026-12-02T06:30:20Z", "deletionGracePeriodSeconds": 20},
+        "status": {"phase": "Running"}})"));
+    CHECK(v.deleting);
+    CHECK(v.deletion_time == "2026-12-02T06:30:20Z");
+    CHECK(v.grace_seconds == 20);
+    CHECK_FALSE(v.running());
+    const auto pod = pod_manifest(PodPlan{.pool_id = "0123456789abcdef", .name = "p"});
+    CHECK(pod["spec"]["terminationGracePeriodSeconds"] == kTerminationGrace);
 }
