@@ -1,7 +1,7 @@
 # An unprivileged user on a node during a pool: watches for every new listening socket (TCP on
 # any address, Unix anywhere), connects at once, reads what it is sent and tries to speak; also
 # reads every process's command line looking for the pool's secret. Bounded: runs for argv[1]
-# seconds. Prints one line per finding:
+# seconds, or until the file argv[3] (optional) exists. Prints one line per finding:
 #   connected tcp:PORT bytes=N     a TCP listener accepted us (N bytes came before we hung up)
 #   connected unix:PATH bytes=N    a Unix socket accepted us
 #   refused unix:PATH ERR          the socket refused us (permissions)
@@ -11,6 +11,7 @@ import os, socket, sys, time
 limit = float(sys.argv[1])
 secret = open(sys.argv[2]).read().strip()  # from a file: an argument would be in ps itself
 end = time.time() + limit
+stop_file = sys.argv[3] if len(sys.argv) > 3 else None
 print("attacker uid=%d" % os.getuid(), flush=True)
 
 def listeners():
@@ -58,7 +59,7 @@ def probe(kind, where):
     print("connected %s:%s bytes=%d" % (kind, where, len(got)), flush=True)
 
 seen = set(listeners())  # what was there before the pool (sshd) is not the pool's
-while time.time() < end:
+while time.time() < end and not (stop_file and os.path.exists(stop_file)):
     for l in listeners():
         if l not in seen:
             seen.add(l)

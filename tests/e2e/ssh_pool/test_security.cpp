@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <sstream>
 
 #include "hosts/ssh_provider.hpp"
@@ -58,9 +59,21 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
             return sky::test::run_command(
                 hosts.ssh_command(i,
                                   "setpriv --reuid=65534 --regid=65534 --clear-groups "
-                                  "/usr/bin/python3 /tmp/attacker.py 12 /tmp/attacker-secret"),
-                std::chrono::seconds(40));
+                                  "/usr/bin/python3 /tmp/attacker.py 120 /tmp/attacker-secret "
+                                  "/tmp/attacker-stop"),
+                std::chrono::seconds(150));
         }));
+    // The attackers watch until both pools are done, however long they take on a loaded
+    // machine (a fixed 12 s ended before the pools' sockets appeared), or until the test fails.
+    struct Stop {
+        TestHosts& hosts;
+        ~Stop() {
+            for (int i = 0; i < hosts.size(); ++i)
+                std::ofstream(hosts.host_path(i, "/tmp/attacker-stop")) << "stop\n";
+        }
+    };
+    std::optional<Stop> stop_attackers;
+    stop_attackers.emplace(Stop{hosts});
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the attackers are watching
 
     sky::SSH ssh = sky::test::ssh_provider(hosts);
@@ -77,6 +90,7 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
         }
         for (auto& s : sky::compute<ssh_security::secret_seen>() | pool) CHECK(s == secret);
     }
+    stop_attackers.reset();
     bool saw_worker = false;
     for (auto& a : attackers) {
         auto r = a.get();
