@@ -67,13 +67,15 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
     // machine (a fixed 12 s ended before the pools' sockets appeared), or until the test fails.
     struct Stop {
         TestHosts& hosts;
+        explicit Stop(TestHosts& h) : hosts(h) {}
+        Stop(const Stop&) = delete;
         ~Stop() {
             for (int i = 0; i < hosts.size(); ++i)
                 std::ofstream(hosts.host_path(i, "/tmp/attacker-stop")) << "stop\n";
         }
     };
     std::optional<Stop> stop_attackers;
-    stop_attackers.emplace(Stop{hosts});
+    stop_attackers.emplace(hosts);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the attackers are watching
 
     sky::SSH ssh = sky::test::ssh_provider(hosts);
@@ -92,8 +94,10 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
     }
     stop_attackers.reset();
     bool saw_worker = false;
+    std::vector<std::string> outputs;
     for (auto& a : attackers) {
         auto r = a.get();
+        outputs.push_back(r.output);
         INFO(r.output);
         REQUIRE(r.output.find("attacker uid=65534") != std::string::npos);
         REQUIRE(r.output.find("attacker done") != std::string::npos);
@@ -107,5 +111,6 @@ TEST_CASE("ssh security: a local user on the nodes reaches no worker and reads n
             if (l.rfind("connected tcp:", 0) == 0) CHECK(l.find("bytes=0") != std::string::npos);
     }
     // The race was run: an attacker saw a worker's socket appear, and the file system refused it.
+    for (const auto& o : outputs) UNSCOPED_INFO(o);
     CHECK(saw_worker);
 }
